@@ -1,0 +1,3 @@
+module github.com/ternwal/tern
+
+go 1.26
