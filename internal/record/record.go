@@ -1,0 +1,286 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"slices"
+)
+
+// Wire-format constants: changing any of them changes the bytes on disk.
+const (
+	HeaderBytes = 48
+	Version     = 1
+	// Magic starts every batch; recovery searches for it past damage.
+	Magic    = "TRNB"
+	magic    = uint32('T') | uint32('R')<<8 | uint32('N')<<16 | uint32('B')<<24
+	crcStart = 16
+)
+
+// ErrCorrupt is wrapped by every error that reports bytes that are not a valid
+// batch.
+var ErrCorrupt = errors.New("record: corrupt batch")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Entry is one entry as the record layer sees it.
+type Entry struct {
+	Time       int64 // Unix nanoseconds
+	Payload    []byte
+	Properties map[string][]byte
+}
+
+// Header is the decoded fixed header of a batch.
+type Header struct {
+	Length     uint32
+	CRC        uint32
+	BaseOffset uint64
+	Epoch      uint64
+	FirstTime  int64
+	Count      uint32
+	Flags      uint8
+}
+
+// NextOffset is the offset that follows the batch's last entry.
+func (h Header) NextOffset() uint64 { return h.BaseOffset + uint64(h.Count) }
+
+// EncodedBytes is an upper bound of the bytes e takes inside a batch.
+func EncodedBytes(e Entry) int {
+	n := 3*binary.MaxVarintLen64 + len(e.Payload)
+	for k, v := range e.Properties {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	return n
+}
+
+// Builder encodes entries into a batch. The zero value is ready to use. A
+// Builder is not safe for concurrent use.
+type Builder struct {
+	buf   []byte
+	count uint32
+	first int64
+	keys  []string
+}
+
+// Reset empties the builder and keeps its buffer.
+func (b *Builder) Reset() {
+	b.buf = b.buf[:0]
+	b.count = 0
+}
+
+// Count is the number of entries added since the last Reset.
+func (b *Builder) Count() int { return int(b.count) }
+
+// Bytes is the size the batch will have if finished now.
+func (b *Builder) Bytes() int {
+	if b.count == 0 {
+		return HeaderBytes
+	}
+	return len(b.buf)
+}
+
+// Add appends e to the batch. It copies e's bytes.
+func (b *Builder) Add(e Entry) {
+	if b.count == 0 {
+		b.buf = append(b.buf[:0], make([]byte, HeaderBytes)...)
+		b.first = e.Time
+	}
+	b.count++
+	b.buf = binary.AppendVarint(b.buf, e.Time-b.first)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(e.Payload)))
+	b.buf = append(b.buf, e.Payload...)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(e.Properties)))
+	if len(e.Properties) == 0 {
+		return
+	}
+	b.keys = b.keys[:0]
+	for k := range e.Properties {
+		b.keys = append(b.keys, k)
+	}
+	slices.Sort(b.keys)
+	for _, k := range b.keys {
+		v := e.Properties[k]
+		b.buf = binary.AppendUvarint(b.buf, uint64(len(k)))
+		b.buf = append(b.buf, k...)
+		b.buf = binary.AppendUvarint(b.buf, uint64(len(v)))
+		b.buf = append(b.buf, v...)
+	}
+}
+
+// Finish writes the header for a batch whose first entry has offset base and
+// returns the batch's bytes. They stay valid until the next Reset or Add. It
+// panics if no entry was added or the batch exceeds 4 GiB, which callers
+// prevent by bounding batch sizes.
+func (b *Builder) Finish(base, epoch uint64) []byte {
+	if b.count == 0 || uint64(len(b.buf)) > math.MaxUint32 {
+		panic(fmt.Sprintf("record: finish of a batch of %d entries, %d bytes", b.count, len(b.buf)))
+	}
+	h := b.buf[:HeaderBytes]
+	binary.LittleEndian.PutUint32(h[0:], magic)
+	h[4] = Version
+	h[5] = 0
+	binary.LittleEndian.PutUint16(h[6:], 0)
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(b.buf)))
+	binary.LittleEndian.PutUint64(h[16:], base)
+	binary.LittleEndian.PutUint64(h[24:], epoch)
+	binary.LittleEndian.PutUint64(h[32:], uint64(b.first))
+	binary.LittleEndian.PutUint32(h[40:], b.count)
+	binary.LittleEndian.PutUint32(h[44:], 0)
+	binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(b.buf[crcStart:], castagnoli))
+	return b.buf
+}
+
+// Encode is a convenience for building one batch from entries.
+func Encode(base, epoch uint64, entries []Entry) []byte {
+	var b Builder
+	for _, e := range entries {
+		b.Add(e)
+	}
+	return b.Finish(base, epoch)
+}
+
+// ParseHeader decodes and checks the fixed header at the start of p without
+// checking the CRC. It returns io.ErrUnexpectedEOF if p is shorter than a
+// header, and an error wrapping ErrCorrupt if the header is not valid.
+func ParseHeader(p []byte) (Header, error) {
+	if len(p) < HeaderBytes {
+		return Header{}, io.ErrUnexpectedEOF
+	}
+	if m := binary.LittleEndian.Uint32(p[0:]); m != magic {
+		return Header{}, fmt.Errorf("%w: bad magic %#08x", ErrCorrupt, m)
+	}
+	if p[4] != Version {
+		return Header{}, fmt.Errorf("%w: unknown version %d", ErrCorrupt, p[4])
+	}
+	if p[5] != 0 { // no codec is defined yet, and bits 3-7 must be zero
+		return Header{}, fmt.Errorf("%w: unsupported flags %#02x", ErrCorrupt, p[5])
+	}
+	if binary.LittleEndian.Uint16(p[6:]) != 0 || binary.LittleEndian.Uint32(p[44:]) != 0 {
+		return Header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrCorrupt)
+	}
+	h := Header{
+		Length:     binary.LittleEndian.Uint32(p[8:]),
+		CRC:        binary.LittleEndian.Uint32(p[12:]),
+		BaseOffset: binary.LittleEndian.Uint64(p[16:]),
+		Epoch:      binary.LittleEndian.Uint64(p[24:]),
+		FirstTime:  int64(binary.LittleEndian.Uint64(p[32:])),
+		Count:      binary.LittleEndian.Uint32(p[40:]),
+		Flags:      p[5],
+	}
+	if h.Count == 0 {
+		return Header{}, fmt.Errorf("%w: no entries", ErrCorrupt)
+	}
+	// Each entry takes at least 3 bytes.
+	if h.Length < HeaderBytes || uint64(h.Length-HeaderBytes) < 3*uint64(h.Count) {
+		return Header{}, fmt.Errorf("%w: length %d too small for %d entries", ErrCorrupt, h.Length, h.Count)
+	}
+	if h.BaseOffset+uint64(h.Count) < h.BaseOffset {
+		return Header{}, fmt.Errorf("%w: offsets overflow", ErrCorrupt)
+	}
+	return h, nil
+}
+
+// Batch is a batch whose header and CRC have been checked. Its entries alias
+// the bytes it was decoded from.
+type Batch struct {
+	Header
+	body []byte
+}
+
+// Decode checks the batch at the start of p (header and CRC) and returns it.
+// p may hold more bytes after the batch. It returns io.ErrUnexpectedEOF if p
+// ends before the batch does, and an error wrapping ErrCorrupt if the bytes are
+// not a valid batch.
+func Decode(p []byte) (Batch, error) {
+	h, err := ParseHeader(p)
+	if err != nil {
+		return Batch{}, err
+	}
+	if uint64(len(p)) < uint64(h.Length) {
+		return Batch{}, io.ErrUnexpectedEOF
+	}
+	if crc := crc32.Checksum(p[crcStart:h.Length], castagnoli); crc != h.CRC {
+		return Batch{}, fmt.Errorf("%w: crc %#08x, header says %#08x", ErrCorrupt, crc, h.CRC)
+	}
+	b := Batch{Header: h, body: p[HeaderBytes:h.Length]}
+	// Walk the entries once so that a batch that decodes is fully valid.
+	if err := b.Each(func(uint64, Entry) error { return nil }); err != nil {
+		return Batch{}, err
+	}
+	return b, nil
+}
+
+// Each calls fn for every entry in offset order and stops at fn's first error.
+// The entries' bytes alias the batch; fn must copy what it keeps past the
+// batch's lifetime. Properties is nil for entries without properties.
+//
+// Each accepts only the one encoding Builder writes (minimal varints, the
+// first entry's time equal to the header's first time, property keys strictly
+// ascending), so a batch that decodes re-encodes to the same bytes.
+func (b Batch) Each(fn func(off uint64, e Entry) error) error {
+	p := b.body
+	for i := range b.Count {
+		var e Entry
+		var err error
+		delta, n := binary.Varint(p)
+		if !minimal(p, n) || (i == 0 && delta != 0) {
+			return b.bad(i, "time")
+		}
+		p = p[n:]
+		e.Time = b.FirstTime + delta
+		if e.Payload, p, err = bytesField(p); err != nil {
+			return b.bad(i, "payload")
+		}
+		nprops, n := binary.Uvarint(p)
+		if !minimal(p, n) || nprops > uint64(len(p)) {
+			return b.bad(i, "property count")
+		}
+		p = p[n:]
+		if nprops > 0 {
+			e.Properties = make(map[string][]byte, nprops)
+			var prev []byte
+			for j := range nprops {
+				var k, v []byte
+				if k, p, err = bytesField(p); err != nil || (j > 0 && bytes.Compare(prev, k) >= 0) {
+					return b.bad(i, "property key")
+				}
+				if v, p, err = bytesField(p); err != nil {
+					return b.bad(i, "property value")
+				}
+				e.Properties[string(k)] = v
+				prev = k
+			}
+		}
+		if err := fn(b.BaseOffset+uint64(i), e); err != nil {
+			return err
+		}
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, len(p))
+	}
+	return nil
+}
+
+func (b Batch) bad(i uint32, field string) error {
+	return fmt.Errorf("%w: entry %d (offset %d): bad %s", ErrCorrupt, i, b.BaseOffset+uint64(i), field)
+}
+
+func bytesField(p []byte) (field, rest []byte, err error) {
+	n, k := binary.Uvarint(p)
+	if !minimal(p, k) || n > uint64(len(p)-k) {
+		return nil, nil, ErrCorrupt
+	}
+	end := k + int(n)
+	return p[k:end:end], p[end:], nil
+}
+
+// minimal reports whether the varint of n bytes at the start of p was decoded
+// (n > 0) and has no redundant trailing zero groups, as binary.AppendUvarint
+// and AppendVarint write it.
+func minimal(p []byte, n int) bool {
+	return n == 1 || (n > 1 && p[n-1] != 0)
+}
