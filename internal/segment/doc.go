@@ -1,0 +1,54 @@
+// Package segment stores a contiguous range of a log's batches in one
+// append-only file.
+//
+// A segment is open while its writer appends to it and sealed once a footer
+// has been written after its last batch; a sealed segment is never modified
+// again, only deleted whole.
+//
+// # File naming
+//
+// A segment file is named by the offset of its first entry, 20 decimal digits,
+// and the suffix ".seg": 00000000000000004096.seg. Sorting the names sorts the
+// segments.
+//
+// # File layout (format version 1; all integers little-endian)
+//
+//	header, 40 bytes:
+//	     0    4 magic       "TRNS"
+//	     4    1 version     1
+//	     5    3 reserved    zero
+//	     8    8 base offset offset of the segment's first entry
+//	    16    8 epoch       epoch of the writer that created the segment
+//	    24    8 created     Unix nanoseconds
+//	    32    4 crc         CRC-32C of bytes [0, 32)
+//	    36    4 reserved    zero
+//	batches, back to back, as defined by package record, with dense offsets
+//	starting at the base offset
+//	footer, only in a sealed segment:
+//	    index entries, 16 bytes each: offset (8), file position (8) of a batch
+//	    trailer, 48 bytes:
+//	     0    8 index position  file position of the first index entry, which
+//	                            is also where the batches end
+//	     8    4 index count
+//	    12    4 reserved        zero
+//	    16    8 next offset     offset after the segment's last entry
+//	    24    8 max time        newest entry time, Unix nanoseconds
+//	    32    8 entry bytes     bytes of batches (index position - 40)
+//	    40    4 crc             CRC-32C of the index entries and trailer [0, 40)
+//	    44    4 magic           "TRNF"
+//
+// The sparse index holds the first batch and then one batch every
+// IndexIntervalBytes of batch data, so a reader seeks to within that many
+// bytes of any offset. The open segment's index is kept in memory and rebuilt
+// by recovery.
+//
+// # Recovery
+//
+// Only the open (last) segment is scanned; sealed segments are trusted after
+// their footer's CRC. Scanning stops at the first position that does not hold
+// a valid batch with the expected base offset. If no valid batch follows that
+// position anywhere in the file, the bytes from it on are a torn tail left by
+// a crash and are truncated. If a valid batch does follow, the damage is not a
+// torn tail: recovery refuses to guess and returns a *CorruptError naming the
+// file and position.
+package segment

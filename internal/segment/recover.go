@@ -1,0 +1,223 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// ErrUnfinished is returned by Recover for a segment file whose creation was
+// cut short by a crash: its header is missing or torn and it holds no batch.
+// It held nothing that was acknowledged, and the caller may remove it.
+var ErrUnfinished = errors.New("segment: file creation did not finish")
+
+// errNotSealed means a file has no valid footer.
+var errNotSealed = errors.New("no valid footer")
+
+// ReadSealed returns the Info of a sealed segment, read from its header and
+// footer. A missing or damaged footer is reported as a *CorruptError.
+func ReadSealed(fs vfs.FS, path string) (Info, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("segment: open %s: %w", path, err)
+	}
+	defer f.Close()
+	return readSealed(f, path)
+}
+
+func readSealed(f vfs.File, path string) (Info, error) {
+	size, err := f.Size()
+	if err != nil {
+		return Info{}, fmt.Errorf("segment: stat %s: %w", path, err)
+	}
+	info, err := readHeader(f, path)
+	if err != nil {
+		return Info{}, err
+	}
+	if size < HeaderBytes+trailerBytes {
+		return Info{}, &CorruptError{Path: path, Pos: size, Err: errNotSealed}
+	}
+	t := make([]byte, trailerBytes)
+	if _, err := f.ReadAt(t, size-trailerBytes); err != nil {
+		return Info{}, fmt.Errorf("segment: read %s: %w", path, err)
+	}
+	end := int64(binary.LittleEndian.Uint64(t[0:]))
+	n := int64(binary.LittleEndian.Uint32(t[8:]))
+	if string(t[44:]) != footerMagic || end < HeaderBytes || end+n*indexEntry+trailerBytes != size {
+		return Info{}, &CorruptError{Path: path, Pos: size - trailerBytes, Err: errNotSealed}
+	}
+	footer := make([]byte, n*indexEntry+trailerBytes)
+	if _, err := f.ReadAt(footer, end); err != nil {
+		return Info{}, fmt.Errorf("segment: read %s: %w", path, err)
+	}
+	if crc32.Checksum(footer[:len(footer)-8], castagnoli) != binary.LittleEndian.Uint32(footer[len(footer)-8:]) {
+		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer checksum mismatch")}
+	}
+	info.Index = make([]IndexEntry, n)
+	for k := range info.Index {
+		info.Index[k] = IndexEntry{
+			Offset: binary.LittleEndian.Uint64(footer[k*indexEntry:]),
+			Pos:    int64(binary.LittleEndian.Uint64(footer[k*indexEntry+8:])),
+		}
+	}
+	info.Next = binary.LittleEndian.Uint64(t[16:])
+	info.MaxTime = int64(binary.LittleEndian.Uint64(t[24:]))
+	info.End = end
+	info.Size = size
+	info.Sealed = true
+	if info.Next < info.Base {
+		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer offsets out of range")}
+	}
+	return info, nil
+}
+
+func readHeader(f vfs.File, path string) (Info, error) {
+	h := make([]byte, HeaderBytes)
+	if _, err := f.ReadAt(h, 0); err != nil && !errors.Is(err, io.EOF) {
+		return Info{}, fmt.Errorf("segment: read %s: %w", path, err)
+	}
+	base, epoch, created, err := decodeHeader(h)
+	if err != nil {
+		return Info{}, &CorruptError{Path: path, Pos: 0, Err: err}
+	}
+	if named, ok := ParseFileName(path); !ok || named != base {
+		return Info{}, &CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header says base offset %d, file name disagrees", base)}
+	}
+	return Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: created, End: HeaderBytes, Size: HeaderBytes}, nil
+}
+
+// Recover opens the segment at path after a restart. A sealed segment's Info
+// is returned with a nil Writer. For an open segment, Recover scans every
+// batch, truncates a torn tail (and syncs), and returns a Writer positioned to
+// append after the last valid batch. Damage that is not a torn tail is
+// returned as a *CorruptError and nothing is truncated.
+func Recover(fs vfs.FS, path string) (Info, *Writer, error) {
+	f, err := fs.OpenRW(path)
+	if err != nil {
+		return Info{}, nil, fmt.Errorf("segment: open %s: %w", path, err)
+	}
+	w, err := recoverFile(fs, f, path)
+	if err != nil || w == nil {
+		f.Close()
+		if err != nil {
+			return Info{}, nil, err
+		}
+		info, err := ReadSealed(fs, path)
+		return info, nil, err
+	}
+	return w.info, w, nil
+}
+
+// recoverFile returns a nil Writer and no error for a sealed segment.
+func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("segment: stat %s: %w", path, err)
+	}
+	info, err := readHeader(f, path)
+	if err != nil {
+		if _, ok := errors.AsType[*CorruptError](err); !ok {
+			return nil, err
+		}
+		found, ferr := validBatchAfter(f, 0, size)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if found < 0 {
+			return nil, fmt.Errorf("%w: %s", ErrUnfinished, path)
+		}
+		return nil, err
+	}
+	if _, err := readSealed(f, path); err == nil {
+		return nil, nil
+	}
+	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes}
+	s := NewScanner(f, HeaderBytes, size)
+	for {
+		b, pos, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err == nil && b.BaseOffset != w.info.Next {
+			err = fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, w.info.Next)
+		}
+		if err != nil {
+			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, err
+			}
+			found, ferr := validBatchAfter(f, pos, size)
+			if ferr != nil {
+				return nil, ferr
+			}
+			if found >= 0 {
+				return nil, &CorruptError{Path: path, Pos: pos, Err: fmt.Errorf("%v, and a valid batch follows at byte %d", err, found)}
+			}
+			if err := truncateTail(f, pos); err != nil {
+				return nil, fmt.Errorf("segment: truncate torn tail of %s at byte %d: %w", path, pos, err)
+			}
+			break
+		}
+		var maxTime int64
+		b.Each(func(_ uint64, e record.Entry) error { maxTime = max(maxTime, e.Time); return nil })
+		w.appended(b.Header, maxTime, pos+int64(b.Length))
+	}
+	return w, nil
+}
+
+// appended records a batch that is already in the file and ends at end.
+func (w *Writer) appended(h record.Header, maxTime, end int64) {
+	if w.info.End-w.indexed >= IndexIntervalBytes {
+		w.info.Index = append(w.info.Index, IndexEntry{Offset: h.BaseOffset, Pos: w.info.End})
+		w.indexed = w.info.End
+	}
+	w.info.End = end
+	w.info.Size = end
+	w.info.Next = h.NextOffset()
+	w.info.MaxTime = max(w.info.MaxTime, maxTime)
+}
+
+func truncateTail(f vfs.File, pos int64) error {
+	if err := f.Truncate(pos); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// validBatchAfter looks for a valid batch that starts after position from and
+// ends by size, and returns its position, or -1 if there is none.
+func validBatchAfter(f vfs.File, from, size int64) (int64, error) {
+	if size <= from+1 {
+		return -1, nil
+	}
+	rest := make([]byte, size-from-1)
+	if _, err := f.ReadAt(rest, from+1); err != nil && !errors.Is(err, io.EOF) {
+		return -1, fmt.Errorf("segment: read %s: %w", f.Name(), err)
+	}
+	magic := []byte(record.Magic)
+	for i := 0; ; {
+		k := bytes.Index(rest[i:], magic)
+		if k < 0 {
+			return -1, nil
+		}
+		i += k
+		if _, err := record.Decode(rest[i:]); err == nil {
+			return from + 1 + int64(i), nil
+		}
+		i++
+	}
+}
+
+// Remove deletes a segment file and syncs its directory.
+func Remove(fs vfs.FS, path string) error {
+	if err := fs.Remove(path); err != nil {
+		return fmt.Errorf("segment: remove %s: %w", path, err)
+	}
+	return fs.SyncDir(filepath.Dir(path))
+}

@@ -1,0 +1,145 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// Writer appends batches to an open segment. It is not safe for concurrent
+// use; readers read the file through their own handles, up to a size the
+// writer's owner publishes.
+//
+// After a failed Append or Sync the file's state is unknown and the Writer
+// refuses further appends until Rewind has restored a known state.
+type Writer struct {
+	fs      vfs.FS
+	f       vfs.File
+	info    Info
+	indexed int64 // position of the last indexed batch
+	broken  error
+}
+
+// Create makes a new, empty segment in dir for offsets from base and makes it
+// durable (file and directory synced) before returning.
+func Create(fs vfs.FS, dir string, base, epoch uint64, now time.Time) (*Writer, error) {
+	path := filepath.Join(dir, FileName(base))
+	f, err := fs.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	if _, err := f.Write(encodeHeader(base, epoch, now)); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = fs.SyncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		// Best effort: the name may never have been made durable anyway.
+		fs.Remove(path)
+		return nil, fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	return &Writer{
+		fs: fs, f: f,
+		info: Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: now,
+			End: HeaderBytes, Size: HeaderBytes},
+		indexed: -IndexIntervalBytes,
+	}, nil
+}
+
+// Info describes the segment as written so far (not necessarily synced).
+// Its Index must not be modified.
+func (w *Writer) Info() Info { return w.info }
+
+// Append writes one batch, whose header is h, at the end of the segment.
+// h.BaseOffset must be the segment's next offset. maxTime is the newest entry
+// time in the batch.
+func (w *Writer) Append(batch []byte, h record.Header, maxTime int64) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	if h.BaseOffset != w.info.Next {
+		panic(fmt.Sprintf("segment: append of offset %d to %s, whose next offset is %d", h.BaseOffset, w.info.Path, w.info.Next))
+	}
+	if _, err := w.f.Write(batch); err != nil {
+		w.broken = fmt.Errorf("segment: write %s: %w", w.info.Path, err)
+		return w.broken
+	}
+	w.appended(h, maxTime, w.info.End+int64(len(batch)))
+	return nil
+}
+
+// Sync makes everything appended so far durable.
+func (w *Writer) Sync() error {
+	if w.broken != nil {
+		return w.broken
+	}
+	if err := w.f.Sync(); err != nil {
+		w.broken = fmt.Errorf("segment: sync %s: %w", w.info.Path, err)
+		return w.broken
+	}
+	return nil
+}
+
+// Mark is a point a Writer can be rewound to.
+type Mark struct {
+	info    Info
+	indexed int64
+}
+
+// Mark records the writer's current state.
+func (w *Writer) Mark() Mark { return Mark{info: w.info, indexed: w.indexed} }
+
+// Rewind cuts the file back to the state recorded by m, which must be a state
+// that was synced, syncs, and makes the Writer usable again. If Rewind fails,
+// the Writer stays broken.
+func (w *Writer) Rewind(m Mark) error {
+	err := w.f.Truncate(m.info.End)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		return errors.Join(w.broken, fmt.Errorf("segment: rewind %s to byte %d: %w", w.info.Path, m.info.End, err))
+	}
+	w.info = m.info
+	w.info.Index = w.info.Index[:len(m.info.Index):len(m.info.Index)]
+	w.indexed = m.indexed
+	w.broken = nil
+	return nil
+}
+
+// Seal writes the footer, syncs and closes the file, and returns the sealed
+// segment's Info. The Writer must not be used afterwards.
+func (w *Writer) Seal() (Info, error) {
+	if w.broken != nil {
+		return Info{}, w.broken
+	}
+	footer := encodeFooter(w.info)
+	if _, err := w.f.Write(footer); err != nil {
+		w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
+		return Info{}, w.broken
+	}
+	if err := w.f.Sync(); err != nil {
+		w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
+		return Info{}, w.broken
+	}
+	if err := w.f.Close(); err != nil {
+		return Info{}, fmt.Errorf("segment: close %s: %w", w.info.Path, err)
+	}
+	w.info.Size = w.info.End + int64(len(footer))
+	w.info.Sealed = true
+	w.broken = errors.New("segment: writer is sealed")
+	return w.info, nil
+}
+
+// Close closes the file without sealing: the segment stays open and will be
+// recovered by scanning. It does not sync.
+func (w *Writer) Close() error {
+	w.broken = errors.New("segment: writer is closed")
+	return w.f.Close()
+}

@@ -1,0 +1,74 @@
+// Package vfs is the filesystem seam under Tern's storage: the segment and
+// metadata code touch disk only through FS, so tests can swap in a memory
+// filesystem that simulates crashes (MemFS) or a wrapper that injects I/O
+// errors (WithErrors).
+//
+// # Crash model
+//
+// Tern's durability rests on these assumptions about the real filesystem, and
+// MemFS simulates exactly them:
+//   - data written to a file is durable once File.Sync has returned;
+//   - a file's creation, removal or rename is durable once SyncDir of its
+//     directory has returned;
+//   - writes that were not synced may be lost at a crash, but what survives of
+//     them is a prefix in write order: a random number of the unsynced writes
+//     survive whole, the next one may be torn at a sector boundary (its first
+//     sectors survive), and the sector after the tear may hold garbage;
+//   - a Truncate that was not synced may or may not survive.
+//
+// A File is safe for concurrent ReadAt calls with one goroutine writing; the
+// other methods need the caller's serialisation.
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// SectorBytes is the granularity at which MemFS tears an unsynced write.
+const SectorBytes = 512
+
+// FS is the set of filesystem operations Tern's storage uses.
+type FS interface {
+	// Create makes a new file for reading and writing. It fails if the file
+	// exists (os.ErrExist). The file's name is durable only after SyncDir.
+	Create(name string) (File, error)
+	// OpenRW opens an existing file for reading and writing.
+	OpenRW(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll deletes a directory and everything under it.
+	RemoveAll(name string) error
+	// Rename moves a file, replacing any file at newname.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string) error
+	// List returns the names (not paths) of the entries in dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat reports a file's size and kind.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the creations, removals and renames in dir durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive advisory lock on the named file, creating it
+	// if needed, and fails at once if another process (or another Lock
+	// call) holds it. Closing the returned Closer releases the lock.
+	Lock(name string) (io.Closer, error)
+}
+
+// File is an open file.
+type File interface {
+	io.Writer // appends at the current end of the file
+	io.ReaderAt
+	io.Closer
+	// Sync makes the data written so far durable (fdatasync on Linux).
+	Sync() error
+	// Truncate changes the file's size; following writes append at the new
+	// end. The new size is durable after Sync.
+	Truncate(size int64) error
+	// Size returns the current size of the file, including unsynced writes.
+	Size() (int64, error)
+	// Name returns the path the file was opened with.
+	Name() string
+}

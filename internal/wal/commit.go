@@ -1,0 +1,305 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/segment"
+)
+
+// group is a batch being built by appenders and then committed as one.
+type group struct {
+	b       record.Builder
+	epoch   uint64
+	maxTime int64
+	done    chan struct{} // closed when base and err are set
+	base    uint64
+	err     error
+}
+
+func (g *group) finish(err error) {
+	g.err = err
+	close(g.done)
+}
+
+// Pending is an append waiting for its acknowledgement.
+type Pending struct {
+	g   *group
+	rel uint64
+}
+
+// Wait blocks until the append is acknowledged or has failed, or ctx ends,
+// and returns the offset of the append's first entry. A ctx that ends first
+// does not cancel the append: its outcome is then unknown to the caller.
+func (p Pending) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-p.g.done:
+	default:
+		select {
+		case <-p.g.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if p.g.err != nil {
+		return 0, p.g.err
+	}
+	return p.g.base + p.rel, nil
+}
+
+// Done is closed when the outcome is known.
+func (p Pending) Done() <-chan struct{} { return p.g.done }
+
+// Append queues entries, written by the writer of the given epoch, to be
+// committed together in one batch, and returns at once. It fails at once with
+// ErrFenced if a newer writer exists, and with ErrClosed after Close.
+func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
+	if len(entries) == 0 {
+		return Pending{}, errors.New("wal: append of no entries")
+	}
+	size := 0
+	for _, e := range entries {
+		size += record.EncodedBytes(e)
+	}
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return Pending{}, ErrClosed
+	case l.failed != nil:
+		l.mu.Unlock()
+		return Pending{}, l.failed
+	case epoch != l.epoch:
+		l.mu.Unlock()
+		return Pending{}, ErrFenced
+	}
+	var g *group
+	if n := len(l.queue); n > 0 && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
+		g = l.queue[n-1]
+	} else {
+		g = &group{epoch: epoch, done: make(chan struct{})}
+		l.queue = append(l.queue, g)
+	}
+	p := Pending{g: g, rel: uint64(g.b.Count())}
+	for _, e := range entries {
+		g.b.Add(e)
+		g.maxTime = max(g.maxTime, e.Time)
+	}
+	wasIdle := len(l.queue) == 1 && p.rel == 0
+	l.mu.Unlock()
+	if wasIdle {
+		l.signal()
+	}
+	return p, nil
+}
+
+func (l *Log) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the committer: it takes every queued group and commits them in one
+// round, until the log is closed and nothing is queued.
+func (l *Log) run() {
+	defer close(l.finished)
+	for {
+		l.mu.Lock()
+		for len(l.queue) == 0 && !l.closed {
+			l.mu.Unlock()
+			<-l.wake
+			l.mu.Lock()
+		}
+		groups := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+		if len(groups) == 0 {
+			return
+		}
+		l.commit(groups)
+	}
+}
+
+// commit writes groups, syncs as the log's mode asks, and acknowledges them.
+func (l *Log) commit(groups []*group) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	l.mu.Lock()
+	epoch, failed := l.epoch, l.failed
+	l.mu.Unlock()
+	live := groups[:0]
+	for _, g := range groups {
+		switch {
+		case failed != nil:
+			g.finish(failed)
+		case g.epoch != epoch:
+			g.finish(ErrFenced)
+		default:
+			live = append(live, g)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	if err := l.write(live); err != nil {
+		for _, g := range live {
+			g.finish(err)
+		}
+		return
+	}
+	l.publish()
+	for _, g := range live {
+		g.finish(nil)
+	}
+}
+
+// write appends the groups to the active segment, rolling it first if it is
+// due, and syncs in SyncAlways mode. On failure it restores the segment to
+// its state before the round, or marks the log failed.
+func (l *Log) write(groups []*group) error {
+	if err := l.roll(groups[0].epoch, groups[0].b.Bytes()); err != nil {
+		return err
+	}
+	mark, tail := l.w.Mark(), l.tail
+	err := func() error {
+		for _, g := range groups {
+			batch := g.b.Finish(l.tail, g.epoch)
+			h, err := record.ParseHeader(batch)
+			if err != nil {
+				panic(fmt.Sprintf("wal: batch just built does not parse: %v", err))
+			}
+			if err := l.w.Append(batch, h, g.maxTime); err != nil {
+				return err
+			}
+			g.base, l.tail = l.tail, h.NextOffset()
+		}
+		if l.opts.Sync == SyncAlways {
+			return l.w.Sync()
+		}
+		l.dirty = true
+		return nil
+	}()
+	if err != nil {
+		l.tail = tail
+		if rerr := l.w.Rewind(mark); rerr != nil {
+			l.fail(rerr)
+		} else {
+			l.opts.Logger.Warn("append failed; segment cut back to its last good size", "path", l.w.Info().Path, "err", err)
+		}
+	}
+	return err
+}
+
+// roll seals the active segment if it is full, too old, or was created by
+// another writer, and creates a new one if there is none.
+func (l *Log) roll(epoch uint64, incoming int) error {
+	if l.w != nil {
+		info := l.w.Info()
+		nonEmpty := info.Next > info.Base
+		full := info.End+int64(incoming) > l.opts.SegmentBytes
+		old := l.opts.SegmentAge > 0 && l.opts.Now().Sub(info.Created) >= l.opts.SegmentAge
+		if nonEmpty && (full || old || info.Epoch != epoch) {
+			mark := l.w.Mark()
+			sealed, err := l.w.Seal()
+			if err != nil {
+				if rerr := l.w.Rewind(mark); rerr != nil {
+					l.fail(rerr)
+				}
+				return err
+			}
+			l.w, l.dirty = nil, false
+			l.mu.Lock()
+			l.sealed = append(l.sealed, sealed)
+			l.active = segment.Info{}
+			l.mu.Unlock()
+		}
+	}
+	if l.w == nil {
+		w, err := segment.Create(l.opts.FS, l.opts.Dir, l.tail, epoch, l.opts.Now())
+		if err != nil {
+			return err
+		}
+		l.w = w
+		l.mu.Lock()
+		l.active = w.Info()
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// publish makes the committed appends visible to readers and wakes them.
+func (l *Log) publish() {
+	l.mu.Lock()
+	l.end = l.tail
+	l.active = l.w.Info()
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// fail makes every later append fail with err until the log is reopened.
+func (l *Log) fail(err error) {
+	err = fmt.Errorf("tern: log in %s failed and must be reopened to recover: %w", l.opts.Dir, err)
+	l.opts.Logger.Error("log failed", "dir", l.opts.Dir, "err", err)
+	l.mu.Lock()
+	l.failed = err
+	l.mu.Unlock()
+}
+
+// syncEvery syncs the active segment every SyncEvery, for SyncInterval.
+func (l *Log) syncEvery() {
+	defer close(l.syncDone)
+	ticker := time.NewTicker(l.opts.SyncEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-ticker.C:
+			l.Sync()
+		}
+	}
+}
+
+// Sync makes every acknowledged append durable, for the modes that
+// acknowledge before syncing. A failed sync fails the log.
+func (l *Log) Sync() error {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if l.w == nil || !l.dirty {
+		return nil
+	}
+	if err := l.w.Sync(); err != nil {
+		l.fail(err)
+		return err
+	}
+	l.dirty = false
+	return nil
+}
+
+// Fence makes epoch the log's writer epoch; the caller has stored it durably
+// first. When Fence returns, no append of an older epoch will be
+// acknowledged: the round in flight has finished and queued appends of older
+// epochs have failed with ErrFenced.
+func (l *Log) Fence(epoch uint64) error {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if epoch <= l.epoch {
+		return fmt.Errorf("wal: fence with epoch %d, which is not above the current %d", epoch, l.epoch)
+	}
+	l.epoch = epoch
+	for _, g := range l.queue {
+		g.finish(ErrFenced)
+	}
+	l.queue = nil
+	return nil
+}

@@ -1,0 +1,35 @@
+// Package wal is the write path and read path of one log kept in local
+// segment files: group commit, writer fencing, segment rolling, recovery,
+// readers that follow the tail, truncation and retention.
+//
+// # Group commit
+//
+// Appenders encode their entries, under the log's mutex, straight into the
+// batch that the next commit will write (a group). One committer goroutine
+// per log takes every group queued since its last round, writes them with one
+// write call each (usually one: a group grows until MaxBatchBytes), calls
+// fdatasync once, and only then acknowledges every append in the round and
+// wakes the readers. An AppendBatch call never spans two groups, so it is
+// atomic across crashes: its entries share one checksummed batch.
+//
+// # Durability
+//
+// With SyncAlways (the default) an append is acknowledged after the
+// fdatasync that covers it has returned. SyncInterval and SyncNever
+// acknowledge after the write(2) and sync later; they can lose acknowledged
+// entries at a power loss or kernel crash and exist only as opt-ins.
+//
+// When a write or fdatasync fails, no append of that round is acknowledged:
+// the committer cuts the segment back to its last synced size and syncs that;
+// if that works the log goes on from there (the failed entries' offsets are
+// reused), and if it does not the log refuses every later append with the
+// error until it is reopened, which recovers from what is on disk. An
+// fdatasync is never retried as if a failed one had worked.
+//
+// # Fencing
+//
+// A log has one writer epoch at a time. Fence raises it after the committer's
+// round in flight has finished and fails every queued append of an older
+// epoch, so once Fence returns no append of an older epoch is acknowledged.
+// The new writer's first append starts a new segment.
+package wal

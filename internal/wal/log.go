@@ -1,0 +1,259 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/segment"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// The errors below are re-exported by package tern, whose prefix they carry.
+var (
+	ErrClosed     = errors.New("tern: closed")
+	ErrFenced     = errors.New("tern: writer was fenced by a newer writer")
+	ErrTruncated  = errors.New("tern: offset is below the log's start")
+	ErrOutOfRange = errors.New("tern: offset is beyond the log's end")
+)
+
+// TruncatedError is returned for a read below the log's start. It matches
+// ErrTruncated with errors.Is.
+type TruncatedError struct {
+	Offset uint64 // the offset asked for
+	Start  uint64 // where the log now starts
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("tern: offset %d was truncated; the log now starts at offset %d", e.Offset, e.Start)
+}
+
+// Is makes errors.Is(err, ErrTruncated) true.
+func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }
+
+// SyncMode says when appends become durable.
+type SyncMode int
+
+const (
+	// SyncAlways acknowledges an append after the fdatasync that covers it.
+	SyncAlways SyncMode = iota
+	// SyncInterval acknowledges after write(2) and syncs every SyncEvery.
+	// Unsafe: a power loss can lose acknowledged entries.
+	SyncInterval
+	// SyncNever acknowledges after write(2) and syncs only when a segment is
+	// sealed or the log closed. Unsafe.
+	SyncNever
+)
+
+// Options configure a Log. Zero values take the defaults noted.
+type Options struct {
+	FS            vfs.FS
+	Dir           string // the log's directory, holding only its segments
+	Sync          SyncMode
+	SyncEvery     time.Duration // with SyncInterval; default 10ms
+	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
+	SegmentAge    time.Duration // roll a segment this old at the next append; 0: never
+	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
+	Epoch         uint64        // the newest writer epoch, from metadata
+	Start         uint64        // the truncation point, from metadata
+	Now           func() time.Time
+	Logger        *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = 10 * time.Millisecond
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 256 << 20
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 4 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Log is one log's write and read path. It is safe for concurrent use.
+type Log struct {
+	opts Options
+
+	// commitMu serialises what changes the files: commit rounds, fencing,
+	// rolling, syncing, and deleting segments.
+	commitMu sync.Mutex
+	w        *segment.Writer // the active segment; nil until the next append creates one
+	tail     uint64          // the next offset to assign
+	dirty    bool            // the active segment has unsynced writes
+
+	// mu guards the state below, which readers and appenders see.
+	mu       sync.Mutex
+	queue    []*group // groups waiting for the committer; the last one still grows
+	epoch    uint64
+	start    uint64
+	end      uint64         // offset after the last acknowledged entry
+	sealed   []segment.Info // sealed segments, oldest first
+	active   segment.Info   // the active segment as acknowledged; Path "" if none
+	advanced chan struct{}  // closed when end moves or the log closes
+	closed   bool
+	failed   error
+
+	wake     chan struct{}
+	finished chan struct{} // closed when the committer exits
+	stopSync chan struct{}
+	syncDone chan struct{}
+}
+
+// Open recovers the log in opts.Dir (creating the directory if needed) and
+// starts its committer. Corruption that is not a torn tail fails Open with a
+// *segment.CorruptError.
+func Open(ctx context.Context, opts Options) (*Log, error) {
+	opts.setDefaults()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		opts:     opts,
+		epoch:    opts.Epoch,
+		advanced: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		finished: make(chan struct{}),
+	}
+	if err := l.recover(); err != nil {
+		return nil, err
+	}
+	go l.run()
+	if opts.Sync == SyncInterval {
+		l.stopSync, l.syncDone = make(chan struct{}), make(chan struct{})
+		go l.syncEvery()
+	}
+	return l, nil
+}
+
+func (l *Log) recover() error {
+	fs, dir := l.opts.FS, l.opts.Dir
+	if err := fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("wal: create %s: %w", dir, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	var paths []string
+	for _, name := range names {
+		if _, ok := segment.ParseFileName(name); ok {
+			paths = append(paths, dir+"/"+name)
+		}
+	}
+	l.tail = l.opts.Start
+	for i, path := range paths {
+		if i < len(paths)-1 {
+			info, err := segment.ReadSealed(fs, path)
+			if err != nil {
+				return err
+			}
+			l.sealed = append(l.sealed, info)
+			continue
+		}
+		info, w, err := segment.Recover(fs, path)
+		if errors.Is(err, segment.ErrUnfinished) {
+			l.opts.Logger.Warn("removing a segment file whose creation a crash cut short", "path", path)
+			if err := segment.Remove(fs, path); err != nil {
+				return err
+			}
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if w == nil {
+			l.sealed = append(l.sealed, info)
+		} else {
+			l.w, l.active = w, info
+		}
+	}
+	all := l.segments()
+	for i := 1; i < len(all); i++ {
+		if all[i-1].Next != all[i].Base {
+			return &segment.CorruptError{Path: all[i].Path, Pos: 0,
+				Err: fmt.Errorf("segments are not contiguous: offsets %d to %d are missing", all[i-1].Next, all[i].Base)}
+		}
+	}
+	if len(all) > 0 {
+		l.tail = all[len(all)-1].Next
+		l.start = max(l.opts.Start, all[0].Base)
+	} else {
+		l.start = l.tail
+	}
+	l.end = l.tail
+	return nil
+}
+
+// segments returns the sealed segments and the active one, oldest first.
+// The caller holds mu (or owns l exclusively).
+func (l *Log) segments() []segment.Info {
+	all := l.sealed[:len(l.sealed):len(l.sealed)]
+	if l.active.Path != "" {
+		all = append(all, l.active)
+	}
+	return all
+}
+
+// Stats describes a log.
+type Stats struct {
+	Start    uint64 // the first offset that can be read
+	End      uint64 // the offset the next append gets
+	Bytes    int64  // bytes of segment files
+	Segments int
+	Epoch    uint64
+}
+
+// Stats returns the log's current extent.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Stats{Start: l.start, End: l.end, Epoch: l.epoch}
+	for _, seg := range l.segments() {
+		s.Bytes += seg.Size
+		s.Segments++
+	}
+	return s
+}
+
+// Close finishes the queued appends, syncs, and closes the files. Readers
+// waiting at the tail return ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.signal()
+	<-l.finished
+	if l.stopSync != nil {
+		close(l.stopSync)
+		<-l.syncDone
+	}
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	var err error
+	if l.w != nil {
+		if l.dirty {
+			err = l.w.Sync()
+		}
+		err = errors.Join(err, l.w.Close())
+		l.w = nil
+	}
+	l.mu.Lock()
+	close(l.advanced)
+	l.mu.Unlock()
+	return err
+}

@@ -1,0 +1,81 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ternwal/tern/internal/segment"
+)
+
+// Retention bounds what a log keeps. Zero fields do not bound anything.
+// Space is reclaimed by deleting whole sealed segments, oldest first, so a
+// log may keep up to one segment more than a bound asks; the segment being
+// appended to is never deleted.
+type Retention struct {
+	Age     time.Duration // delete segments whose newest entry is older
+	Bytes   int64         // delete the oldest segments while the log is larger
+	Entries uint64        // delete the oldest segments while the log has more
+}
+
+// Truncate raises the start to before, which the caller has stored durably,
+// and deletes the sealed segments wholly below it. The start never moves
+// back: a lower before is a no-op.
+func (l *Log) Truncate(before uint64) error {
+	l.mu.Lock()
+	if before > l.end {
+		end := l.end
+		l.mu.Unlock()
+		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", ErrOutOfRange, before, end)
+	}
+	l.start = max(l.start, before)
+	l.mu.Unlock()
+	return l.deleteSealed(func(segment.Info, Stats) bool { return false })
+}
+
+// ApplyRetention deletes the oldest sealed segments that r says may go, and
+// those wholly below the start.
+func (l *Log) ApplyRetention(now time.Time, r Retention) error {
+	return l.deleteSealed(func(s segment.Info, st Stats) bool {
+		return (r.Age > 0 && now.Sub(time.Unix(0, s.MaxTime)) > r.Age) ||
+			(r.Bytes > 0 && st.Bytes > r.Bytes) ||
+			(r.Entries > 0 && st.End-st.Start > r.Entries)
+	})
+}
+
+// deleteSealed deletes sealed segments from the oldest on while they lie
+// wholly below the start or expired says they may go, given the log's stats
+// as they would be without the segments before. It keeps the last segment.
+func (l *Log) deleteSealed(expired func(segment.Info, Stats) bool) error {
+	l.commitMu.Lock() // no roll adds a sealed segment meanwhile
+	defer l.commitMu.Unlock()
+	l.mu.Lock()
+	st := Stats{Start: l.start, End: l.end}
+	for _, s := range l.segments() {
+		st.Bytes += s.Size
+	}
+	keep := len(l.sealed)
+	if l.active.Path == "" {
+		keep-- // the last sealed segment is the last segment
+	}
+	n := 0
+	for ; n < keep; n++ {
+		s := l.sealed[n]
+		if s.Next > st.Start && !expired(s, st) {
+			break
+		}
+		st.Bytes -= s.Size
+		st.Start = max(st.Start, s.Next)
+	}
+	drop := l.sealed[:n:n]
+	l.sealed = l.sealed[n:]
+	l.start = st.Start
+	l.mu.Unlock()
+	for _, s := range drop {
+		// Oldest first, each removal synced: a crash leaves the remaining
+		// segments contiguous.
+		if err := segment.Remove(l.opts.FS, s.Path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
