@@ -1,0 +1,282 @@
+// Package tern is a write-ahead log: writers append entries to named logs and
+// get an acknowledgement only once the entries are durable; readers read from
+// any offset and follow the tail; old entries are truncated once the
+// application no longer needs them.
+//
+// This package keeps logs in a local data directory:
+//
+//	<dir>/meta.db       metadata (bbolt): logs, options, writer epochs, starts
+//	<dir>/logs/<id>/    the segment files of the log with that id
+//
+// Only one process may open a data directory at a time.
+package tern
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// Logger receives state changes (recoveries, failures). Default: none.
+	Logger *slog.Logger
+	// RetentionInterval is how often retention is applied to the open logs
+	// (it is also applied when a log is opened). Default: one minute.
+	RetentionInterval time.Duration
+
+	fs vfs.FS // the filesystem under the logs; tests swap it
+}
+
+// Client is a handle on a data directory. It is safe for concurrent use.
+type Client struct {
+	opts Options
+	fs   vfs.FS
+	meta meta.Store
+
+	mu     sync.Mutex
+	logs   map[string]*Log // opened logs, by name
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Open opens (creating if needed) the data directory opts.Dir. It fails with
+// ErrLocked if another process has it open.
+func Open(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("tern: Options.Dir is empty: set the data directory")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RetentionInterval <= 0 {
+		opts.RetentionInterval = time.Minute
+	}
+	fs := opts.fs
+	if fs == nil {
+		fs = vfs.OS
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("tern: create data directory: %w", err)
+	}
+	store, err := meta.OpenBolt(filepath.Join(opts.Dir, "meta.db"))
+	if errors.Is(err, meta.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tern: open metadata: %w", err)
+	}
+	c := &Client{opts: opts, fs: fs, meta: store, logs: map[string]*Log{}, stop: make(chan struct{})}
+	if err := c.removeOrphans(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	c.wg.Add(1)
+	go c.retainLoop()
+	return c, nil
+}
+
+func (c *Client) logsDir() string { return filepath.Join(c.opts.Dir, "logs") }
+
+func (c *Client) logDir(id uint64) string {
+	return filepath.Join(c.logsDir(), strconv.FormatUint(id, 10))
+}
+
+// removeOrphans deletes the directories of logs whose deletion a crash
+// interrupted after the metadata was removed.
+func (c *Client) removeOrphans(ctx context.Context) error {
+	if err := c.fs.MkdirAll(c.logsDir()); err != nil {
+		return fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
+	}
+	names, err := c.fs.List(c.logsDir())
+	if err != nil {
+		return fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
+	}
+	logs, err := c.meta.ListLogs(ctx, "")
+	if err != nil {
+		return fmt.Errorf("tern: list logs: %w", err)
+	}
+	live := map[string]bool{}
+	for _, l := range logs {
+		live[strconv.FormatUint(l.ID, 10)] = true
+	}
+	for _, name := range names {
+		if !live[name] {
+			c.opts.Logger.Info("removing the data of a deleted log", "dir", name)
+			if err := c.fs.RemoveAll(filepath.Join(c.logsDir(), name)); err != nil {
+				return fmt.Errorf("tern: remove deleted log's data: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// retainLoop applies retention to the open logs every RetentionInterval.
+func (c *Client) retainLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		logs := make([]*Log, 0, len(c.logs))
+		for _, l := range c.logs {
+			logs = append(logs, l)
+		}
+		c.mu.Unlock()
+		for _, l := range logs {
+			if err := l.applyRetention(); err != nil {
+				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
+			}
+		}
+	}
+}
+
+// Close closes every log (finishing queued appends) and the data directory.
+// Readers and writers of the client's logs fail with ErrClosed afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	logs := c.logs
+	c.logs = nil
+	c.mu.Unlock()
+	close(c.stop)
+	c.wg.Wait()
+	var err error
+	for _, l := range logs {
+		err = errors.Join(err, l.wal.Close())
+	}
+	return errors.Join(err, c.meta.Close())
+}
+
+// CreateLog creates a log and returns it, opened.
+func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*Log, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	enc, err := encodeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc})
+	if errors.Is(err, meta.ErrExist) {
+		return nil, fmt.Errorf("%w: %q", ErrExist, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tern: create log %q: %w", name, err)
+	}
+	return c.openLocked(ctx, m)
+}
+
+// OpenLog opens an existing log, recovering it if this is its first open in
+// this process. Every call returns the same *Log while the client is open.
+func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := c.logs[name]; ok {
+		return l, nil
+	}
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return nil, c.metaErr(name, err)
+	}
+	return c.openLocked(ctx, m)
+}
+
+func (c *Client) metaErr(name string, err error) error {
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	return fmt.Errorf("tern: log %q: %w", name, err)
+}
+
+// DeleteLog deletes a log and its data. Its open readers and writers fail
+// with ErrClosed.
+func (c *Client) DeleteLog(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return c.metaErr(name, err)
+	}
+	if l, ok := c.logs[name]; ok {
+		delete(c.logs, name)
+		l.wal.Close()
+	}
+	if err := c.meta.DeleteLog(ctx, name); err != nil {
+		return c.metaErr(name, err)
+	}
+	// A crash from here on leaves an orphan directory, removed at next Open.
+	if err := c.fs.RemoveAll(c.logDir(m.ID)); err != nil {
+		return fmt.Errorf("tern: delete data of log %q: %w", name, err)
+	}
+	return nil
+}
+
+// ListLogs describes the logs whose names start with prefix, by name. It
+// opens each of them.
+func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
+	ms, err := c.meta.ListLogs(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("tern: list logs: %w", err)
+	}
+	infos := make([]LogInfo, 0, len(ms))
+	for _, m := range ms {
+		l, err := c.OpenLog(ctx, m.Name)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		info, err := l.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}

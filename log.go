@@ -1,0 +1,151 @@
+package tern
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Offset is the position of an entry in its log: dense, from 0, never reused.
+type Offset uint64
+
+// Log is a handle on an open log. It is safe for concurrent use.
+type Log struct {
+	c       *Client
+	name    string
+	id      uint64
+	created time.Time
+	opts    LogOptions
+	wal     *wal.Log
+}
+
+// LogInfo describes a log.
+type LogInfo struct {
+	Name     string
+	ID       uint64
+	Created  time.Time
+	Options  LogOptions
+	Start    Offset // the first offset that can be read
+	End      Offset // the offset the next append gets
+	Bytes    int64  // bytes on disk
+	Segments int
+	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
+}
+
+func encodeOptions(o LogOptions) ([]byte, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("tern: encode log options: %w", err)
+	}
+	return b, nil
+}
+
+// openLocked opens the log m describes. The caller holds c.mu.
+func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
+	var opts LogOptions
+	if err := json.Unmarshal(m.Options, &opts); err != nil {
+		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+	}
+	mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
+	w, err := wal.Open(ctx, wal.Options{
+		FS:           c.fs,
+		Dir:          c.logDir(m.ID),
+		Sync:         mode[opts.Fsync.Mode],
+		SyncEvery:    opts.Fsync.Interval,
+		SegmentBytes: opts.SegmentBytes,
+		SegmentAge:   opts.SegmentAge,
+		Epoch:        m.Epoch,
+		Start:        m.Start,
+		Logger:       c.opts.Logger.With("log", m.Name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
+	}
+	l := &Log{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, wal: w}
+	if err := l.applyRetention(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	c.logs[m.Name] = l
+	return l, nil
+}
+
+// Name is the log's name.
+func (l *Log) Name() string { return l.name }
+
+// Options returns the log's settings.
+func (l *Log) Options() LogOptions { return l.opts }
+
+// Info describes the log as it is now.
+func (l *Log) Info(ctx context.Context) (LogInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return LogInfo{}, err
+	}
+	s := l.wal.Stats()
+	return LogInfo{
+		Name: l.name, ID: l.id, Created: l.created, Options: l.opts,
+		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
+	}, nil
+}
+
+// OpenWriter opens the log's writer with a new epoch. Every older writer is
+// fenced: once OpenWriter returns, none of their appends is acknowledged, and
+// their later appends fail with ErrFenced.
+func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
+	epoch, err := l.c.meta.BumpEpoch(ctx, l.name)
+	if err != nil {
+		return nil, l.c.metaErr(l.name, err)
+	}
+	if err := l.wal.Fence(epoch); err != nil {
+		return nil, fmt.Errorf("tern: open writer of %q: %w", l.name, err)
+	}
+	return &Writer{l: l, epoch: epoch}, nil
+}
+
+// OpenReader returns a Reader positioned at from, which must be between the
+// log's Start and End (inclusive). A from below Start fails with a
+// *TruncatedError.
+func (l *Log) OpenReader(ctx context.Context, from Offset) (*Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := l.wal.NewReader(uint64(from))
+	if err != nil {
+		return nil, fmt.Errorf("tern: read %q: %w", l.name, err)
+	}
+	return &Reader{r: r}, nil
+}
+
+// Truncate declares that the entries below before are no longer needed:
+// reads below it fail with ErrTruncated from now on, and the segments wholly
+// below it are deleted. The start only moves forward; before may be at most
+// End.
+func (l *Log) Truncate(ctx context.Context, before Offset) error {
+	if end := l.wal.Stats().End; uint64(before) > end {
+		return fmt.Errorf("tern: truncate %q before offset %d: %w (the log ends at %d)", l.name, before, ErrOutOfRange, end)
+	}
+	if _, err := l.c.meta.AdvanceStart(ctx, l.name, uint64(before)); err != nil {
+		return l.c.metaErr(l.name, err)
+	}
+	if err := l.wal.Truncate(uint64(before)); err != nil {
+		return fmt.Errorf("tern: truncate %q: %w", l.name, err)
+	}
+	return nil
+}
+
+func (l *Log) applyRetention() error {
+	if l.opts.RetentionAge == 0 && l.opts.RetentionBytes == 0 && l.opts.RetentionEntries == 0 {
+		return nil
+	}
+	err := l.wal.ApplyRetention(time.Now(), wal.Retention{
+		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
+	})
+	if err != nil {
+		return fmt.Errorf("tern: apply retention to %q: %w", l.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package tern
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameBytes is the longest log name.
+const MaxNameBytes = 255
+
+// ValidateName reports whether name can name a log: 1 to 255 bytes of ASCII
+// letters, digits, '.', '_', '-' and '/', where '/' separates non-empty
+// namespace parts ("tenant/db/channel").
+func ValidateName(name string) error {
+	bad := len(name) == 0 || len(name) > MaxNameBytes ||
+		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//")
+	for i := 0; i < len(name) && !bad; i++ {
+		c := name[i]
+		bad = !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-/", c) >= 0)
+	}
+	if bad {
+		return fmt.Errorf("%w %q: use 1 to %d bytes of letters, digits, '.', '_', '-', and '/' between non-empty parts", ErrInvalidName, name, MaxNameBytes)
+	}
+	return nil
+}

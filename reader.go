@@ -1,0 +1,49 @@
+package tern
+
+import (
+	"context"
+	"time"
+
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Reader reads a log in offset order and follows its tail. It returns only
+// acknowledged entries. A Reader is not safe for concurrent use.
+//
+// A Reader that falls below the log's start (because of truncation or
+// retention) fails with a *TruncatedError.
+type Reader struct {
+	r *wal.Reader
+}
+
+// Next returns the next entry, waiting at the tail until one is appended or
+// ctx ends.
+func (r *Reader) Next(ctx context.Context) (Entry, error) {
+	e, err := r.r.Next(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	return entry(e), nil
+}
+
+// NextBatch returns up to max entries, at least one: it waits at the tail for
+// the first until ctx ends, but returns what is there without waiting for
+// more. It is the fast way to catch up.
+func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+	es, err := r.r.NextBatch(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(es))
+	for i, e := range es {
+		out[i] = entry(e)
+	}
+	return out, nil
+}
+
+func entry(e wal.Entry) Entry {
+	return Entry{Offset: Offset(e.Offset), Payload: e.Payload, Properties: e.Properties, Time: time.Unix(0, e.Time)}
+}
+
+// Close releases the Reader.
+func (r *Reader) Close() error { return r.r.Close() }

@@ -1,0 +1,133 @@
+package tern
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Entry is one entry of a log.
+type Entry struct {
+	// Offset is set by reads and ignored by appends.
+	Offset Offset
+	// Payload is the entry's data. Entries returned by a Reader own their
+	// bytes: Tern never modifies or reuses them.
+	Payload []byte
+	// Properties are small named values beside the payload.
+	Properties map[string][]byte
+	// Time is the writer's append time, set to the current time by the
+	// append when it is zero.
+	Time time.Time
+}
+
+// Writer appends to a log. Only the newest writer of a log can append; an
+// older one gets ErrFenced. A Writer is safe for concurrent use; concurrent
+// appends are committed together (group commit) in the order they were
+// queued.
+type Writer struct {
+	l     *Log
+	epoch uint64
+
+	mu     sync.Mutex
+	last   wal.Pending // the latest queued append, for Close
+	queued bool
+	closed bool
+}
+
+// Pending is an append in progress, from AppendAsync.
+type Pending struct {
+	p   wal.Pending
+	err error
+}
+
+// Wait blocks until the append is acknowledged (durable, under the log's
+// fsync setting) or has failed, or ctx ends, and returns the offset of its
+// entry. When ctx ends first, the append goes on and its outcome is unknown.
+func (p *Pending) Wait(ctx context.Context) (Offset, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	off, err := p.p.Wait(ctx)
+	return Offset(off), err
+}
+
+// Append appends one entry and waits for its acknowledgement.
+func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
+	return w.AppendAsync(e).Wait(ctx)
+}
+
+// AppendBatch appends entries atomically, also across crashes: after a crash
+// either all of them are in the log or none. It waits for the
+// acknowledgement and returns the offset of the first entry; the others
+// follow densely.
+func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
+	p := w.appendAsync(es)
+	return p.Wait(ctx)
+}
+
+// AppendAsync queues one entry and returns at once; Wait on the result gives
+// the outcome. Appends are acknowledged in the order they were queued. The
+// entry's bytes are copied before AppendAsync returns.
+func (w *Writer) AppendAsync(e Entry) *Pending {
+	return w.appendAsync([]Entry{e})
+}
+
+func (w *Writer) appendAsync(es []Entry) *Pending {
+	if len(es) == 0 {
+		return &Pending{err: errors.New("tern: append of no entries")}
+	}
+	limit := w.l.opts.MaxEntryBytes
+	now := time.Now().UnixNano()
+	var rs [1]record.Entry
+	recs := rs[:0]
+	if len(es) > 1 {
+		recs = make([]record.Entry, 0, len(es))
+	}
+	total := 0
+	for i, e := range es {
+		n := len(e.Payload)
+		for k, v := range e.Properties {
+			n += len(k) + len(v)
+		}
+		if n > limit {
+			return &Pending{err: fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, limit)}
+		}
+		if total += n; total > MaxBatchBytes {
+			return &Pending{err: fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)}
+		}
+		t := now
+		if !e.Time.IsZero() {
+			t = e.Time.UnixNano()
+		}
+		recs = append(recs, record.Entry{Time: t, Payload: e.Payload, Properties: e.Properties})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return &Pending{err: ErrClosed}
+	}
+	p, err := w.l.wal.Append(w.epoch, recs)
+	if err != nil {
+		return &Pending{err: err}
+	}
+	w.last, w.queued = p, true
+	return &Pending{p: p}
+}
+
+// Close waits for the writer's queued appends to finish and closes it. It
+// does not fence the writer: another writer must still be opened to take over.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	w.closed = true
+	last, queued := w.last, w.queued
+	w.mu.Unlock()
+	if queued {
+		<-last.Done()
+	}
+	return nil
+}
