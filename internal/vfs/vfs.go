@@ -21,12 +21,17 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 )
 
 // SectorBytes is the granularity at which MemFS tears an unsynced write.
 const SectorBytes = 512
+
+// ErrLocked is wrapped by the error FS.Lock returns when the lock is held,
+// whether by another process or by an earlier Lock in this one.
+var ErrLocked = errors.New("vfs: file is locked by another process")
 
 // FS is the set of filesystem operations Tern's storage uses.
 type FS interface {
@@ -52,8 +57,9 @@ type FS interface {
 	// SyncDir makes the creations, removals and renames in dir durable.
 	SyncDir(dir string) error
 	// Lock takes an exclusive advisory lock on the named file, creating it
-	// if needed, and fails at once if another process (or another Lock
-	// call) holds it. Closing the returned Closer releases the lock.
+	// if needed, and fails at once with ErrLocked if another process (or
+	// another Lock call) holds it. Closing the returned Closer releases the
+	// lock.
 	Lock(name string) (io.Closer, error)
 }
 

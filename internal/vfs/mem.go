@@ -1,0 +1,613 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrCrashed is wrapped by every error a MemFS returns once the crash point
+// set by CrashAfter has been reached.
+var ErrCrashed = errors.New("vfs: simulated machine crash")
+
+// MemFS is an in-memory FS that remembers what is durable, so that a test can
+// cut the power at any point (Crash) or stop the machine after a given number
+// of operations (CrashAfter). It follows the crash model of the package
+// comment, with directories themselves durable at once: MkdirAll, and Remove
+// or RemoveAll of a directory, need no SyncDir. Renaming a directory is not
+// supported.
+//
+// Paths are cleaned with filepath.Clean; "/" and "." exist from the start, and
+// a relative path is not the same file as any absolute one.
+//
+// Its methods, and those of its Files, are safe for concurrent use.
+type MemFS struct {
+	mu      sync.Mutex
+	dirs    map[string]*memDir // by cleaned path
+	locks   map[string]bool    // cleaned paths held by Lock
+	ops     int                // mutating operations so far
+	crashAt int                // ops at which the machine dies; -1 for never
+}
+
+// memDir is a directory. Its files are in two namespaces: the current one,
+// and the one a crash would leave, which SyncDir brings up to date.
+type memDir struct {
+	files   map[string]*memNode
+	durable map[string]*memNode
+	subdirs map[string]bool
+}
+
+// memNode is a file's content. A byte at an index below a slice's length is
+// never overwritten: data only grows by append, and shrinking caps the slice
+// so the next append copies. This lets durable share data's array.
+type memNode struct {
+	data    []byte
+	durable []byte  // as of the last Sync
+	pending []memOp // since the last Sync, in order
+}
+
+// memOp is an unsynced change to a file.
+type memOp struct {
+	truncate bool
+	off      int64  // a write's file position, or a truncate's new size
+	data     []byte // a write's bytes
+}
+
+var _ FS = (*MemFS)(nil)
+
+// NewMem returns an empty MemFS.
+func NewMem() *MemFS {
+	fs := &MemFS{
+		dirs:    make(map[string]*memDir),
+		locks:   make(map[string]bool),
+		crashAt: -1,
+	}
+	fs.dirs["."] = newMemDir()
+	fs.dirs[string(filepath.Separator)] = newMemDir()
+	return fs
+}
+
+func newMemDir() *memDir {
+	return &memDir{
+		files:   make(map[string]*memNode),
+		durable: make(map[string]*memNode),
+		subdirs: make(map[string]bool),
+	}
+}
+
+// Ops returns the number of mutating operations (Create, Write, Sync,
+// Truncate, Remove, RemoveAll, Rename, SyncDir) called so far, whether or not
+// they succeeded. Calls refused at the crash point set by CrashAfter do not
+// count.
+func (fs *MemFS) Ops() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.ops
+}
+
+// CrashAfter lets n more mutating operations (see Ops) take effect; from then
+// on every operation, reads and Close included, fails with ErrCrashed and
+// changes nothing, as if the machine had died. Crash still works and shows
+// what would survive. It panics if n is negative.
+func (fs *MemFS) CrashAfter(n int) {
+	if n < 0 {
+		panic("vfs: CrashAfter with negative n")
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.crashAt = fs.ops + n
+}
+
+// Crash returns a new MemFS holding what a power loss at this moment could
+// leave, drawing the choices the crash model allows from rng. The receiver is
+// unchanged. The new MemFS has no locks held and no crash point set; its
+// files are all synced and durable.
+//
+// Each file in a directory's durable namespace gets its content as of its last
+// Sync, followed by a random number of its unsynced writes and truncates in
+// order. If the next one is a write, it may be torn: its bytes up to a random
+// sector boundary (counted in file positions) survive, and with probability
+// 1/2 the rest of that sector within the write's range holds random bytes.
+// Names linked to the same file get the same content.
+func (fs *MemFS) Crash(rng *rand.Rand) *MemFS {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	after := NewMem()
+	survivors := make(map[*memNode]*memNode)
+	// Sorted, so that a seed always gives the same result.
+	for _, path := range slices.Sorted(maps.Keys(fs.dirs)) {
+		d := fs.dirs[path]
+		nd := newMemDir()
+		maps.Copy(nd.subdirs, d.subdirs)
+		for _, name := range slices.Sorted(maps.Keys(d.durable)) {
+			n := d.durable[name]
+			s, ok := survivors[n]
+			if !ok {
+				c := n.crash(rng)
+				s = &memNode{data: c, durable: c}
+				survivors[n] = s
+			}
+			nd.files[name] = s
+			nd.durable[name] = s
+		}
+		after.dirs[path] = nd
+	}
+	return after
+}
+
+func (n *memNode) crash(rng *rand.Rand) []byte {
+	c := slices.Clone(n.durable)
+	kept := rng.IntN(len(n.pending) + 1)
+	for _, op := range n.pending[:kept] {
+		c = op.apply(c)
+	}
+	if kept == len(n.pending) || n.pending[kept].truncate {
+		return c
+	}
+	w := n.pending[kept]
+	end := w.off + int64(len(w.data))
+	// Tear points: the write's start, then each sector boundary inside it.
+	first := (w.off/SectorBytes + 1) * SectorBytes
+	points := int64(1)
+	if first < end {
+		points += (end-1-first)/SectorBytes + 1
+	}
+	cut := w.off
+	if k := rng.Int64N(points); k > 0 {
+		cut = first + (k-1)*SectorBytes
+	}
+	c = writeAt(c, w.off, w.data[:cut-w.off])
+	if rng.IntN(2) == 0 {
+		garbage := make([]byte, min((cut/SectorBytes+1)*SectorBytes, end)-cut)
+		for i := range garbage {
+			garbage[i] = byte(rng.Uint32())
+		}
+		c = writeAt(c, cut, garbage)
+	}
+	return c
+}
+
+// apply changes b, which must not share its array with anything else.
+func (op memOp) apply(b []byte) []byte {
+	if op.truncate {
+		return resize(b, op.off)
+	}
+	return writeAt(b, op.off, op.data)
+}
+
+func writeAt(b []byte, off int64, p []byte) []byte {
+	if end := off + int64(len(p)); end > int64(len(b)) {
+		b = resize(b, end)
+	}
+	copy(b[off:], p)
+	return b
+}
+
+func resize(b []byte, size int64) []byte {
+	if size <= int64(len(b)) {
+		return b[:size:size]
+	}
+	return append(b, make([]byte, size-int64(len(b)))...)
+}
+
+// enter starts an operation, with fs.mu held: it fails once the crash point
+// is reached, and otherwise counts a mutating operation towards it.
+func (fs *MemFS) enter(op, name string, mutating bool) error {
+	if fs.crashAt >= 0 && fs.ops >= fs.crashAt {
+		return &os.PathError{Op: op, Path: name, Err: ErrCrashed}
+	}
+	if mutating {
+		fs.ops++
+	}
+	return nil
+}
+
+// parent returns the directory that holds name and name's last element.
+func (fs *MemFS) parent(op, name string) (*memDir, string, error) {
+	clean := filepath.Clean(name)
+	d, ok := fs.dirs[filepath.Dir(clean)]
+	if !ok {
+		return nil, "", &os.PathError{Op: op, Path: name, Err: os.ErrNotExist}
+	}
+	return d, filepath.Base(clean), nil
+}
+
+// file returns the file at name, failing if it is missing or a directory.
+func (fs *MemFS) file(op, name string) (*memNode, error) {
+	if _, ok := fs.dirs[filepath.Clean(name)]; ok {
+		return nil, &os.PathError{Op: op, Path: name, Err: syscall.EISDIR}
+	}
+	d, base, err := fs.parent(op, name)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := d.files[base]
+	if !ok {
+		return nil, &os.PathError{Op: op, Path: name, Err: os.ErrNotExist}
+	}
+	return n, nil
+}
+
+// dir returns the directory at name.
+func (fs *MemFS) dir(op, name string) (*memDir, error) {
+	if d, ok := fs.dirs[filepath.Clean(name)]; ok {
+		return d, nil
+	}
+	if _, err := fs.file(op, name); err == nil {
+		return nil, &os.PathError{Op: op, Path: name, Err: syscall.ENOTDIR}
+	}
+	return nil, &os.PathError{Op: op, Path: name, Err: os.ErrNotExist}
+}
+
+func (fs *MemFS) Create(name string) (File, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("create", name, true); err != nil {
+		return nil, err
+	}
+	d, base, err := fs.parent("create", name)
+	if err != nil {
+		return nil, err
+	}
+	if d.files[base] != nil || d.subdirs[base] {
+		return nil, &os.PathError{Op: "create", Path: name, Err: os.ErrExist}
+	}
+	n := &memNode{}
+	d.files[base] = n
+	return &memFile{fs: fs, node: n, name: name}, nil
+}
+
+func (fs *MemFS) OpenRW(name string) (File, error) { return fs.open("open", name, false) }
+func (fs *MemFS) Open(name string) (File, error)   { return fs.open("open", name, true) }
+
+func (fs *MemFS) open(op, name string, readOnly bool) (File, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter(op, name, false); err != nil {
+		return nil, err
+	}
+	n, err := fs.file(op, name)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{fs: fs, node: n, name: name, readOnly: readOnly}, nil
+}
+
+func (fs *MemFS) Remove(name string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("remove", name, true); err != nil {
+		return err
+	}
+	return fs.remove("remove", name, false)
+}
+
+func (fs *MemFS) RemoveAll(name string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("removeall", name, true); err != nil {
+		return err
+	}
+	err := fs.remove("removeall", name, true)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func (fs *MemFS) remove(op, name string, all bool) error {
+	clean := filepath.Clean(name)
+	if clean == "." || clean == string(filepath.Separator) {
+		return &os.PathError{Op: op, Path: name, Err: syscall.EINVAL}
+	}
+	pd, base, err := fs.parent(op, name)
+	if err != nil {
+		return err
+	}
+	if _, ok := pd.files[base]; ok {
+		// Durable only after SyncDir: pd.durable keeps the file till then.
+		delete(pd.files, base)
+		return nil
+	}
+	d, ok := fs.dirs[clean]
+	if !ok {
+		return &os.PathError{Op: op, Path: name, Err: os.ErrNotExist}
+	}
+	if !all && (len(d.files) > 0 || len(d.subdirs) > 0) {
+		return &os.PathError{Op: op, Path: name, Err: syscall.ENOTEMPTY}
+	}
+	prefix := clean + string(filepath.Separator)
+	for p := range fs.dirs {
+		if p == clean || strings.HasPrefix(p, prefix) {
+			delete(fs.dirs, p)
+		}
+	}
+	delete(pd.subdirs, base)
+	return nil
+}
+
+func (fs *MemFS) Rename(oldname, newname string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("rename", oldname, true); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	if _, ok := fs.dirs[filepath.Clean(oldname)]; ok {
+		return fail(errors.ErrUnsupported)
+	}
+	od, obase, err := fs.parent("rename", oldname)
+	if err != nil || od.files[obase] == nil {
+		return fail(os.ErrNotExist)
+	}
+	nd, nbase, err := fs.parent("rename", newname)
+	if err != nil {
+		return fail(os.ErrNotExist)
+	}
+	if nd.subdirs[nbase] {
+		return fail(syscall.EISDIR)
+	}
+	n := od.files[obase]
+	delete(od.files, obase)
+	nd.files[nbase] = n
+	return nil
+}
+
+// MkdirAll is durable at once; it does not count towards the crash point.
+func (fs *MemFS) MkdirAll(dir string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("mkdir", dir, false); err != nil {
+		return err
+	}
+	var missing []string
+	p := filepath.Clean(dir)
+	for fs.dirs[p] == nil {
+		pd, base, err := fs.parent("mkdir", p)
+		if err == nil && pd.files[base] != nil {
+			return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+		missing = append(missing, p)
+		p = filepath.Dir(p)
+	}
+	for _, p := range slices.Backward(missing) {
+		fs.dirs[p] = newMemDir()
+		fs.dirs[filepath.Dir(p)].subdirs[filepath.Base(p)] = true
+	}
+	return nil
+}
+
+func (fs *MemFS) List(dir string) ([]string, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("list", dir, false); err != nil {
+		return nil, err
+	}
+	d, err := fs.dir("list", dir)
+	if err != nil {
+		return nil, err
+	}
+	names := slices.AppendSeq(slices.Collect(maps.Keys(d.files)), maps.Keys(d.subdirs))
+	slices.Sort(names)
+	return names, nil
+}
+
+func (fs *MemFS) Stat(name string) (os.FileInfo, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("stat", name, false); err != nil {
+		return nil, err
+	}
+	base := filepath.Base(filepath.Clean(name))
+	if _, ok := fs.dirs[filepath.Clean(name)]; ok {
+		return memFileInfo{name: base, dir: true}, nil
+	}
+	n, err := fs.file("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return memFileInfo{name: base, size: int64(len(n.data))}, nil
+}
+
+func (fs *MemFS) SyncDir(dir string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("syncdir", dir, true); err != nil {
+		return err
+	}
+	d, err := fs.dir("syncdir", dir)
+	if err != nil {
+		return err
+	}
+	d.durable = maps.Clone(d.files)
+	return nil
+}
+
+// Lock holds the lock within this MemFS only. Creating the file follows the
+// crash model, but neither Lock nor releasing counts towards the crash point.
+func (fs *MemFS) Lock(name string) (io.Closer, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.enter("lock", name, false); err != nil {
+		return nil, err
+	}
+	if _, err := fs.file("lock", name); errors.Is(err, os.ErrNotExist) {
+		d, base, perr := fs.parent("lock", name)
+		if perr != nil {
+			return nil, perr
+		}
+		d.files[base] = &memNode{}
+	} else if err != nil {
+		return nil, err
+	}
+	clean := filepath.Clean(name)
+	if fs.locks[clean] {
+		return nil, &os.PathError{Op: "lock", Path: name, Err: ErrLocked}
+	}
+	fs.locks[clean] = true
+	return &memLock{fs: fs, path: clean}, nil
+}
+
+type memLock struct {
+	fs     *MemFS
+	path   string
+	closed bool // guarded by fs.mu
+}
+
+func (l *memLock) Close() error {
+	l.fs.mu.Lock()
+	defer l.fs.mu.Unlock()
+	if l.closed {
+		return &os.PathError{Op: "unlock", Path: l.path, Err: os.ErrClosed}
+	}
+	l.closed = true
+	delete(l.fs.locks, l.path)
+	return l.fs.enter("unlock", l.path, false)
+}
+
+type memFile struct {
+	fs       *MemFS
+	node     *memNode
+	name     string
+	readOnly bool
+	closed   bool // guarded by fs.mu
+}
+
+// usable reports, with fs.mu held, whether the file can serve op.
+func (f *memFile) usable(op string, writing bool) error {
+	switch {
+	case f.closed:
+		return &os.PathError{Op: op, Path: f.name, Err: os.ErrClosed}
+	case writing && f.readOnly:
+		return &os.PathError{Op: op, Path: f.name, Err: syscall.EBADF}
+	}
+	return nil
+}
+
+func (f *memFile) Name() string { return f.name }
+
+func (f *memFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("write", f.name, true); err != nil {
+		return 0, err
+	}
+	if err := f.usable("write", true); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n := f.node
+	n.pending = append(n.pending, memOp{off: int64(len(n.data)), data: slices.Clone(p)})
+	n.data = append(n.data, p...)
+	return len(p), nil
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("read", f.name, false); err != nil {
+		return 0, err
+	}
+	if err := f.usable("read", false); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "read", Path: f.name, Err: syscall.EINVAL}
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= int64(len(f.node.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.node.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("sync", f.name, true); err != nil {
+		return err
+	}
+	if err := f.usable("sync", false); err != nil {
+		return err
+	}
+	f.node.durable = f.node.data
+	f.node.pending = nil
+	return nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("truncate", f.name, true); err != nil {
+		return err
+	}
+	if err := f.usable("truncate", true); err != nil {
+		return err
+	}
+	if size < 0 {
+		return &os.PathError{Op: "truncate", Path: f.name, Err: syscall.EINVAL}
+	}
+	n := f.node
+	n.pending = append(n.pending, memOp{truncate: true, off: size})
+	n.data = resize(n.data, size)
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("stat", f.name, false); err != nil {
+		return 0, err
+	}
+	if err := f.usable("stat", false); err != nil {
+		return 0, err
+	}
+	return int64(len(f.node.data)), nil
+}
+
+func (f *memFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return &os.PathError{Op: "close", Path: f.name, Err: os.ErrClosed}
+	}
+	f.closed = true
+	return f.fs.enter("close", f.name, false)
+}
+
+type memFileInfo struct {
+	name string
+	size int64
+	dir  bool
+}
+
+func (fi memFileInfo) Name() string       { return fi.name }
+func (fi memFileInfo) Size() int64        { return fi.size }
+func (fi memFileInfo) IsDir() bool        { return fi.dir }
+func (fi memFileInfo) ModTime() time.Time { return time.Time{} }
+func (fi memFileInfo) Sys() any           { return nil }
+
+func (fi memFileInfo) Mode() os.FileMode {
+	if fi.dir {
+		return os.ModeDir | 0o755
+	}
+	return 0o644
+}

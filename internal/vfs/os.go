@@ -1,0 +1,101 @@
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// OS is the real filesystem. Its methods are safe for concurrent use and
+// return the *os.PathError or *os.LinkError of the os package, so callers can
+// test them with errors.Is(err, os.ErrNotExist) and the like.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) OpenRW(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Write appends: start at the end, and Truncate moves the offset along.
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error              { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error           { return os.RemoveAll(name) }
+func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o755) }
+func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+func (osFS) Lock(name string) (io.Closer, error)   { return lockFile(name) }
+
+func (osFS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// osFile relies on the file offset staying at the end of the file: only
+// Write and Truncate move it, and ReadAt does not.
+type osFile struct {
+	f *os.File
+}
+
+func (f osFile) Write(p []byte) (int, error)             { return f.f.Write(p) }
+func (f osFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+func (f osFile) Close() error                            { return f.f.Close() }
+func (f osFile) Sync() error                             { return datasync(f.f) }
+func (f osFile) Name() string                            { return f.f.Name() }
+
+func (f osFile) Truncate(size int64) error {
+	if err := f.f.Truncate(size); err != nil {
+		return err
+	}
+	_, err := f.f.Seek(size, io.SeekStart)
+	return err
+}
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
