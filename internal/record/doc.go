@@ -36,8 +36,8 @@
 //
 // Entry i of a batch has offset base offset + i. A batch is valid only if its
 // magic, version, flags, reserved bytes, length and count are as above, its
-// CRC matches, its offsets do not pass 2^64-1 (base offset + count must not
-// overflow), and its entries are encoded as above and fill the body exactly.
+// CRC matches, base offset + count (the offset after the batch) fits in 64
+// bits, and its entries are encoded as above and fill the body exactly.
 // The encoding is therefore canonical: a valid batch is exactly the bytes its
 // entries encode to. Anything else is reported as ErrCorrupt (or
 // io.ErrUnexpectedEOF when the bytes end before the batch does), and no entry
