@@ -3,8 +3,8 @@ package tern
 import (
 	"bufio"
 	"context"
-	"log"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"strconv"

@@ -85,8 +85,8 @@ type LogOptions struct {
 	SegmentBytes     int64         `json:"segment_bytes"`     // a segment is sealed when it reaches this size
 	SegmentAge       time.Duration `json:"segment_age"`       // ... or this age, at the next append
 	RetentionAge     time.Duration `json:"retention_age"`     // delete segments whose newest entry is older
-	RetentionBytes   int64         `json:"retention_bytes"`   // delete the oldest segments while the log is larger
-	RetentionEntries int64         `json:"retention_entries"` // delete the oldest segments while the log has more entries
+	RetentionBytes   int64         `json:"retention_bytes"`   // keep at least this many bytes, deleting older segments
+	RetentionEntries int64         `json:"retention_entries"` // keep at least this many entries, deleting older segments
 	MaxEntryBytes    int           `json:"max_entry_bytes"`   // payload plus property keys and values
 }
 

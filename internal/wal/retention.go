@@ -8,13 +8,14 @@ import (
 )
 
 // Retention bounds what a log keeps. Zero fields do not bound anything.
-// Space is reclaimed by deleting whole sealed segments, oldest first, so a
-// log may keep up to one segment more than a bound asks; the segment being
-// appended to is never deleted.
+// Space is reclaimed by deleting whole sealed segments, oldest first, and a
+// segment goes only if what remains without it still meets the bound, so a
+// log keeps at least Bytes and Entries and up to one segment more; the last
+// segment is never deleted.
 type Retention struct {
 	Age     time.Duration // delete segments whose newest entry is older
-	Bytes   int64         // delete the oldest segments while the log is larger
-	Entries uint64        // delete the oldest segments while the log has more
+	Bytes   int64         // delete the oldest segment while the rest hold at least this many bytes
+	Entries uint64        // delete the oldest segment while the rest hold at least this many entries
 }
 
 // Truncate raises the start to before, which the caller has stored durably,
@@ -35,16 +36,16 @@ func (l *Log) Truncate(before uint64) error {
 // ApplyRetention deletes the oldest sealed segments that r says may go, and
 // those wholly below the start.
 func (l *Log) ApplyRetention(now time.Time, r Retention) error {
-	return l.deleteSealed(func(s segment.Info, st Stats) bool {
+	return l.deleteSealed(func(s segment.Info, rest Stats) bool {
 		return (r.Age > 0 && now.Sub(time.Unix(0, s.MaxTime)) > r.Age) ||
-			(r.Bytes > 0 && st.Bytes > r.Bytes) ||
-			(r.Entries > 0 && st.End-st.Start > r.Entries)
+			(r.Bytes > 0 && rest.Bytes >= r.Bytes) ||
+			(r.Entries > 0 && rest.End-rest.Start >= r.Entries)
 	})
 }
 
 // deleteSealed deletes sealed segments from the oldest on while they lie
 // wholly below the start or expired says they may go, given the log's stats
-// as they would be without the segments before. It keeps the last segment.
+// as they would be without them (rest). It keeps the last segment.
 func (l *Log) deleteSealed(expired func(segment.Info, Stats) bool) error {
 	l.commitMu.Lock() // no roll adds a sealed segment meanwhile
 	defer l.commitMu.Unlock()
@@ -60,11 +61,11 @@ func (l *Log) deleteSealed(expired func(segment.Info, Stats) bool) error {
 	n := 0
 	for ; n < keep; n++ {
 		s := l.sealed[n]
-		if s.Next > st.Start && !expired(s, st) {
+		rest := Stats{Start: max(st.Start, s.Next), End: st.End, Bytes: st.Bytes - s.Size}
+		if s.Next > st.Start && !expired(s, rest) {
 			break
 		}
-		st.Bytes -= s.Size
-		st.Start = max(st.Start, s.Next)
+		st = rest
 	}
 	drop := l.sealed[:n:n]
 	l.sealed = l.sealed[n:]
