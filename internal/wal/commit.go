@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ternwal/tern/internal/record"
@@ -12,7 +13,7 @@ import (
 
 // group is a batch being built by appenders and then committed as one.
 type group struct {
-	b       record.Builder
+	b       *record.Builder // from builders; returned once the batch is written
 	epoch   uint64
 	maxTime int64
 	done    chan struct{} // closed when base and err are set
@@ -20,9 +21,17 @@ type group struct {
 	err     error
 }
 
+// builders recycles batch buffers, which would otherwise be grown from
+// empty by every commit round.
+var builders = sync.Pool{New: func() any { return new(record.Builder) }}
+
+// finish records the outcome, wakes the waiters and recycles the buffer.
 func (g *group) finish(err error) {
 	g.err = err
 	close(g.done)
+	g.b.Reset()
+	builders.Put(g.b)
+	g.b = nil
 }
 
 // Pending is an append waiting for its acknowledgement.
@@ -80,7 +89,7 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 	if n := len(l.queue); n > 0 && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
 		g = l.queue[n-1]
 	} else {
-		g = &group{epoch: epoch, done: make(chan struct{})}
+		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, done: make(chan struct{})}
 		l.queue = append(l.queue, g)
 	}
 	p := Pending{g: g, rel: uint64(g.b.Count())}
@@ -178,6 +187,7 @@ func (l *Log) write(groups []*group) error {
 			g.base, l.tail = l.tail, h.NextOffset()
 		}
 		if l.opts.Sync == SyncAlways {
+			l.syncs.Add(1)
 			return l.w.Sync()
 		}
 		l.dirty = true
@@ -273,6 +283,7 @@ func (l *Log) Sync() error {
 	if l.w == nil || !l.dirty {
 		return nil
 	}
+	l.syncs.Add(1)
 	if err := l.w.Sync(); err != nil {
 		l.fail(err)
 		return err

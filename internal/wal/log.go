@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ternwal/tern/internal/segment"
@@ -91,6 +92,7 @@ type Log struct {
 	w        *segment.Writer // the active segment; nil until the next append creates one
 	tail     uint64          // the next offset to assign
 	dirty    bool            // the active segment has unsynced writes
+	syncs    atomic.Uint64   // fdatasync calls, for Stats
 
 	// mu guards the state below, which readers and appenders see.
 	mu       sync.Mutex
@@ -212,13 +214,14 @@ type Stats struct {
 	Bytes    int64  // bytes of segment files
 	Segments int
 	Epoch    uint64
+	Syncs    uint64 // fdatasync calls on segments since Open
 }
 
 // Stats returns the log's current extent.
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Stats{Start: l.start, End: l.end, Epoch: l.epoch}
+	s := Stats{Start: l.start, End: l.end, Epoch: l.epoch, Syncs: l.syncs.Load()}
 	for _, seg := range l.segments() {
 		s.Bytes += seg.Size
 		s.Segments++
