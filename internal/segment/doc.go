@@ -46,9 +46,9 @@
 //
 // Only the open (last) segment is scanned; sealed segments are trusted after
 // their footer's CRC. Scanning stops at the first position that does not hold
-// a valid batch with the expected base offset. If no valid batch follows that
-// position anywhere in the file, the bytes from it on are a torn tail left by
-// a crash and are truncated. If a valid batch does follow, the damage is not a
-// torn tail: recovery refuses to guess and returns a *CorruptError naming the
-// file and position.
+// a valid batch with the expected base offset. If no valid batch starts at or
+// after that position anywhere in the file, the bytes from it on are a torn
+// tail left by a crash and are truncated. Otherwise the damage is not a torn
+// tail: recovery refuses to guess and returns a *CorruptError naming the file
+// and position.
 package segment

@@ -75,17 +75,34 @@ func readSealed(f vfs.File, path string) (Info, error) {
 	if info.Next < info.Base {
 		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer offsets out of range")}
 	}
+	if int64(binary.LittleEndian.Uint64(t[32:])) != end-HeaderBytes {
+		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer sizes disagree")}
+	}
+	// Readers seek to what Find returns: the index must point into the
+	// batches, in order.
+	for k, e := range info.Index {
+		if e.Pos < HeaderBytes || e.Pos >= end || e.Offset < info.Base || e.Offset >= info.Next ||
+			(k > 0 && (e.Pos <= info.Index[k-1].Pos || e.Offset <= info.Index[k-1].Offset)) {
+			return Info{}, &CorruptError{Path: path, Pos: end + int64(k)*indexEntry,
+				Err: fmt.Errorf("index entry %d (offset %d at byte %d) out of range", k, e.Offset, e.Pos)}
+		}
+	}
 	return info, nil
 }
 
+// errBadHeader is wrapped by the CorruptError readHeader returns for a header
+// that does not decode, as opposed to one that names the wrong base offset.
+var errBadHeader = errors.New("bad header")
+
 func readHeader(f vfs.File, path string) (Info, error) {
 	h := make([]byte, HeaderBytes)
-	if _, err := f.ReadAt(h, 0); err != nil && !errors.Is(err, io.EOF) {
+	n, err := f.ReadAt(h, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return Info{}, fmt.Errorf("segment: read %s: %w", path, err)
 	}
-	base, epoch, created, err := decodeHeader(h)
+	base, epoch, created, err := decodeHeader(h[:n])
 	if err != nil {
-		return Info{}, &CorruptError{Path: path, Pos: 0, Err: err}
+		return Info{}, &CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w: %w", errBadHeader, err)}
 	}
 	if named, ok := ParseFileName(path); !ok || named != base {
 		return Info{}, &CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header says base offset %d, file name disagrees", base)}
@@ -123,7 +140,9 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 	}
 	info, err := readHeader(f, path)
 	if err != nil {
-		if _, ok := errors.AsType[*CorruptError](err); !ok {
+		// A header that is whole but names another base offset is not
+		// the torn header of a creation cut short.
+		if !errors.Is(err, errBadHeader) {
 			return nil, err
 		}
 		found, ferr := validBatchAfter(f, 0, size)
@@ -137,6 +156,10 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 	}
 	if _, err := readSealed(f, path); err == nil {
 		return nil, nil
+	} else if _, ok := errors.AsType[*CorruptError](err); !ok {
+		// Not knowing whether the segment is sealed, scanning it as open
+		// could truncate its footer.
+		return nil, err
 	}
 	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes}
 	s := NewScanner(f, HeaderBytes, size)
@@ -146,7 +169,9 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 			break
 		}
 		if err == nil && b.BaseOffset != w.info.Next {
-			err = fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, w.info.Next)
+			// A whole, valid batch is no torn write.
+			return nil, &CorruptError{Path: path, Pos: pos,
+				Err: fmt.Errorf("batch has offset %d, expected %d", b.BaseOffset, w.info.Next)}
 		}
 		if err != nil {
 			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {

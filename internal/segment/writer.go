@@ -32,7 +32,8 @@ func Create(fs vfs.FS, dir string, base, epoch uint64, now time.Time) (*Writer, 
 	if err != nil {
 		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
-	if _, err := f.Write(encodeHeader(base, epoch, now)); err == nil {
+	_, err = f.Write(encodeHeader(base, epoch, now))
+	if err == nil {
 		err = f.Sync()
 	}
 	if err == nil {
@@ -104,7 +105,9 @@ func (w *Writer) Rewind(m Mark) error {
 		err = w.f.Sync()
 	}
 	if err != nil {
-		return errors.Join(w.broken, fmt.Errorf("segment: rewind %s to byte %d: %w", w.info.Path, m.info.End, err))
+		// The file may have been cut back already: its state is unknown.
+		w.broken = errors.Join(w.broken, fmt.Errorf("segment: rewind %s to byte %d: %w", w.info.Path, m.info.End, err))
+		return w.broken
 	}
 	w.info = m.info
 	w.info.Index = w.info.Index[:len(m.info.Index):len(m.info.Index)]
