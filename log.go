@@ -101,7 +101,7 @@ func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
 		return nil, l.c.metaErr(l.name, err)
 	}
 	if err := l.wal.Fence(epoch); err != nil {
-		return nil, fmt.Errorf("tern: open writer of %q: %w", l.name, err)
+		return nil, err
 	}
 	return &Writer{l: l, epoch: epoch}, nil
 }
@@ -115,7 +115,7 @@ func (l *Log) OpenReader(ctx context.Context, from Offset) (*Reader, error) {
 	}
 	r, err := l.wal.NewReader(uint64(from))
 	if err != nil {
-		return nil, fmt.Errorf("tern: read %q: %w", l.name, err)
+		return nil, err // says which offset, and where the log starts or ends
 	}
 	return &Reader{r: r}, nil
 }
@@ -126,7 +126,7 @@ func (l *Log) OpenReader(ctx context.Context, from Offset) (*Reader, error) {
 // End.
 func (l *Log) Truncate(ctx context.Context, before Offset) error {
 	if end := l.wal.Stats().End; uint64(before) > end {
-		return fmt.Errorf("tern: truncate %q before offset %d: %w (the log ends at %d)", l.name, before, ErrOutOfRange, end)
+		return fmt.Errorf("%w: cannot truncate %q before offset %d, the log ends at %d", ErrOutOfRange, l.name, before, end)
 	}
 	if _, err := l.c.meta.AdvanceStart(ctx, l.name, uint64(before)); err != nil {
 		return l.c.metaErr(l.name, err)

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+)
+
+func (a *app) logCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "log",
+		Short: "Create, list, describe, truncate and delete logs",
+		Args:  noSubcommand,
+		RunE:  help,
+	}
+	cmd.AddCommand(a.logCreateCmd(), a.logListCmd(), a.logDescribeCmd(), a.logTruncateCmd(), a.logDeleteCmd())
+	return cmd
+}
+
+func (a *app) logCreateCmd() *cobra.Command {
+	var (
+		opts          tern.LogOptions
+		maxEntryBytes int64
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a log",
+		Long: `Create a log. Its settings cannot be changed later.
+
+NAME is 1 to 255 bytes of letters, digits, '.', '_', '-' and '/', where '/'
+separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if maxEntryBytes > math.MaxInt {
+				return usagef(cmd, "--max-entry-bytes %d is too large", maxEntryBytes)
+			}
+			opts.MaxEntryBytes = int(maxEntryBytes)
+			c, err := a.openClient(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			if _, err := c.CreateLog(cmd.Context(), args[0], opts); err != nil {
+				if errors.Is(err, tern.ErrExist) {
+					return fmt.Errorf("%w in %s: see its settings with \"tern log describe %s\"", err, a.dir, args[0])
+				}
+				return err
+			}
+			switch f := opts.Fsync; f.Mode {
+			case tern.FsyncInterval:
+				fmt.Fprintf(a.stderr, "tern: warning: log %q acknowledges entries before they are synced (fsync %s): a power failure or kernel crash can lose up to %s of acknowledged entries\n", args[0], f, formatDuration(f.Interval))
+			case tern.FsyncNever:
+				fmt.Fprintf(a.stderr, "tern: warning: log %q acknowledges entries before they are synced (fsync never): a power failure or kernel crash can lose any acknowledged entry of the segment being written\n", args[0])
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
+	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", formatBytes(tern.DefaultSegmentBytes)))
+	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", formatDuration(tern.DefaultSegmentAge)))
+	f.DurationVar(&opts.RetentionAge, "retention-age", 0, "delete segments whose newest entry is older than this, e.g. 72h (default: keep all)")
+	f.Var(sizeFlag{&opts.RetentionBytes}, "retention-bytes", "delete the oldest segments while the log is larger (default: keep all)")
+	f.Int64Var(&opts.RetentionEntries, "retention-entries", 0, "delete the oldest segments while the log has more than `N` entries (default: keep all)")
+	f.Var(sizeFlag{&maxEntryBytes}, "max-entry-bytes", fmt.Sprintf("the largest entry, payload and properties (default %s)", formatBytes(tern.DefaultMaxEntryBytes)))
+	return cmd
+}
+
+func (a *app) logListCmd() *cobra.Command {
+	var (
+		prefix string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the logs",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			c, err := a.openClient(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			infos, err := c.ListLogs(cmd.Context(), prefix)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, info := range infos {
+					if err := enc.Encode(infoJSON(info)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTART\tEND\tENTRIES\tBYTES\tSEGMENTS\tFSYNC")
+			for _, i := range infos {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\n", i.Name, i.Start, i.End, i.End-i.Start, formatBytes(i.Bytes), i.Segments, i.Options.Fsync)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the logs whose names start with this")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per log, as describe --json does")
+	return cmd
+}
+
+func (a *app) logDescribeCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Describe a log: its extent, size and settings",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			c, err := a.openClient(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			l, err := a.openLog(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			info, err := l.Info(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(a.stdout).Encode(infoJSON(info))
+			}
+			return describe(a.stdout, info)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	return cmd
+}
+
+func describe(w io.Writer, i tern.LogInfo) error {
+	keep := func(s string, zero bool) string {
+		if zero {
+			return "keep all"
+		}
+		return s
+	}
+	o := i.Options
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", i.Name)
+	fmt.Fprintf(tw, "ID:\t%d\n", i.ID)
+	fmt.Fprintf(tw, "Created:\t%s\n", i.Created.Local().Format(time.RFC3339))
+	fmt.Fprintf(tw, "Start:\t%d\n", i.Start)
+	fmt.Fprintf(tw, "End:\t%d\n", i.End)
+	fmt.Fprintf(tw, "Entries:\t%d\n", i.End-i.Start)
+	fmt.Fprintf(tw, "Bytes:\t%d (%s)\n", i.Bytes, formatBytes(i.Bytes))
+	fmt.Fprintf(tw, "Segments:\t%d\n", i.Segments)
+	fmt.Fprintf(tw, "Writer epoch:\t%d\n", i.Epoch)
+	fmt.Fprintf(tw, "Fsync:\t%s\n", o.Fsync)
+	fmt.Fprintf(tw, "Segment bytes:\t%s\n", formatBytes(o.SegmentBytes))
+	fmt.Fprintf(tw, "Segment age:\t%s\n", formatDuration(o.SegmentAge))
+	fmt.Fprintf(tw, "Retention age:\t%s\n", keep(formatDuration(o.RetentionAge), o.RetentionAge == 0))
+	fmt.Fprintf(tw, "Retention bytes:\t%s\n", keep(formatBytes(o.RetentionBytes), o.RetentionBytes == 0))
+	fmt.Fprintf(tw, "Retention entries:\t%s\n", keep(strconv.FormatInt(o.RetentionEntries, 10), o.RetentionEntries == 0))
+	fmt.Fprintf(tw, "Max entry bytes:\t%s\n", formatBytes(int64(o.MaxEntryBytes)))
+	return tw.Flush()
+}
+
+// logJSON is a LogInfo as list --json and describe --json print it. Sizes
+// are bytes; durations are Go duration strings ("1h", "72h"); zero
+// retention limits keep everything.
+type logJSON struct {
+	Name     string      `json:"name"`
+	ID       uint64      `json:"id"`
+	Created  time.Time   `json:"created"`
+	Start    tern.Offset `json:"start"`
+	End      tern.Offset `json:"end"`
+	Entries  uint64      `json:"entries"`
+	Bytes    int64       `json:"bytes"`
+	Segments int         `json:"segments"`
+	Epoch    uint64      `json:"epoch"`
+	Options  struct {
+		Fsync            string `json:"fsync"`
+		SegmentBytes     int64  `json:"segment_bytes"`
+		SegmentAge       string `json:"segment_age"`
+		RetentionAge     string `json:"retention_age"`
+		RetentionBytes   int64  `json:"retention_bytes"`
+		RetentionEntries int64  `json:"retention_entries"`
+		MaxEntryBytes    int    `json:"max_entry_bytes"`
+	} `json:"options"`
+}
+
+func infoJSON(i tern.LogInfo) logJSON {
+	j := logJSON{
+		Name: i.Name, ID: i.ID, Created: i.Created, Start: i.Start, End: i.End,
+		Entries: uint64(i.End - i.Start), Bytes: i.Bytes, Segments: i.Segments, Epoch: i.Epoch,
+	}
+	o := i.Options
+	j.Options.Fsync = o.Fsync.String()
+	j.Options.SegmentBytes = o.SegmentBytes
+	j.Options.SegmentAge = formatDuration(o.SegmentAge)
+	j.Options.RetentionAge = formatDuration(o.RetentionAge)
+	j.Options.RetentionBytes = o.RetentionBytes
+	j.Options.RetentionEntries = o.RetentionEntries
+	j.Options.MaxEntryBytes = o.MaxEntryBytes
+	return j
+}
+
+func (a *app) logTruncateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "truncate NAME OFFSET",
+		Short: "Drop the entries below OFFSET",
+		Long: `Drop the entries below OFFSET: reads below it fail from now on, and the
+segments wholly below it are deleted. The start of a log only moves forward.`,
+		Args: exactArgs("NAME", "OFFSET"),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			before, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil {
+				return usagef(cmd, "OFFSET %q is not an offset: use a whole number such as 1000", args[1])
+			}
+			c, err := a.openClient(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			l, err := a.openLog(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			info, err := l.Info(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if tern.Offset(before) > info.End {
+				return fmt.Errorf("cannot truncate log %q below offset %d: it ends at offset %d, so %d is the most", args[0], before, info.End, info.End)
+			}
+			return l.Truncate(cmd.Context(), tern.Offset(before))
+		},
+	}
+}
+
+func (a *app) logDeleteCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a log and all its entries",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			c, err := a.openClient(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			if err := c.DeleteLog(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, tern.ErrNotFound) {
+					return fmt.Errorf("%w in %s: see the logs there with \"tern log list\"", err, a.dir)
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}

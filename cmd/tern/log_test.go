@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCreateListDescribe(t *testing.T) {
+	dir := t.TempDir()
+	r := ternIn(t, dir, "", "log", "create", "tenant/a", "--segment-bytes", "64KiB", "--segment-age", "30m",
+		"--retention-age", "72h", "--retention-bytes", "1GiB", "--retention-entries", "1000", "--max-entry-bytes", "1024")
+	if r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Fatalf("log create: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	must(t, dir, "", "log", "create", "tenant/b", "--fsync", "always")
+	must(t, dir, "", "log", "create", "other")
+	must(t, dir, "x\ny\n", "append", "tenant/a")
+
+	out := must(t, dir, "", "log", "list", "--prefix", "tenant/")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME START END ENTRIES BYTES SEGMENTS FSYNC" {
+		t.Fatalf("log list printed:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "tenant/a" || f[1] != "0" || f[2] != "2" || f[3] != "2" || f[6] != "always" {
+		t.Errorf("log list row %q", lines[1])
+	}
+
+	out = must(t, dir, "", "log", "list", "--json")
+	var names []string
+	for line := range strings.Lines(out) {
+		var j logJSON
+		if err := json.Unmarshal([]byte(line), &j); err != nil {
+			t.Fatalf("log list --json line %q: %v", line, err)
+		}
+		names = append(names, j.Name)
+	}
+	if strings.Join(names, " ") != "other tenant/a tenant/b" {
+		t.Errorf("log list --json listed %q", names)
+	}
+
+	out = must(t, dir, "", "log", "describe", "tenant/a")
+	for _, want := range []string{"Name:               tenant/a", "Entries:            2", "Segment bytes:      64KiB",
+		"Segment age:        30m", "Retention age:      72h", "Retention bytes:    1GiB", "Retention entries:  1000",
+		"Max entry bytes:    1KiB", "Fsync:              always", "Writer epoch:       1"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("log describe lacks %q:\n%s", want, out)
+		}
+	}
+	if out := must(t, dir, "", "log", "describe", "other"); !strings.Contains(out, "Retention age:      keep all\n") || !strings.Contains(out, "Segment age:        1h\n") {
+		t.Errorf("log describe of defaults:\n%s", out)
+	}
+
+	var j logJSON
+	if err := json.Unmarshal([]byte(must(t, dir, "", "log", "describe", "tenant/a", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.End != 2 || j.Entries != 2 || j.Epoch != 1 || j.Bytes == 0 || j.Segments == 0 || time.Since(j.Created) > time.Hour ||
+		j.Options.SegmentBytes != 64<<10 || j.Options.SegmentAge != "30m" || j.Options.RetentionAge != "72h" ||
+		j.Options.RetentionBytes != 1<<30 || j.Options.RetentionEntries != 1000 || j.Options.MaxEntryBytes != 1024 || j.Options.Fsync != "always" {
+		t.Errorf("log describe --json: %+v", j)
+	}
+
+	fails(t, 1, dir, "", []string{"log", "create", "other"}, `log already exists: "other"`, "tern log describe other")
+	fails(t, 1, dir, "", []string{"log", "create", "bad//name"}, "invalid log name")
+	fails(t, 1, dir, "", []string{"log", "create", "small", "--segment-bytes", "100"}, "at least 4096 bytes")
+}
+
+func TestCreateWarnsOfUnsafeFsync(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ fsync, want string }{
+		{"interval:10ms", "can lose up to 10ms of acknowledged entries"},
+		{"never", "can lose any acknowledged entry"},
+	} {
+		r := ternIn(t, dir, "", "log", "create", "x-"+tc.fsync[:5], "--fsync", tc.fsync)
+		if r.code != 0 || !strings.Contains(r.stderr, "tern: warning:") || !strings.Contains(r.stderr, "power failure") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("log create --fsync %s: exit %d, stderr %q", tc.fsync, r.code, r.stderr)
+		}
+	}
+	if out := must(t, dir, "", "log", "describe", "x-inter"); !strings.Contains(out, "interval:10ms") {
+		t.Errorf("describe of an interval log:\n%s", out)
+	}
+}
+
+func TestUnknownLog(t *testing.T) {
+	dir := t.TempDir()
+	must(t, dir, "", "log", "create", "x")
+	for _, args := range [][]string{
+		{"log", "describe", "nope"},
+		{"log", "truncate", "nope", "1"},
+		{"append", "nope"},
+		{"read", "nope"},
+	} {
+		fails(t, 1, dir, "", args, `log not found: "nope"`, `tern log create nope`)
+	}
+	fails(t, 1, dir, "", []string{"log", "delete", "nope"}, `log not found: "nope"`, "tern log list")
+}
+
+func TestTruncateAndDelete(t *testing.T) {
+	dir := t.TempDir()
+	must(t, dir, "", "log", "create", "x", "--segment-bytes", "4KiB")
+	must(t, dir, strings.Repeat(strings.Repeat("z", 100)+"\n", 100), "append", "x")
+	must(t, dir, "", "log", "truncate", "x", "60")
+	var j logJSON
+	if err := json.Unmarshal([]byte(must(t, dir, "", "log", "describe", "x", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Start != 60 || j.End != 100 {
+		t.Fatalf("after truncate 60: start %d end %d", j.Start, j.End)
+	}
+	fails(t, 1, dir, "", []string{"read", "x", "--from", "10"}, "offset 10", "now starts at offset 60", "--from 60")
+	if out := must(t, dir, "", "read", "x"); strings.Count(out, "\n") != 40 {
+		t.Errorf("read after truncate printed %d lines, want 40", strings.Count(out, "\n"))
+	}
+	fails(t, 1, dir, "", []string{"log", "truncate", "x", "101"}, "ends at offset 100")
+
+	must(t, dir, "", "log", "delete", "x")
+	fails(t, 1, dir, "", []string{"read", "x"}, `log not found: "x"`)
+	if out := must(t, dir, "", "log", "list"); strings.Count(out, "\n") != 1 {
+		t.Errorf("log list after delete:\n%s", out)
+	}
+}

@@ -1,0 +1,202 @@
+// Command tern manages the write-ahead logs of a local data directory: it
+// creates, lists, describes, truncates and deletes logs, appends stdin lines
+// as entries and reads entries back as text or JSON lines.
+//
+// Exit codes: 0 on success, 1 on an error, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args and returns the exit code. Cancelling ctx
+// interrupts the command; read --follow then exits 0.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return a.run(ctx, args)
+}
+
+// app is what the commands share: the standard streams and how to reach the
+// data directory.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	// dir is the --dir flag.
+	dir string
+	// open opens the data directory; nil means tern.Open. Tests replace it to
+	// share one Client between commands, since only one Client may have a
+	// directory open at a time.
+	open func(ctx context.Context, dir string) (*tern.Client, error)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	root := a.rootCmd()
+	if args == nil {
+		args = []string{} // cobra reads os.Args when args is nil
+	}
+	root.SetArgs(args)
+	_, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	if ue, ok := errors.AsType[*usageError](err); ok {
+		fmt.Fprintf(a.stderr, "tern: %v\n\n%s", ue.err, ue.cmd.UsageString())
+		return 2
+	}
+	fmt.Fprintf(a.stderr, "tern: %s\n", message(err))
+	return 1
+}
+
+// message is the text of err for a person, without the "tern: " prefix that
+// most of the library's errors start with.
+func message(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted"
+	}
+	return strings.TrimPrefix(err.Error(), "tern: ")
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	dir := a.getenv("TERN_DIR")
+	if dir == "" {
+		dir = "./tern-data"
+	}
+	root := &cobra.Command{
+		Use:   "tern",
+		Short: "Manage, append to and read the write-ahead logs of a data directory",
+		Long: `Manage, append to and read the write-ahead logs of a data directory.
+
+Only one process may use a data directory at a time.`,
+		Args:          noSubcommand,
+		RunE:          help,
+		SilenceErrors: true, // run prints errors once, its own way
+		SilenceUsage:  true, // and usage only for usage errors
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{cmd: cmd, err: err}
+	})
+	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
+	root.AddCommand(a.logCmd(), a.appendCmd(), a.readCmd(), versionCmd())
+	return root
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of tern",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := "devel"
+			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+				v = bi.Main.Version
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tern %s\n", v)
+			return err
+		},
+	}
+}
+
+// usageError is a command line that does not fit the command: exit code 2,
+// and the command's usage is printed.
+type usageError struct {
+	cmd *cobra.Command
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// exactArgs accepts exactly the named positional arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == len(names):
+			return nil
+		case len(names) == 0:
+			return usagef(cmd, "%s takes no arguments, got %q", cmd.CommandPath(), args)
+		}
+		return usagef(cmd, "%s needs %s, got %d argument(s)", cmd.CommandPath(), strings.Join(names, " "), len(args))
+	}
+}
+
+// noSubcommand is the Args of a command that only groups subcommands.
+func noSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := ""
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), hint)
+}
+
+func help(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// openClient opens the data directory. Only log create may create it: the
+// other commands would only find it empty, and a mistyped --dir is likelier.
+func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error) {
+	if a.open != nil {
+		return a.open(ctx, a.dir)
+	}
+	if !create {
+		if _, err := os.Stat(a.dir); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("data directory %s does not exist: create a log in it with \"tern log create NAME\", or point --dir (or $TERN_DIR) at an existing one", a.dir)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger})
+}
+
+// closeClient closes c unless it was lent by a.open, adding the error to *err.
+func (a *app) closeClient(c *tern.Client, err *error) {
+	if a.open == nil {
+		*err = errors.Join(*err, c.Close())
+	}
+}
+
+// openLog opens the named log, telling a person how to create it if it is
+// missing.
+func (a *app) openLog(ctx context.Context, c *tern.Client, name string) (*tern.Log, error) {
+	l, err := c.OpenLog(ctx, name)
+	if errors.Is(err, tern.ErrNotFound) {
+		return nil, fmt.Errorf("%w in %s: create it with \"tern log create %s\", or see the logs there with \"tern log list\"", err, a.dir, name)
+	}
+	return l, err
+}

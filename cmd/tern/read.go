@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+)
+
+// readBatch is the most entries asked of one NextBatch.
+const readBatch = 1000
+
+func (a *app) readCmd() *cobra.Command {
+	var (
+		from, limit uint64
+		follow      bool
+		format      string
+	)
+	cmd := &cobra.Command{
+		Use:   "read NAME",
+		Short: "Print the entries of a log",
+		Long: `Print the entries of a log, from --from (default: where the log starts) to
+where it ends when the command starts; with --follow, go on printing entries as
+they are appended until interrupted.
+
+--format text prints each payload followed by a newline. --format json prints
+one object per line:
+
+  {"offset":12,"payload":"hello","time":"2025-01-02T15:04:05.123456789Z"}
+
+The payload is a string if it is UTF-8 text without control characters other
+than tab; otherwise it is base64 and the object has "encoding":"base64".
+Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			var write func(*bufio.Writer, tern.Entry) error
+			switch format {
+			case "text":
+				write = writeText
+			case "json":
+				write = writeJSON
+			default:
+				return usagef(cmd, "--format %q: use text or json", format)
+			}
+			if !cmd.Flags().Changed("limit") {
+				limit = math.MaxUint64
+			}
+			ctx := cmd.Context()
+			c, err := a.openClient(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer a.closeClient(c, &err)
+			l, err := a.openLog(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			info, err := l.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("from") {
+				from = uint64(info.Start)
+			}
+			if tern.Offset(from) > info.End {
+				return fmt.Errorf("offset %d is beyond the end of log %q, which the next append will give offset %d: read from at most there", from, l.Name(), info.End)
+			}
+			r, err := l.OpenReader(ctx, tern.Offset(from))
+			if err != nil {
+				return readError(l.Name(), err)
+			}
+			defer r.Close()
+			end := tern.Offset(math.MaxUint64)
+			if !follow {
+				end = info.End
+			}
+			err = readEntries(ctx, l, r, tern.Offset(from), end, limit, a.stdout, write)
+			if follow && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil // following ends when interrupted
+			}
+			return readError(l.Name(), err)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to print (default: where the log starts)")
+	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
+	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
+	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")
+	return cmd
+}
+
+// readEntries writes the entries of r, which is positioned at next, up to
+// end or limit entries, whichever comes first. It flushes its output
+// whenever it has caught up with the log, before the read that may wait.
+func readEntries(ctx context.Context, l *tern.Log, r *tern.Reader, next, end tern.Offset, limit uint64, out io.Writer, write func(*bufio.Writer, tern.Entry) error) error {
+	bw := bufio.NewWriterSize(out, 64<<10)
+	for limit > 0 && next < end {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, bw.Flush()) // else a fast writer could keep a follower going
+		}
+		want := min(limit, uint64(end-next), readBatch)
+		es, err := r.NextBatch(ctx, int(want))
+		if err != nil {
+			return errors.Join(err, bw.Flush())
+		}
+		for _, e := range es {
+			if err := write(bw, e); err != nil {
+				return err
+			}
+		}
+		next = es[len(es)-1].Offset + 1
+		limit -= uint64(len(es))
+		info, err := l.Info(ctx)
+		if err != nil {
+			return errors.Join(err, bw.Flush())
+		}
+		if next >= info.End {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// readError explains a read below the log's start.
+func readError(name string, err error) error {
+	if te, ok := errors.AsType[*tern.TruncatedError](err); ok {
+		return fmt.Errorf("offset %d of log %q is gone: the log was truncated and now starts at offset %d; read from there with --from %d, or leave --from out to start where the log starts", te.Offset, name, te.Start, te.Start)
+	}
+	return err
+}
+
+func writeText(w *bufio.Writer, e tern.Entry) error {
+	w.Write(e.Payload)
+	return w.WriteByte('\n') // bufio.Writer errors are sticky: this reports both
+}
+
+// jsonEntry is an entry as read --format json prints it.
+type jsonEntry struct {
+	Offset     tern.Offset       `json:"offset"`
+	Payload    string            `json:"payload"`
+	Encoding   string            `json:"encoding,omitempty"` // "base64", or empty for text
+	Time       string            `json:"time"`
+	Properties map[string][]byte `json:"properties,omitempty"` // base64, as encoding/json does []byte
+}
+
+func writeJSON(w *bufio.Writer, e tern.Entry) error {
+	j := jsonEntry{Offset: e.Offset, Time: e.Time.UTC().Format(time.RFC3339Nano), Properties: e.Properties}
+	if isText(e.Payload) {
+		j.Payload = string(e.Payload)
+	} else {
+		j.Payload, j.Encoding = base64.StdEncoding.EncodeToString(e.Payload), "base64"
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(j)
+}
+
+// isText reports whether b is UTF-8 text without control characters other
+// than tab: what a JSON string shows readably and round-trips.
+func isText(b []byte) bool {
+	return utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return r != '\t' && unicode.IsControl(r) })
+}
