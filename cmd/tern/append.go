@@ -36,15 +36,11 @@ Appending opens a new writer, which fences the log's older writers.`,
 				return usagef(cmd, "--batch %d: use 1 or more lines", batch)
 			}
 			ctx := cmd.Context()
-			c, err := a.openClient(ctx, false)
+			l, done, err := a.openLog(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			defer a.closeClient(c, &err)
-			l, err := a.openLog(ctx, c, args[0])
-			if err != nil {
-				return err
-			}
+			defer done(&err)
 			w, err := l.OpenWriter(ctx)
 			if err != nil {
 				return err

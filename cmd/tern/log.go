@@ -123,15 +123,11 @@ func (a *app) logDescribeCmd() *cobra.Command {
 		Short: "Describe a log: its extent, size and settings",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			c, err := a.openClient(cmd.Context(), false)
+			l, done, err := a.openLog(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			defer a.closeClient(c, &err)
-			l, err := a.openLog(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
+			defer done(&err)
 			info, err := l.Info(cmd.Context())
 			if err != nil {
 				return err
@@ -226,15 +222,11 @@ segments wholly below it are deleted. The start of a log only moves forward.`,
 			if err != nil {
 				return usagef(cmd, "OFFSET %q is not an offset: use a whole number such as 1000", args[1])
 			}
-			c, err := a.openClient(cmd.Context(), false)
+			l, done, err := a.openLog(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			defer a.closeClient(c, &err)
-			l, err := a.openLog(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
+			defer done(&err)
 			info, err := l.Info(cmd.Context())
 			if err != nil {
 				return err

@@ -191,12 +191,22 @@ func (a *app) closeClient(c *tern.Client, err *error) {
 	}
 }
 
-// openLog opens the named log, telling a person how to create it if it is
-// missing.
-func (a *app) openLog(ctx context.Context, c *tern.Client, name string) (*tern.Log, error) {
-	l, err := c.OpenLog(ctx, name)
-	if errors.Is(err, tern.ErrNotFound) {
-		return nil, fmt.Errorf("%w in %s: create it with \"tern log create %s\", or see the logs there with \"tern log list\"", err, a.dir, name)
+// openLog opens the data directory and the named log in it, telling a person
+// how to create the log if it is missing. The caller defers done(&err), which
+// closes the directory and adds its error to err.
+func (a *app) openLog(ctx context.Context, name string) (l *tern.Log, done func(err *error), err error) {
+	c, err := a.openClient(ctx, false)
+	if err != nil {
+		return nil, nil, err
 	}
-	return l, err
+	done = func(err *error) { a.closeClient(c, err) }
+	l, err = c.OpenLog(ctx, name)
+	if errors.Is(err, tern.ErrNotFound) {
+		err = fmt.Errorf("%w in %s: create it with \"tern log create %s\", or see the logs there with \"tern log list\"", err, a.dir, name)
+	}
+	if err != nil {
+		done(&err)
+		return nil, nil, err
+	}
+	return l, done, nil
 }

@@ -58,15 +58,11 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 				limit = math.MaxUint64
 			}
 			ctx := cmd.Context()
-			c, err := a.openClient(ctx, false)
+			l, done, err := a.openLog(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			defer a.closeClient(c, &err)
-			l, err := a.openLog(ctx, c, args[0])
-			if err != nil {
-				return err
-			}
+			defer done(&err)
 			info, err := l.Info(ctx)
 			if err != nil {
 				return err
