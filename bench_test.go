@@ -102,7 +102,7 @@ func BenchmarkConcurrentAppend4KiB(b *testing.B) {
 	dir, l, w := benchLog(b, LogOptions{})
 	b.SetBytes(size)
 	b.ReportAllocs()
-	syncs0 := l.wal.Stats().Syncs
+	before := l.wal.Stats()
 	var next sync.WaitGroup
 	work := make(chan struct{}, b.N)
 	for range b.N {
@@ -125,8 +125,9 @@ func BenchmarkConcurrentAppend4KiB(b *testing.B) {
 	next.Wait()
 	elapsed := time.Since(t0)
 	b.StopTimer()
-	syncs := l.wal.Stats().Syncs - syncs0
-	perSync := int(float64(b.N) / float64(syncs) * (size + 12))
+	after := l.wal.Stats()
+	syncs := after.Syncs - before.Syncs
+	perSync := int((after.Bytes - before.Bytes) / int64(syncs)) // batches as written, headers included
 	raw := rawSync(b, dir, perSync, int(min(syncs, 2000)))
 	var rawTotal time.Duration
 	for _, d := range raw {

@@ -70,6 +70,8 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The metadata is a bbolt file, which does its own I/O on the real
+	// filesystem; only the segments go through fs.
 	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("tern: create data directory: %w", err)
 	}

@@ -34,8 +34,7 @@ type Writer struct {
 	epoch uint64
 
 	mu     sync.Mutex
-	last   wal.Pending // the latest queued append, for Close
-	queued bool
+	last   *Pending // the latest queued append, for Close; nil if none
 	closed bool
 }
 
@@ -115,8 +114,8 @@ func (w *Writer) appendAsync(es []Entry) *Pending {
 	if err != nil {
 		return &Pending{err: err}
 	}
-	w.last, w.queued = p, true
-	return &Pending{p: p}
+	w.last = &Pending{p: p}
+	return w.last
 }
 
 // Close waits for the writer's queued appends to finish and closes it. It
@@ -124,10 +123,10 @@ func (w *Writer) appendAsync(es []Entry) *Pending {
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	w.closed = true
-	last, queued := w.last, w.queued
+	last := w.last
 	w.mu.Unlock()
-	if queued {
-		<-last.Done()
+	if last != nil {
+		<-last.p.Done()
 	}
 	return nil
 }

@@ -177,10 +177,7 @@ func (l *Log) write(groups []*group) error {
 	err := func() error {
 		for _, g := range groups {
 			batch := g.b.Finish(l.tail, g.epoch)
-			h, err := record.ParseHeader(batch)
-			if err != nil {
-				panic(fmt.Sprintf("wal: batch just built does not parse: %v", err))
-			}
+			h := record.Header{BaseOffset: l.tail, Count: uint32(g.b.Count())}
 			if err := l.w.Append(batch, h, g.maxTime); err != nil {
 				return err
 			}
