@@ -1,0 +1,485 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RunOptions are how Run reports, as opposed to what it runs.
+type RunOptions struct {
+	// Progress gets a progress line every second while the run lasts
+	// (nil: none).
+	Progress io.Writer
+	// PID is the process under test, for CPU time and peak memory; 0 means
+	// this process (an embedded system).
+	PID int
+	// StorageDir is measured for Result.StorageBytes ("": not measured).
+	StorageDir string
+}
+
+// drainTimeout bounds the wait for appends still in flight when a run ends,
+// and for a reader to deliver what was acknowledged: a system that stalls
+// longer is reported as failing those operations. Tests shorten it.
+var drainTimeout = 60 * time.Second
+
+// errDone stops a reader that has read what it was asked to.
+var errDone = errors.New("loadgen: done")
+
+// Run drives t through spec and returns what it measured. The Result's
+// System, Variant and Version are left for the caller. Failed operations do
+// not fail the run: they are counted in Result.Errors. Run fails when the
+// workload cannot run on t at all, or when ctx ends.
+func Run(ctx context.Context, spec Spec, t Target, o RunOptions) (*Result, error) {
+	spec, err := spec.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind != KindAppend {
+		if _, ok := t.(Reader); !ok {
+			return nil, fmt.Errorf("loadgen: workload %q reads back, and this target cannot read", spec.Name)
+		}
+	}
+	r := &Result{Workload: spec.Name, Spec: spec, Started: time.Now().UTC()}
+	switch spec.Kind {
+	case KindAppend:
+		err = runAppend(ctx, spec, t, o, r)
+	case KindEndToEnd:
+		err = runEndToEnd(ctx, spec, t, o, r)
+	case KindCatchUp:
+		err = runCatchUp(ctx, spec, t, o, r)
+	case KindPubSub:
+		err = runPubSub(ctx, spec, t, o, r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if r.Seconds > 0 {
+		r.MBPerSec = float64(r.Bytes) / 1e6 / r.Seconds
+		r.EntriesPerSec = float64(r.Entries) / r.Seconds
+	}
+	if o.StorageDir != "" && r.StorageBytes == 0 {
+		r.StorageBytes = DirBytes(o.StorageDir)
+	}
+	return r, nil
+}
+
+func runAppend(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result) error {
+	l, err := newLoad(spec, t)
+	if err != nil {
+		return err
+	}
+	m := StartProc(o.PID)
+	l.run(ctx, o.Progress)
+	l.finish(r, m)
+	return nil
+}
+
+func runEndToEnd(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result) error {
+	l, err := newLoad(spec, t)
+	if err != nil {
+		return err
+	}
+	l.stamp = true
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	delivered := NewHistogram()
+	var seen atomic.Int64
+	var readers sync.WaitGroup
+	ready := make(chan struct{}, spec.Logs)
+	readErr := make(chan error, spec.Logs)
+	for log := range spec.Logs {
+		readers.Go(func() {
+			var once sync.Once
+			err := t.(Reader).Read(rctx, log, false, func() { once.Do(func() { ready <- struct{}{} }) }, func(e []byte) error {
+				now := time.Now()
+				if len(e) < stampBytes {
+					return fmt.Errorf("loadgen: read a %d-byte entry, shorter than its timestamp", len(e))
+				}
+				intended := time.Unix(0, int64(binary.LittleEndian.Uint64(e)))
+				if !intended.Before(l.measureFrom) {
+					delivered.Record(now.Sub(intended))
+				}
+				seen.Add(1)
+				return nil
+			})
+			if err != nil && rctx.Err() == nil {
+				readErr <- fmt.Errorf("loadgen: reader of log %d: %w", log, err)
+			}
+		})
+	}
+	for range spec.Logs {
+		select {
+		case <-ready:
+		case err := <-readErr:
+			return err
+		case <-time.After(drainTimeout):
+			return fmt.Errorf("loadgen: readers not positioned at the end after %v", drainTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m := StartProc(o.PID)
+	l.run(ctx, o.Progress)
+	deadline := time.Now().Add(drainTimeout)
+	for seen.Load() < l.ackedAll.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	readers.Wait()
+	appended := l.hist
+	l.hist = delivered
+	l.finish(r, m)
+	al, _ := appended.Summary()
+	r.Extra = map[string]float64{"append_p50_us": al.P50, "append_p99_us": al.P99, "append_p999_us": al.P999}
+	if missing := l.ackedAll.Load() - seen.Load(); missing > 0 {
+		l.fail(fmt.Errorf("%d acknowledged entries not delivered to the reader within %v", missing, drainTimeout))
+		r.Errors, r.FirstError = l.errs.Load(), *l.firstErr.Load()
+	}
+	select {
+	case err := <-readErr:
+		return err
+	default:
+	}
+	return nil
+}
+
+func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result) error {
+	// Write the data as fast as the target takes it, unmeasured.
+	w := spec
+	w.Count = int(spec.TotalBytes / int64(spec.EntryBytes))
+	w.Batch = max(spec.Batch, (1<<20)/spec.EntryBytes)
+	w.Producers, w.InFlight, w.Rate = 4, 0, 0
+	l, err := newLoad(w, t)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	l.run(ctx, o.Progress)
+	if n := l.errs.Load(); n > 0 {
+		return fmt.Errorf("loadgen: %d appends of the data to read failed: %s", n, *l.firstErr.Load())
+	}
+	written := l.ackedAll.Load()
+	r.Extra = map[string]float64{"write_s": time.Since(t0).Seconds()}
+	if o.StorageDir != "" {
+		r.StorageBytes = DirBytes(o.StorageDir)
+	}
+	r.Notes = append(r.Notes, dropCaches())
+
+	m := StartProc(o.PID)
+	var n, bytes int64
+	var first time.Duration
+	t0 = time.Now()
+	err = t.(Reader).Read(ctx, 0, true, func() {}, func(e []byte) error {
+		if n == 0 {
+			first = time.Since(t0)
+		}
+		n++
+		bytes += int64(len(e))
+		if n == written {
+			return errDone
+		}
+		return nil
+	})
+	r.Seconds = time.Since(t0).Seconds()
+	if !errors.Is(err, errDone) {
+		return fmt.Errorf("loadgen: catch-up read stopped after %d of %d entries: %w", n, written, err)
+	}
+	r.Entries, r.Bytes = n, bytes
+	r.Extra["first_entry_ms"] = float64(first.Microseconds()) / 1e3
+	r.CPUSeconds, r.PeakRSSBytes, _ = m.Stop()
+	if note := m.note; note != "" {
+		r.Notes = append(r.Notes, note)
+	}
+	return nil
+}
+
+func runPubSub(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result) error {
+	if _, ok := t.(AsyncAppender); spec.InFlight > 0 && !ok {
+		spec.Producers, spec.InFlight = spec.InFlight, 0
+		r.Notes = append(r.Notes, fmt.Sprintf("published by %d synchronous producers: the target has no asynchronous append", spec.Producers))
+	}
+	l, err := newLoad(spec, t)
+	if err != nil {
+		return err
+	}
+	m := StartProc(o.PID)
+	t0 := time.Now()
+	l.run(ctx, o.Progress)
+	produce := time.Since(t0)
+	if o.StorageDir != "" {
+		r.StorageBytes = DirBytes(o.StorageDir)
+	}
+	want := l.ackedAll.Load()
+	var n int64
+	t1 := time.Now()
+	err = t.(Reader).Read(ctx, 0, true, func() {}, func(e []byte) error {
+		n++
+		if n == want {
+			return errDone
+		}
+		return nil
+	})
+	consume := time.Since(t1)
+	if want > 0 && !errors.Is(err, errDone) {
+		return fmt.Errorf("loadgen: consumed %d of %d entries: %w", n, want, err)
+	}
+	l.finish(r, m)
+	r.Seconds = (produce + consume).Seconds()
+	r.Extra = map[string]float64{"produce_s": produce.Seconds(), "consume_s": consume.Seconds()}
+	return nil
+}
+
+// dropCaches asks the kernel to drop the page cache, so that a catch-up
+// read comes from the disk, and says whether it did.
+func dropCaches() string {
+	syncAll()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		return fmt.Sprintf("page cache not dropped (%v): the read may be served from memory", err)
+	}
+	return "page cache dropped before the read"
+}
+
+// stampBytes is the prefix of an end-to-end entry: its intended append
+// time in Unix nanoseconds and a sequence number, little-endian.
+const stampBytes = 16
+
+// A load is the appending side of a run: producers on a schedule or in a
+// closed loop, until a time or a count.
+type load struct {
+	spec  Spec
+	t     Target
+	async AsyncAppender
+	pool  []byte
+	// stamp makes every entry start with its intended time (e2e).
+	stamp bool
+
+	start, measureFrom, end time.Time
+	// claimed counts entries handed out when the load is a count.
+	claimed atomic.Int64
+
+	hist     *Histogram
+	entries  atomic.Int64 // measured, acknowledged
+	bytes    atomic.Int64
+	lastDone atomic.Int64 // Unix nanoseconds of the last measured ack
+	ackedAll atomic.Int64 // every acknowledged entry, warmup included
+	errs     atomic.Int64
+	firstErr atomic.Pointer[string]
+	inflight sync.WaitGroup
+}
+
+func newLoad(spec Spec, t Target) (*load, error) {
+	l := &load{spec: spec, t: t, hist: NewHistogram()}
+	if spec.InFlight > 0 {
+		a, ok := t.(AsyncAppender)
+		if !ok {
+			return nil, fmt.Errorf("loadgen: workload %q appends asynchronously, and this target cannot", spec.Name)
+		}
+		l.async = a
+	}
+	// Entries are windows on a pool of random bytes, each at a different
+	// place, so no two neighbours are alike and nothing compresses.
+	l.pool = make([]byte, max(8<<20, 2*spec.EntryBytes))
+	rng := rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'})
+	rng.Read(l.pool)
+	return l, nil
+}
+
+// run appends until the spec's duration is over or its count is reached,
+// and waits for what is in flight.
+func (l *load) run(ctx context.Context, progress io.Writer) {
+	l.start = time.Now()
+	l.measureFrom = l.start.Add(l.spec.Warmup)
+	l.end = l.measureFrom.Add(l.spec.Duration)
+	if l.spec.Count > 0 {
+		// Until the count, however long, all of it measured.
+		l.measureFrom, l.end = l.start, time.Time{}
+	}
+	stop := make(chan struct{})
+	var pg sync.WaitGroup
+	if progress != nil {
+		pg.Go(func() { l.progress(progress, stop) })
+	}
+	var producers sync.WaitGroup
+	for p := range l.spec.Producers {
+		producers.Go(func() { l.produce(ctx, p) })
+	}
+	if !waitFor(&producers, l.end, ctx) || !waitFor(&l.inflight, time.Time{}, ctx) {
+		l.fail(fmt.Errorf("appends still unacknowledged %v after the run ended", drainTimeout))
+	}
+	close(stop)
+	pg.Wait()
+}
+
+// waitFor waits for wg until drainTimeout after end (or after now, when
+// end is zero), and reports whether it finished.
+func waitFor(wg *sync.WaitGroup, end time.Time, ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	if end.IsZero() {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+			// The target was told; give it a moment to say so.
+		}
+		end = time.Now()
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(time.Until(end) + drainTimeout):
+		return false
+	}
+}
+
+func (l *load) produce(ctx context.Context, p int) {
+	s := l.spec
+	log := p % s.Logs
+	var interval time.Duration
+	if s.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(s.Producers) / s.Rate)
+	}
+	// Producers' schedules interleave rather than fire together.
+	offset := time.Duration(p) * interval / time.Duration(s.Producers)
+	var sem chan struct{}
+	if l.async != nil {
+		sem = make(chan struct{}, s.InFlight)
+	}
+	batch := make([][]byte, s.Batch)
+	next := uint64(p) * 7919
+	for i := 0; ctx.Err() == nil; i++ {
+		n := s.Batch
+		if s.Count > 0 {
+			claimed := l.claimed.Add(int64(n))
+			if over := claimed - int64(s.Count); over > 0 {
+				n -= int(over)
+			}
+			if n <= 0 {
+				return
+			}
+		}
+		var intended time.Time
+		if interval > 0 {
+			intended = l.start.Add(offset + time.Duration(i)*interval)
+			if !l.end.IsZero() && !intended.Before(l.end) {
+				return
+			}
+			if d := time.Until(intended); d > 0 {
+				time.Sleep(d)
+			}
+		} else {
+			intended = time.Now()
+			if !l.end.IsZero() && !intended.Before(l.end) {
+				return
+			}
+		}
+		for j := range n {
+			batch[j] = l.entry(next, intended)
+			next++
+		}
+		if l.async == nil {
+			err := l.t.Append(ctx, log, batch[:n])
+			l.done(intended, n, int64(n*s.EntryBytes), err)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		l.inflight.Add(1)
+		l.async.AppendAsync(ctx, log, batch[0], func(err error) {
+			l.done(intended, 1, int64(s.EntryBytes), err)
+			<-sem
+			l.inflight.Done()
+		})
+	}
+}
+
+// entry returns the payload of entry number i.
+func (l *load) entry(i uint64, intended time.Time) []byte {
+	size := l.spec.EntryBytes
+	off := int(i*4099) % (len(l.pool) - size + 1)
+	e := l.pool[off : off+size]
+	if !l.stamp {
+		return e
+	}
+	e = append([]byte(nil), e...)
+	binary.LittleEndian.PutUint64(e, uint64(intended.UnixNano()))
+	binary.LittleEndian.PutUint64(e[8:], i)
+	return e
+}
+
+// done records the outcome of an append of n entries, bytes in all.
+func (l *load) done(intended time.Time, n int, bytes int64, err error) {
+	now := time.Now()
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.ackedAll.Add(int64(n))
+	if intended.Before(l.measureFrom) {
+		return
+	}
+	l.hist.Record(now.Sub(intended))
+	l.entries.Add(int64(n))
+	l.bytes.Add(bytes)
+	for t := l.lastDone.Load(); now.UnixNano() > t && !l.lastDone.CompareAndSwap(t, now.UnixNano()); t = l.lastDone.Load() {
+	}
+}
+
+func (l *load) fail(err error) {
+	l.errs.Add(1)
+	s := err.Error()
+	l.firstErr.CompareAndSwap(nil, &s)
+}
+
+// finish fills in r from what the load measured.
+func (l *load) finish(r *Result, m *ProcMeter) {
+	r.CPUSeconds, r.PeakRSSBytes, _ = m.Stop()
+	if m.note != "" {
+		r.Notes = append(r.Notes, m.note)
+	}
+	r.Entries, r.Bytes = l.entries.Load(), l.bytes.Load()
+	if last := l.lastDone.Load(); last > 0 {
+		r.Seconds = time.Unix(0, last).Sub(l.measureFrom).Seconds()
+	}
+	r.Latency, r.Percentiles = l.hist.Summary()
+	r.Errors = l.errs.Load()
+	if s := l.firstErr.Load(); s != nil {
+		r.FirstError = *s
+	}
+}
+
+func (l *load) progress(w io.Writer, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last int64
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			n := l.ackedAll.Load()
+			elapsed := now.Sub(l.start).Round(time.Second)
+			total := "until done"
+			if !l.end.IsZero() {
+				total = l.end.Sub(l.start).Round(time.Second).String()
+			}
+			fmt.Fprintf(w, "%s: %v of %s: %d entries/s, %.1f MB/s, %d errors\n", l.spec.Name, elapsed, total,
+				n-last, float64(n-last)*float64(l.spec.EntryBytes)/1e6, l.errs.Load())
+			last = n
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package loadgen
+
+import "syscall"
+
+func syncAll() { syscall.Sync() }
