@@ -85,7 +85,9 @@ func runDriver(ctx context.Context, d Driver, args []string, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	spec = MergeSpec(base, spec, fs)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	spec = MergeSpec(base, spec, func(name string) bool { return set[name] })
 	if spec, err = spec.Normalize(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -146,32 +148,38 @@ func AddSpecFlags(fs *flag.FlagSet, s *Spec) {
 	fs.IntVar(&s.Count, "count", 0, "entries of a pubsub round")
 }
 
-// MergeSpec returns base with the fields whose flags were set on fs taken
-// from over.
-func MergeSpec(base, over Spec, fs *flag.FlagSet) Spec {
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "entry-bytes":
-			base.EntryBytes = over.EntryBytes
-		case "batch":
-			base.Batch = over.Batch
-		case "producers":
-			base.Producers = over.Producers
-		case "in-flight":
-			base.InFlight = over.InFlight
-		case "rate":
-			base.Rate = over.Rate
-		case "logs":
-			base.Logs = over.Logs
-		case "duration":
-			base.Duration = over.Duration
-		case "warmup":
-			base.Warmup = over.Warmup
-		case "total-bytes":
-			base.TotalBytes = over.TotalBytes
-		case "count":
-			base.Count = over.Count
-		}
-	})
+// MergeSpec returns base with the figures whose flags were set (as told
+// by set, given a flag name of AddSpecFlags) taken from over.
+func MergeSpec(base, over Spec, set func(flag string) bool) Spec {
+	if set("entry-bytes") {
+		base.EntryBytes = over.EntryBytes
+	}
+	if set("batch") {
+		base.Batch = over.Batch
+	}
+	if set("producers") {
+		base.Producers = over.Producers
+	}
+	if set("in-flight") {
+		base.InFlight = over.InFlight
+	}
+	if set("logs") {
+		base.Logs = over.Logs
+	}
+	if set("count") {
+		base.Count = over.Count
+	}
+	if set("rate") {
+		base.Rate = over.Rate
+	}
+	if set("duration") {
+		base.Duration = over.Duration
+	}
+	if set("warmup") {
+		base.Warmup = over.Warmup
+	}
+	if set("total-bytes") {
+		base.TotalBytes = over.TotalBytes
+	}
 	return base
 }

@@ -456,6 +456,9 @@ func (l *load) finish(r *Result, m *ProcMeter) {
 		r.Seconds = time.Unix(0, last).Sub(l.measureFrom).Seconds()
 	}
 	r.Latency, r.Percentiles = l.hist.Summary()
+	if r.Latency.Count == 0 {
+		r.Notes = append(r.Notes, "nothing started in the measured time was acknowledged (or delivered) before the run ended: the figures are empty; try a longer --duration")
+	}
 	r.Errors = l.errs.Load()
 	if s := l.firstErr.Load(); s != nil {
 		r.FirstError = *s

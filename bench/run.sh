@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs the side-by-side comparison and regenerates docs/benchmarks.md:
+#
+#	bench/run.sh [quick|full] [SYSTEM...]
+#
+# quick (the default) takes minutes: the durable variant of every system,
+# short runs of the main workloads. full takes about an hour: every workload,
+# every variant, longer runs, a 1 GiB catch-up read. SYSTEM limits the peers
+# run (kafka nats woodpecker walrus rocksdb pulsar); Tern and the physical
+# limits always run.
+#
+# Every system writes to the same disk: $TERN_BENCH_DIR, default
+# /var/tmp/tern-bench (never a tmpfs: fsync must reach a disk). Builds and
+# downloads go under ~/.cache/tern-bench; the raw results are kept there and
+# copied to docs/benchmarks/results.jsonl, from which bench/report writes
+# docs/benchmarks.md and its plots.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+profile=${1:-quick}
+shift || true
+case "$profile" in
+quick)
+	duration=5s warmup=1s
+	workloads=(sync-1k conc-4k conc-64k async-100b e2e-1k catchup-1g pubsub-1k)
+	catchup_bytes=268435456
+	variants=durable
+	;;
+full)
+	duration=30s warmup=5s
+	workloads=(sync-1k conc-4k conc-64k async-100b e2e-1k catchup-1g pubsub-5m pubsub-1m pubsub-64k pubsub-1k)
+	catchup_bytes=1073741824
+	variants=all
+	;;
+*)
+	echo "usage: bench/run.sh [quick|full] [SYSTEM...]" >&2
+	exit 2
+	;;
+esac
+peers=("$@")
+if [[ ${#peers[@]} -eq 0 ]]; then
+	peers=(kafka nats woodpecker walrus rocksdb pulsar)
+fi
+
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/tern-bench"
+data=${TERN_BENCH_DIR:-/var/tmp/tern-bench}
+mkdir -p "$cache/bin" "$cache/results" "$data"
+if [[ "$(stat -f -c %T "$data")" == tmpfs ]]; then
+	echo "run.sh: $data is a tmpfs, where fsync costs nothing: set TERN_BENCH_DIR to a directory on a disk" >&2
+	exit 1
+fi
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+results="$cache/results/$stamp.jsonl"
+setup="$cache/results/$stamp.setup.json"
+log="$cache/results/$stamp.log"
+: >"$results"
+echo "run.sh: $profile profile; results in $results, log in $log"
+
+scripts/install >>"$log" 2>&1 || { echo "run.sh: scripts/install failed: see $log" >&2; exit 1; }
+go build -o "$cache/bin/tern" ./cmd/tern
+tern="$cache/bin/tern"
+
+# catchup and pubsub runs take their size from the profile, not a duration.
+sizes() {
+	case "$1" in
+	catchup-*) echo --total-bytes "$catchup_bytes" ;;
+	esac
+}
+
+echo "== Tern and the disk's limits"
+for w in "${workloads[@]}"; do
+	# shellcheck disable=SC2046
+	"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log"
+	# shellcheck disable=SC2046
+	"$tern" bench --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log"
+done
+
+echo "== the object store's limits (MinIO)"
+minio_dir=$(mktemp -d "$data/minio-XXXXXX")
+read -r endpoint minio_pid access secret < <(scripts/minio-server "$minio_dir")
+export AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret
+for args in "--size 1KiB --concurrency 1" "--size 4MiB --concurrency 8"; do
+	# shellcheck disable=SC2086
+	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" $args --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log"
+done
+kill "$minio_pid"
+wait "$minio_pid" 2>/dev/null || true
+rm -rf "$minio_dir" "$minio_dir.log"
+
+failed=()
+for p in "${peers[@]}"; do
+	echo "== $p"
+	if ! "bench/peers/$p/install.sh" >>"$log" 2>&1; then
+		echo "run.sh: bench/peers/$p/install.sh failed: see $log; going on without $p" >&2
+		failed+=("$p: install failed")
+		continue
+	fi
+	# shellcheck disable=SC2046
+	if ! BENCH_VARIANTS=$variants TERN_BENCH_DIR=$data TERN_BENCH_CATCHUP_BYTES=$catchup_bytes \
+		"bench/peers/$p/bench.sh" --json "$results" --duration "$duration" --warmup "$warmup" "${workloads[@]}" 2>&1 | tee -a "$log"; then
+		echo "run.sh: bench/peers/$p/bench.sh failed: see $log; its finished runs are kept" >&2
+		failed+=("$p: a run failed")
+	fi
+done
+
+# What the report says about the machine and the versions.
+disk_dev=$(df --output=source "$data" | tail -1)
+python3 - "$setup" "$profile" "$disk_dev" "${failed[@]}" <<'PY'
+import json, os, platform, subprocess, sys, datetime
+out, profile, dev, failed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+fs = subprocess.run(["stat", "-f", "-c", "%T", os.environ.get("TERN_BENCH_DIR", "/var/tmp/tern-bench")], capture_output=True, text=True).stdout.strip()
+json.dump({
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    "profile": profile,
+    "command": "bench/run.sh " + profile,
+    "host": {"cpu": cpu, "cores": os.cpu_count(), "memory_bytes": mem, "kernel": platform.release(), "disk": dev, "filesystem": fs},
+    "go": subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout.strip(),
+    "failed": failed,
+}, open(out, "w"), indent=1)
+PY
+
+mkdir -p docs/benchmarks
+cp "$results" docs/benchmarks/results.jsonl
+cp "$setup" docs/benchmarks/setup.json
+(cd bench/report && go run . --results "$root/docs/benchmarks/results.jsonl" --setup "$root/docs/benchmarks/setup.json" \
+	--notes "$root/docs/benchmarks/notes.md" --out "$root/docs/benchmarks.md" --img "$root/docs/benchmarks")
+echo "run.sh: wrote docs/benchmarks.md"
+if [[ ${#failed[@]} -gt 0 ]]; then
+	printf 'run.sh: %s\n' "${failed[@]}" >&2
+fi

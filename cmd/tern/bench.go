@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/physical"
+)
+
+// benchFlags are what tern bench and tern bench disk share.
+type benchFlags struct {
+	workload string
+	spec     loadgen.Spec
+	json     string
+	fsync    string
+}
+
+func (a *app) benchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure Tern on this machine: appends, end-to-end latency, catch-up reads",
+		Long: `Measure Tern, embedded, on a fresh directory inside --dir (default: the
+system's temporary directory), removed afterwards.
+
+A workload is a preset (--workload) whose figures the other flags override,
+or "custom" when no preset is named. With --rate the load is open-loop: appends
+start on a fixed schedule and latency runs from the scheduled time, so a stall
+counts against every append it held back. Without it, each producer keeps one
+append (or --in-flight asynchronous entries) in flight.
+
+Workloads: ` + strings.Join(loadgen.PresetNames(), ", ") + `.
+
+The result is printed as a table, and appended as a JSON line to --json.
+"tern bench disk" measures the disk's own limit for the same workload, and
+"tern bench s3" an object store's; bench/run.sh runs them all next to the
+peers and writes docs/benchmarks.md.`,
+		Example: `  tern bench --workload sync-1k
+  tern bench --workload conc-4k --duration 30s --json results.jsonl
+  tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms`,
+		Args: noSubcommand,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			fsync, err := tern.ParseFsync(f.fsync)
+			if err != nil {
+				return usagef(cmd, "--fsync: %v", err)
+			}
+			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+				t, err := openTernTarget(ctx, dir, spec.Logs, tern.LogOptions{Fsync: fsync})
+				if err != nil {
+					return nil, err
+				}
+				r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr(), StorageDir: dir})
+				if cerr := t.Close(); err == nil && cerr != nil {
+					err = cerr
+				}
+				if err != nil {
+					return nil, err
+				}
+				r.System, r.Version = "tern", version()
+				r.Variant = "durable"
+				if fsync.Mode != tern.FsyncAlways {
+					r.Variant = "fsync=" + fsync.String() + " (unsafe)"
+				}
+				return []*loadgen.Result{r}, nil
+			})
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
+	cmd.AddCommand(a.benchDiskCmd())
+	return cmd
+}
+
+func (f *benchFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.workload, "workload", "", "a preset workload; the flags below override its figures")
+	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
+	gfs := flag.NewFlagSet("", flag.ContinueOnError)
+	loadgen.AddSpecFlags(gfs, &f.spec)
+	cmd.Flags().AddGoFlagSet(gfs)
+}
+
+// resolve returns the workload the flags describe.
+func (f *benchFlags) resolve(cmd *cobra.Command) (loadgen.Spec, error) {
+	base := loadgen.Spec{Name: "custom", EntryBytes: 1 << 10}
+	if f.workload != "" {
+		var err error
+		if base, err = loadgen.Preset(f.workload); err != nil {
+			return base, usagef(cmd, "--workload: %v", strings.TrimPrefix(err.Error(), "loadgen: "))
+		}
+	}
+	spec, err := loadgen.MergeSpec(base, f.spec, cmd.Flags().Changed).Normalize()
+	if err != nil {
+		return spec, usagef(cmd, "%s", strings.TrimPrefix(err.Error(), "loadgen: "))
+	}
+	return spec, nil
+}
+
+// runBench runs measure on a fresh directory and reports what it returns.
+func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx context.Context, dir string) ([]*loadgen.Result, error)) error {
+	parent := os.TempDir()
+	if cmd.Flags().Changed("dir") {
+		parent = a.dir
+	}
+	dir, err := os.MkdirTemp(parent, "tern-bench-")
+	if err != nil {
+		return fmt.Errorf("make a directory to measure in: %w (--dir names the disk to measure)", err)
+	}
+	defer os.RemoveAll(dir)
+	rs, err := measure(cmd.Context(), dir)
+	if err != nil {
+		return err
+	}
+	return a.report(cmd, f, rs)
+}
+
+func (a *app) report(cmd *cobra.Command, f benchFlags, rs []*loadgen.Result) error {
+	if err := loadgen.WriteTable(cmd.OutOrStdout(), rs); err != nil {
+		return err
+	}
+	if f.json == "" {
+		return nil
+	}
+	var w io.Writer = cmd.OutOrStdout()
+	if f.json != "-" {
+		out, err := os.OpenFile(f.json, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		w = out
+	}
+	for _, r := range rs {
+		if err := r.WriteJSON(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) benchDiskCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "disk",
+		Short: "Measure the disk's own limit for a workload, without Tern",
+		Long: `Measure the physical limit that a workload's figures are held against, on a
+fresh file inside --dir (default: the system's temporary directory):
+
+  sync-1k, e2e-1k   write + fdatasync of one entry at a time, on a growing file
+                    and on a preallocated one
+  conc-4k, conc-64k write + fdatasync of all producers' entries at once (what a
+                    perfect group commit does), buffered and O_DIRECT
+  async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth)
+  catchup-1g        a sequential O_DIRECT read of the same amount, 1 MiB at a time
+  pubsub-*          write + fdatasync of 1 MiB at a time`,
+		Example: "  tern bench disk --workload conc-4k --dir /data",
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.workload == "" {
+				return usagef(cmd, "--workload is required: one of %s", strings.Join(loadgen.PresetNames(), ", "))
+			}
+			spec, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+				return diskLimits(ctx, dir, spec)
+			})
+		},
+	}
+	f.addFlags(cmd)
+	return cmd
+}
+
+// diskLimits measures what the disk under dir can do for spec.
+func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.Result, error) {
+	d := spec.Duration
+	const mib = 1 << 20
+	var runs []func() (*loadgen.Result, error)
+	switch spec.Kind {
+	case loadgen.KindAppend, loadgen.KindEndToEnd:
+		size := spec.EntryBytes * spec.Batch
+		switch {
+		case spec.InFlight > 0:
+			size = mib
+		case spec.Producers > 1:
+			size *= spec.Producers
+		}
+		runs = append(runs,
+			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, false, d) },
+			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, true, d) })
+		if spec.Producers > 1 || spec.InFlight > 0 {
+			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks
+			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskDirect(ctx, dir, aligned, true, d) })
+		}
+	case loadgen.KindCatchUp:
+		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskRead(ctx, dir, mib, spec.TotalBytes) })
+	case loadgen.KindPubSub:
+		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, mib, false, d) })
+	}
+	var rs []*loadgen.Result
+	for _, run := range runs {
+		r, err := run()
+		if err != nil {
+			return nil, err
+		}
+		r.Workload, r.Spec = spec.Name, spec
+		rs = append(rs, r)
+	}
+	if len(rs) == 0 {
+		return nil, errors.New("no disk limit for this workload")
+	}
+	return rs, nil
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ternwal/tern"
+)
+
+// ternTarget is Tern, embedded, as tern bench measures it: logs bench-0,
+// bench-1, ... in a fresh data directory, one writer each.
+type ternTarget struct {
+	c       *tern.Client
+	logs    []*tern.Log
+	writers []*tern.Writer
+	// acks has one queue per log of asynchronous appends waiting for their
+	// acknowledgement, which comes in append order; one goroutine per log
+	// waits on them in turn.
+	acks    []chan pendingAck
+	waiting sync.WaitGroup
+}
+
+type pendingAck struct {
+	p    *tern.Pending
+	done func(error)
+}
+
+func openTernTarget(ctx context.Context, dir string, logs int, opts tern.LogOptions) (_ *ternTarget, err error) {
+	c, err := tern.Open(ctx, tern.Options{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	t := &ternTarget{c: c}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for i := range logs {
+		l, err := c.CreateLog(ctx, fmt.Sprintf("bench-%d", i), opts)
+		if err != nil {
+			return nil, err
+		}
+		w, err := l.OpenWriter(ctx)
+		if err != nil {
+			return nil, err
+		}
+		acks := make(chan pendingAck, 1<<16)
+		t.logs, t.writers, t.acks = append(t.logs, l), append(t.writers, w), append(t.acks, acks)
+		t.waiting.Go(func() {
+			for a := range acks {
+				_, err := a.p.Wait(context.Background()) // every append is acknowledged or failed, in time
+				a.done(err)
+			}
+		})
+	}
+	return t, nil
+}
+
+func (t *ternTarget) Append(ctx context.Context, log int, entries [][]byte) error {
+	if len(entries) == 1 {
+		_, err := t.writers[log].Append(ctx, tern.Entry{Payload: entries[0]})
+		return err
+	}
+	es := make([]tern.Entry, len(entries))
+	for i, p := range entries {
+		es[i].Payload = p
+	}
+	_, err := t.writers[log].AppendBatch(ctx, es)
+	return err
+}
+
+// AppendAsync hands the entry to the writer, which has copied it when
+// AppendAsync returns.
+func (t *ternTarget) AppendAsync(ctx context.Context, log int, entry []byte, done func(error)) {
+	t.acks[log] <- pendingAck{t.writers[log].AppendAsync(tern.Entry{Payload: entry}), done}
+}
+
+func (t *ternTarget) Read(ctx context.Context, log int, fromStart bool, ready func(), fn func([]byte) error) error {
+	l := t.logs[log]
+	info, err := l.Info(ctx)
+	if err != nil {
+		return err
+	}
+	from := info.End
+	if fromStart {
+		from = info.Start
+	}
+	r, err := l.OpenReader(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ready()
+	for {
+		es, err := r.NextBatch(ctx, 1024)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if err := fn(e.Payload); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (t *ternTarget) Close() error {
+	var errs []error
+	for _, acks := range t.acks {
+		close(acks)
+	}
+	for _, w := range t.writers {
+		errs = append(errs, w.Close())
+	}
+	t.waiting.Wait()
+	return errors.Join(append(errs, t.c.Close())...)
+}
