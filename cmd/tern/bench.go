@@ -216,6 +216,8 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 		if err != nil {
 			return nil, err
 		}
+		// What each operation wrote or read, for the report to show.
+		r.Extra = map[string]float64{"op_bytes": float64(r.Bytes / max(r.Entries, 1))}
 		r.Workload, r.Spec = spec.Name, spec
 		rs = append(rs, r)
 	}

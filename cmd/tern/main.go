@@ -105,7 +105,7 @@ Only one process may use a data directory at a time.`,
 		return &usageError{cmd: cmd, err: err}
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
-	root.AddCommand(a.logCmd(), a.appendCmd(), a.readCmd(), versionCmd())
+	root.AddCommand(a.logCmd(), a.appendCmd(), a.readCmd(), a.benchCmd(), a.doctorCmd(), versionCmd())
 	return root
 }
 
@@ -115,14 +115,19 @@ func versionCmd() *cobra.Command {
 		Short: "Print the version of tern",
 		Args:  exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := "devel"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tern %s\n", v)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tern %s\n", version())
 			return err
 		},
 	}
+}
+
+// version is this binary's module version, "devel" when built from a work
+// tree.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
 }
 
 // usageError is a command line that does not fit the command: exit code 2,

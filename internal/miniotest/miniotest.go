@@ -1,0 +1,220 @@
+// Package miniotest starts a real MinIO server for a test: the pinned
+// binary that scripts/install-minio builds, on loopback ports, with its data
+// in the test's temporary directory.
+//
+// A missing binary fails the test with the command that installs it; it is
+// never skipped, so that CI cannot pass without the S3 coverage.
+package miniotest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Version is the MinIO module version scripts/install-minio builds.
+const Version = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+// The credentials of every test server: throwaway, loopback only.
+const (
+	AccessKey = "ternminio"
+	SecretKey = "ternminio-secret"
+)
+
+// Server is a running MinIO with one empty bucket.
+type Server struct {
+	// Endpoint is host:port of the S3 API, plain HTTP.
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+	// Bucket exists and is empty when Start returns.
+	Bucket string
+	// Client is connected to Endpoint with the credentials.
+	Client *minio.Client
+	// PID is the server's process ID.
+	PID int
+}
+
+// Binary returns the path where scripts/install-minio puts the pinned MinIO:
+// ${XDG_CACHE_HOME:-$HOME/.cache}/tern/minio/VERSION/minio.
+func Binary() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("miniotest: %w", err)
+	}
+	return filepath.Join(cache, "tern", "minio", Version, "minio"), nil
+}
+
+// InstallCommand is the command that installs the binary, as a path from the
+// current directory when the repository root can be found above it.
+func InstallCommand() string {
+	dir, err := os.Getwd()
+	for err == nil {
+		if _, serr := os.Stat(filepath.Join(dir, "scripts", "install-minio")); serr == nil {
+			if rel, rerr := filepath.Rel(".", filepath.Join(dir, "scripts", "install-minio")); rerr == nil {
+				return rel
+			}
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "scripts/install-minio"
+}
+
+// Start starts a MinIO for t, creates a bucket in it and stops it when t
+// ends. It fails t if the server cannot be started.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("miniotest: the pinned MinIO is not installed (%v): run %s from the repository root, which builds it in a few minutes", err, InstallCommand())
+	}
+	data := t.TempDir()
+	var s *Server
+	for attempt := 1; ; attempt++ {
+		s, err = start(t, bin, data)
+		if err == nil || attempt == 3 {
+			break
+		}
+		t.Logf("miniotest: attempt %d: %v; retrying", attempt, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.Client, err = minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, "")})
+	if err != nil {
+		t.Fatalf("miniotest: client: %v", err)
+	}
+	s.Bucket = "tern-test"
+	if err := s.Client.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("miniotest: create bucket %s: %v", s.Bucket, err)
+	}
+	return s
+}
+
+// start runs one attempt to start the server on fresh ports. A port found
+// free may be taken by someone else before MinIO binds it; the caller
+// retries then.
+func start(t testing.TB, bin, data string) (*Server, error) {
+	api, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	console, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := fmt.Sprintf("127.0.0.1:%d", api)
+	cmd := exec.Command(bin, "server", "--quiet",
+		"--address", endpoint,
+		"--console-address", fmt.Sprintf("127.0.0.1:%d", console),
+		data)
+	cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+AccessKey,
+		"MINIO_ROOT_PASSWORD="+SecretKey,
+		"MINIO_UPDATE=off",
+	)
+	out := new(syncBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("miniotest: start %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	if err := waitLive(endpoint, exited); err != nil {
+		stop()
+		return nil, fmt.Errorf("miniotest: %w; its output:\n%s", err, out.String())
+	}
+	t.Cleanup(stop)
+	return &Server{Endpoint: endpoint, AccessKey: AccessKey, SecretKey: SecretKey, PID: cmd.Process.Pid}, nil
+}
+
+// waitLive polls MinIO's liveness probe until it answers 200, the process
+// exits, or 30 seconds pass.
+func waitLive(endpoint string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("http://" + endpoint + "/minio/health/live")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("MinIO exited before it was ready")
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("MinIO not ready on %s after 30s", endpoint)
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("miniotest: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// syncBuffer is the server's output, written by exec's copying goroutine
+// and read on failure.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 64<<10 {
+		return len(p), nil // enough to tell what went wrong
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

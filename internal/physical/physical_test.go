@@ -1,0 +1,178 @@
+package physical_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/miniotest"
+	"github.com/ternwal/tern/internal/physical"
+)
+
+// brief is how long each timed measurement runs: long enough for a few
+// operations, short enough for a test. No figure is asserted, only that
+// the result adds up.
+const brief = 300 * time.Millisecond
+
+// checkResult checks that r is a complete measurement of operations of
+// size bytes, and logs its figures.
+func checkResult(t *testing.T, r *loadgen.Result, system, variant string, size int) {
+	t.Helper()
+	if r.System != system || r.Variant != variant {
+		t.Errorf("system, variant = %q, %q; want %q, %q", r.System, r.Variant, system, variant)
+	}
+	if r.Entries <= 0 || r.Bytes != r.Entries*int64(size) {
+		t.Errorf("entries %d, bytes %d: want entries > 0 and bytes = entries × %d", r.Entries, r.Bytes, size)
+	}
+	l := r.Latency
+	if l.Count != r.Entries || l.P50 <= 0 || l.P99 < l.P50 || l.Max < l.P99 {
+		t.Errorf("latency %+v for %d entries", l, r.Entries)
+	}
+	if r.Seconds <= 0 || r.MBPerSec <= 0 || r.EntriesPerSec <= 0 || len(r.Percentiles) == 0 {
+		t.Errorf("seconds %v, MB/s %v, entries/s %v, %d percentiles", r.Seconds, r.MBPerSec, r.EntriesPerSec, len(r.Percentiles))
+	}
+	if r.CPUSeconds <= 0 || r.PeakRSSBytes <= 0 {
+		t.Errorf("cpu %v s, peak RSS %d", r.CPUSeconds, r.PeakRSSBytes)
+	}
+	t.Logf("%s %s %dB: %d ops, %.1f ops/s, %.1f MB/s, p50 %.0fµs p99 %.0fµs max %.0fµs, notes %q",
+		r.System, r.Variant, size, r.Entries, r.EntriesPerSec, r.MBPerSec, l.P50, l.P99, l.Max, r.Notes)
+}
+
+// checkEmpty checks that a measurement left no file behind.
+func checkEmpty(t *testing.T, dir string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("%d file(s) left in %s, e.g. %s", len(ents), dir, ents[0].Name())
+	}
+}
+
+func TestDiskSync(t *testing.T) {
+	for _, prealloc := range []bool{false, true} {
+		dir := t.TempDir()
+		r, err := physical.DiskSync(t.Context(), dir, 4096, prealloc, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variant := "write+fdatasync"
+		if prealloc {
+			variant = "pwrite+fdatasync (preallocated)"
+		}
+		checkResult(t, r, "disk", variant, 4096)
+		checkEmpty(t, dir)
+	}
+	// Sizes need no alignment here.
+	r, err := physical.DiskSync(t.Context(), t.TempDir(), 100, false, brief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, r, "disk", "write+fdatasync", 100)
+}
+
+func TestDiskDirect(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		dir := t.TempDir()
+		r, err := physical.DiskDirect(t.Context(), dir, 1<<20, sync, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variant := "o_direct"
+		if sync {
+			variant = "o_direct+fdatasync"
+		}
+		checkResult(t, r, "disk", variant, 1<<20)
+		checkEmpty(t, dir)
+	}
+}
+
+func TestDiskRead(t *testing.T) {
+	dir := t.TempDir()
+	r, err := physical.DiskRead(t.Context(), dir, 256<<10, 10<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, r, "disk", "o_direct read", 256<<10)
+	if r.Bytes != 10<<20 || r.Spec.TotalBytes != 10<<20 {
+		t.Errorf("read %d of %d bytes, want %d", r.Bytes, r.Spec.TotalBytes, 10<<20)
+	}
+	if r.Extra["write_s"] <= 0 {
+		t.Errorf("extra %v: no write_s", r.Extra)
+	}
+	checkEmpty(t, dir)
+
+	// A total that is not whole writes is rounded up to them.
+	r, err = physical.DiskRead(t.Context(), t.TempDir(), 4096, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes != 1<<20 {
+		t.Errorf("read %d bytes, want 1MiB", r.Bytes)
+	}
+}
+
+func TestDiskErrors(t *testing.T) {
+	ctx := t.Context()
+	missing := t.TempDir() + "/missing"
+	for name, f := range map[string]func() error{
+		"unaligned direct": func() error { _, err := physical.DiskDirect(ctx, t.TempDir(), 1000, false, brief); return err },
+		"unaligned read":   func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 1000, 1<<20); return err },
+		"no total":         func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 4096, 0); return err },
+		"zero size":        func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 0, false, brief); return err },
+		"missing dir":      func() error { _, err := physical.DiskSync(ctx, missing, 4096, false, brief); return err },
+	} {
+		err := f()
+		if err == nil || !strings.HasPrefix(err.Error(), "physical: ") {
+			t.Errorf("%s: err = %v, want a physical: error", name, err)
+		}
+	}
+}
+
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := physical.DiskSync(ctx, t.TempDir(), 4096, false, time.Hour)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled DiskSync: err = %v", err)
+	}
+	if time.Since(start) > time.Minute {
+		t.Errorf("cancelled DiskSync took %v", time.Since(start))
+	}
+}
+
+func TestObjects(t *testing.T) {
+	s := miniotest.Start(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		size, concurrency int
+	}{{4 << 10, 1}, {1 << 20, 4}} {
+		put, err := physical.ObjectPut(ctx, s.Client, s.Bucket+"/some/prefix", tc.size, tc.concurrency, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResult(t, put, "s3", "put", tc.size)
+		get, err := physical.ObjectGet(ctx, s.Client, s.Bucket, tc.size, tc.concurrency, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResult(t, get, "s3", "get", tc.size)
+		if put.Spec.Producers != tc.concurrency {
+			t.Errorf("spec %+v, want %d producers", put.Spec, tc.concurrency)
+		}
+	}
+	// Both cleaned up after themselves.
+	for obj := range s.Client.ListObjects(ctx, s.Bucket, minioListAll) {
+		t.Errorf("object left behind: %s (err %v)", obj.Key, obj.Err)
+	}
+
+	if _, err := physical.ObjectPut(ctx, s.Client, "no-such-bucket", 4096, 1, brief); err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
+		t.Errorf("put to a missing bucket: err = %v", err)
+	}
+}
+
+var minioListAll = minio.ListObjectsOptions{Recursive: true}
