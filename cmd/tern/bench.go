@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/spf13/cobra"
 
@@ -80,7 +84,7 @@ peers and writes docs/benchmarks.md.`,
 	}
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
-	cmd.AddCommand(a.benchDiskCmd())
+	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd())
 	return cmd
 }
 
@@ -225,4 +229,62 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 		return nil, errors.New("no disk limit for this workload")
 	}
 	return rs, nil
+}
+
+func (a *app) benchS3Cmd() *cobra.Command {
+	var (
+		f            benchFlags
+		size         string
+		concurrency  int
+		duration     time.Duration
+		createBucket bool
+	)
+	cmd := &cobra.Command{
+		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]",
+		Short: "Measure an object store's own limit: PUT and GET at a size and concurrency",
+		Long: `Measure PUT, then GET, of objects of --size by --concurrency workers for
+--duration each, against an S3-compatible store: the limit that object-storage
+logs are held against. Credentials come from AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY. The objects are written under a new prefix and removed
+afterwards.`,
+		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --size 4MiB --concurrency 8`,
+		Args:    exactArgs("URL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := url.Parse(args[0])
+			if err != nil || u.Scheme != "s3" {
+				return usagef(cmd, "%q is not an s3:// URL: use s3://BUCKET[/PREFIX]?endpoint=HOST:PORT", args[0])
+			}
+			n, err := parseBytes(size)
+			if err != nil || n == 0 || n > 1<<30 {
+				return usagef(cmd, "--size %q: use an object size from 1 byte to 1GiB, such as 4KiB or 4MiB", size)
+			}
+			if concurrency < 1 || duration <= 0 {
+				return usagef(cmd, "--concurrency and --duration must be positive")
+			}
+			client, path, err := a.s3Bucket(cmd, u, createBucket)
+			if err != nil {
+				return err
+			}
+			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", formatBytes(n), concurrency), Kind: loadgen.KindAppend,
+				EntryBytes: int(n), Batch: 1, Producers: concurrency, Logs: 1, Duration: duration}
+			var rs []*loadgen.Result
+			for _, measure := range []func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error){
+				physical.ObjectPut, physical.ObjectGet,
+			} {
+				r, err := measure(cmd.Context(), client, path, int(n), concurrency, duration)
+				if err != nil {
+					return err
+				}
+				r.Workload, r.Spec = spec.Name, spec
+				rs = append(rs, r)
+			}
+			return a.report(cmd, f, rs)
+		},
+	}
+	cmd.Flags().StringVar(&size, "size", "4MiB", "object `size`")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "requests in flight")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "measured time of each of PUT and GET")
+	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
+	cmd.Flags().BoolVar(&createBucket, "create-bucket", false, "create the bucket if it does not exist")
+	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/miniotest"
 )
 
 // readResults reads the JSON lines tern bench appended to path.
@@ -117,4 +118,25 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-1k", "--rate", "0"}, "needs a rate")
 	fails(t, 2, dir, "", []string{"bench", "disk"}, "--workload is required")
 	fails(t, 1, filepath.Join(dir, "missing"), "", []string{"bench", "--duration", "10ms"}, "--dir")
+}
+
+func TestBenchS3(t *testing.T) {
+	s := miniotest.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretKey)
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	target := "s3://bench-new/p?endpoint=" + s.Endpoint + "&secure=false"
+	fails(t, 1, t.TempDir(), "", []string{"bench", "s3", target, "--duration", "100ms"}, `bucket "bench-new" does not exist`)
+	must(t, t.TempDir(), "", "bench", "s3", target, "--create-bucket", "--size", "4KiB", "--concurrency", "2", "--duration", "200ms", "--json", out)
+	rs := readResults(t, out)
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want PUT and GET", len(rs))
+	}
+	for _, r := range rs {
+		if r.System != "s3" || r.Workload != "s3-4KiB-x2" || r.Entries == 0 || r.Bytes != r.Entries*4096 || r.Latency.P50 == 0 {
+			t.Errorf("result %+v", r)
+		}
+	}
+	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--size", "0"}, "--size")
+	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", "http://x"}, "s3://")
 }

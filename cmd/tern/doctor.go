@@ -239,21 +239,23 @@ func diskSteps(dir string, d time.Duration) []step {
 	}
 }
 
-// objectSteps checks the S3 URL u, connects to it, makes sure the bucket is
-// there, and returns the checks to run on it.
-func (a *app) objectSteps(cmd *cobra.Command, u *url.URL, d time.Duration) ([]step, error) {
+// s3Bucket checks the S3 URL u (s3://BUCKET[/PREFIX]?endpoint=...),
+// connects with the AWS_* credentials, makes sure the bucket is there, and
+// returns a client and the BUCKET/PREFIX path that internal/physical takes.
+// With create, a missing bucket is made.
+func (a *app) s3Bucket(cmd *cobra.Command, u *url.URL, create bool) (*minio.Client, string, error) {
 	const form = "s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]"
 	bucket := u.Host
 	if bucket == "" {
-		return nil, usagef(cmd, "%q names no bucket: use %s", u.String(), form)
+		return nil, "", usagef(cmd, "%q names no bucket: use %s", u.String(), form)
 	}
 	if err := s3utils.CheckValidBucketName(bucket); err != nil {
-		return nil, usagef(cmd, "bucket %q: %v", bucket, err)
+		return nil, "", usagef(cmd, "bucket %q: %v", bucket, err)
 	}
 	q := u.Query()
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
-		return nil, usagef(cmd, "%q names no endpoint: add ?endpoint=HOST:PORT (for AWS, ?endpoint=s3.amazonaws.com)", u.String())
+		return nil, "", usagef(cmd, "%q names no endpoint: add ?endpoint=HOST:PORT (for AWS, ?endpoint=s3.amazonaws.com)", u.String())
 	}
 	secure := true
 	for k, vs := range q {
@@ -262,28 +264,44 @@ func (a *app) objectSteps(cmd *cobra.Command, u *url.URL, d time.Duration) ([]st
 		case "secure":
 			v, err := strconv.ParseBool(vs[0])
 			if err != nil {
-				return nil, usagef(cmd, "secure=%s: use secure=true (HTTPS, the default) or secure=false (plain HTTP)", vs[0])
+				return nil, "", usagef(cmd, "secure=%s: use secure=true (HTTPS, the default) or secure=false (plain HTTP)", vs[0])
 			}
 			secure = v
 		default:
-			return nil, usagef(cmd, "%q: unknown parameter %q: use %s", u.String(), k, form)
+			return nil, "", usagef(cmd, "%q: unknown parameter %q: use %s", u.String(), k, form)
 		}
 	}
 	id, secret := a.getenv("AWS_ACCESS_KEY_ID"), a.getenv("AWS_SECRET_ACCESS_KEY")
 	if id == "" || secret == "" {
-		return nil, errors.New("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to a key that may write to the bucket")
+		return nil, "", errors.New("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to a key that may write to the bucket")
 	}
 	client, err := minio.New(endpoint, &minio.Options{
 		Creds:  credentials.NewStaticV4(id, secret, a.getenv("AWS_SESSION_TOKEN")),
 		Secure: secure,
 	})
 	if err != nil {
-		return nil, usagef(cmd, "endpoint=%s: %v", endpoint, err)
+		return nil, "", usagef(cmd, "endpoint=%s: %v", endpoint, err)
+	}
+	if create {
+		if ok, err := client.BucketExists(cmd.Context(), bucket); err == nil && !ok {
+			if err := client.MakeBucket(cmd.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
+				return nil, "", fmt.Errorf("create bucket %q: %w", bucket, err)
+			}
+		}
 	}
 	if err := probeBucket(cmd.Context(), client, endpoint, bucket, secure); err != nil {
+		return nil, "", err
+	}
+	return client, bucket + strings.TrimSuffix(u.Path, "/"), nil
+}
+
+// objectSteps checks the S3 URL u, connects to it, makes sure the bucket is
+// there, and returns the checks to run on it.
+func (a *app) objectSteps(cmd *cobra.Command, u *url.URL, d time.Duration) ([]step, error) {
+	client, path, err := a.s3Bucket(cmd, u, false)
+	if err != nil {
 		return nil, err
 	}
-	path := bucket + strings.TrimSuffix(u.Path, "/") // physical takes BUCKET/PREFIX
 	objects := func(f func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error), size, concurrency int) func(context.Context) (*loadgen.Result, error) {
 		return func(ctx context.Context) (*loadgen.Result, error) {
 			return f(ctx, client, path, size, concurrency, d)
