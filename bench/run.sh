@@ -22,16 +22,16 @@ profile=${1:-quick}
 shift || true
 case "$profile" in
 quick)
-	duration=5s warmup=1s
+	duration=3s warmup=1s
 	workloads=(sync-1k conc-4k conc-64k async-100b e2e-1k catchup-1g pubsub-1k)
 	catchup_bytes=268435456
-	variants=durable
+	variants=(--variant durable)
 	;;
 full)
 	duration=30s warmup=5s
 	workloads=(sync-1k conc-4k conc-64k async-100b e2e-1k catchup-1g pubsub-5m pubsub-1m pubsub-64k pubsub-1k)
 	catchup_bytes=1073741824
-	variants=all
+	variants=()
 	;;
 *)
 	echo "usage: bench/run.sh [quick|full] [SYSTEM...]" >&2
@@ -96,12 +96,14 @@ for p in "${peers[@]}"; do
 		failed+=("$p: install failed")
 		continue
 	fi
-	# shellcheck disable=SC2046
-	if ! BENCH_VARIANTS=$variants TERN_BENCH_DIR=$data TERN_BENCH_CATCHUP_BYTES=$catchup_bytes \
-		"bench/peers/$p/bench.sh" --json "$results" --duration "$duration" --warmup "$warmup" "${workloads[@]}" 2>&1 | tee -a "$log"; then
-		echo "run.sh: bench/peers/$p/bench.sh failed: see $log; its finished runs are kept" >&2
-		failed+=("$p: a run failed")
-	fi
+	for w in "${workloads[@]}"; do
+		# shellcheck disable=SC2046
+		if ! TERN_BENCH_DIR=$data "bench/peers/$p/bench.sh" --json "$results" --duration "$duration" --warmup "$warmup" \
+			"${variants[@]}" $(sizes "$w") "$w" 2>&1 | tee -a "$log"; then
+			echo "run.sh: bench/peers/$p/bench.sh $w failed: see $log" >&2
+			failed+=("$p $w: failed")
+		fi
+	done
 done
 
 # What the report says about the machine and the versions.

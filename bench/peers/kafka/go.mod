@@ -1,0 +1,18 @@
+module github.com/ternwal/tern/bench/peers/kafka
+
+go 1.26.0
+
+require (
+	github.com/ternwal/tern v0.0.0
+	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go/pkg/kadm v1.19.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0
+)
+
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+)
+
+replace github.com/ternwal/tern => ../../..
