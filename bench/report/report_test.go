@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ternwal/tern/bench/loadgen"
+)
+
+// generate runs the report on the fixture into dir and returns the markdown.
+func generate(t *testing.T, dir string) string {
+	t.Helper()
+	c := config{
+		results: "testdata/results.jsonl",
+		setup:   "testdata/setup.json",
+		notes:   "testdata/notes.md",
+		out:     filepath.Join(dir, "benchmarks.md"),
+		img:     filepath.Join(dir, "img"),
+	}
+	if err := run(c); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(md)
+}
+
+// section returns the text of the "## name" section.
+func section(t *testing.T, md, name string) string {
+	t.Helper()
+	_, s, ok := strings.Cut(md, "\n## "+name+"\n")
+	if !ok {
+		t.Fatalf("no section %q in:\n%s", name, md)
+	}
+	s, _, _ = strings.Cut(s, "\n## ")
+	return s
+}
+
+// cells returns the cells of the table row of system and variant in text.
+func cells(t *testing.T, text, system, variant string) []string {
+	t.Helper()
+	for line := range strings.SplitSeq(text, "\n") {
+		fields := strings.Split(strings.Trim(line, "|"), " | ")
+		for i := range fields {
+			fields[i] = strings.TrimSpace(fields[i])
+		}
+		if len(fields) > 2 && fields[0] == system && fields[1] == variant {
+			return fields
+		}
+	}
+	t.Fatalf("no row %s %s in:\n%s", system, variant, text)
+	return nil
+}
+
+func TestRatios(t *testing.T) {
+	md := generate(t, t.TempDir())
+	for _, c := range []struct {
+		workload, system, variant string
+		errors, vsLimit, vsTern   string
+	}{
+		// p50: limit 200µs, Tern 250µs.
+		{"sync-1k", "disk", "write+fdatasync", "0", "1.00", "-"},
+		{"sync-1k", "disk", "pwrite+fdatasync (preallocated)", "0", "1.33", "-"},
+		{"sync-1k", "tern", "durable", "0", "0.80", "1.00"},
+		{"sync-1k", "kafka", "durable", "0", "0.40", "0.50"},
+		{"sync-1k", "nats", "durable", "0", "1.60", "2.00"},
+		{"sync-1k", "kafka", "default", "0", "4.00", "5.00"},
+		// MB/s: limit 200, Tern 150.
+		{"conc-4k", "tern", "durable", "0", "0.75", "1.00"},
+		{"conc-4k", "rocksdb", "durable", "0", "0.90", "1.20"},
+		{"conc-4k", "walrus", "durable", "3", "0.10", "0.13"},
+		// produce MB/s against the limit (50 of 100), round time against Tern (1.25 s).
+		{"pubsub-1k", "tern", "durable", "0", "0.50", "1.00"},
+		{"pubsub-1k", "nats", "durable", "0", "0.25", "0.50"},
+		{"pubsub-5m", "nats", "durable", "0", "-", "1.50"},
+	} {
+		row := cells(t, section(t, md, c.workload), c.system, c.variant)
+		n := len(row)
+		if got := []string{row[n-3], row[n-2], row[n-1]}; !slices.Equal(got, []string{c.errors, c.vsLimit, c.vsTern}) {
+			t.Errorf("%s %s %s: errors, vs limit, vs Tern = %q, want %q %q %q", c.workload, c.system, c.variant, got, c.errors, c.vsLimit, c.vsTern)
+		}
+	}
+	if row := cells(t, section(t, md, "pubsub-1k"), "tern", "durable"); row[2] != "50.0" {
+		t.Errorf("pubsub-1k tern produce MB/s = %q, want 50.0 (bytes over produce_s)", row[2])
+	}
+}
+
+func TestLayout(t *testing.T) {
+	md := generate(t, t.TempDir())
+	if !strings.HasPrefix(md, "# Benchmarks\n") || !strings.Contains(md, "`bench/run.sh quick` (minutes) or `bench/run.sh full`") {
+		t.Errorf("the header does not say how to regenerate the file:\n%s", md[:min(len(md), 400)])
+	}
+	var order []int
+	for _, name := range []string{"Setup", "sync-1k", "conc-4k", "pubsub-5m", "pubsub-1k", "Pub/sub rounds", "Where Tern is behind", "Why"} {
+		order = append(order, strings.Index(md, "\n## "+name+"\n"))
+	}
+	if slices.Contains(order, -1) || !slices.IsSorted(order) {
+		t.Errorf("sections missing or out of order: %v", order)
+	}
+	setup := section(t, md, "Setup")
+	for _, want := range []string{"2026-11-22, profile quick", "Test CPU", "24 GiB", "| kafka | 4.3.1 | durable; default | default: no flush (page cache); durable: flush.messages=1, acks=all |"} {
+		if !strings.Contains(setup, want) {
+			t.Errorf("setup lacks %q:\n%s", want, setup)
+		}
+	}
+
+	sync := section(t, md, "sync-1k")
+	var at []int
+	for _, l := range []string{"| disk | write+fdatasync |", "| disk | pwrite+fdatasync (preallocated) |", "| tern | durable |",
+		"| kafka | durable |", "| nats | durable |", "| woodpecker | default |", "*not durable at acknowledgement*",
+		"| tern | fsync=never (unsafe) |", "| kafka | default |"} {
+		at = append(at, strings.Index(sync, l))
+	}
+	if slices.Contains(at, -1) || !slices.IsSorted(at) {
+		t.Errorf("sync-1k rows missing or out of order (%v):\n%s", at, sync)
+	}
+	if !strings.HasPrefix(sync, "\n1 KiB entries appended by 1 producer, each with one synchronous append in flight") {
+		t.Errorf("sync-1k does not start by saying what the workload is:\n%s", sync)
+	}
+
+	conc := section(t, md, "conc-4k")
+	for _, want := range []string{"- walrus durable: 3 errors; the first: boom: write failed", "- walrus durable: stalled 5s",
+		"`write+fdatasync` row", "![conc-4k: MB/s](img/conc-4k-throughput.png)"} {
+		if !strings.Contains(conc, want) {
+			t.Errorf("conc-4k lacks %q:\n%s", want, conc)
+		}
+	}
+	if rounds := section(t, md, "Pub/sub rounds"); !strings.Contains(rounds, "| 5 MB × 100 | tern | durable | 3.00 (2.50 + 0.50) | 350 | 1.90 | 500 | 0 |") {
+		t.Errorf("pub/sub rounds lack Tern's 5 MB round:\n%s", rounds)
+	}
+	if why := section(t, md, "Why"); !strings.Contains(why, "written for the run of 2026-11-20; the figures above are from the run of 2026-11-22") ||
+		!strings.Contains(why, "Tern's group commit waits") {
+		t.Errorf("the notes are not included as they should be:\n%s", why)
+	}
+}
+
+func TestBehind(t *testing.T) {
+	behind := section(t, generate(t, t.TempDir()), "Where Tern is behind")
+	for _, want := range []string{
+		"**sync-1k**: nats durable beats Tern on p50 latency: 125µs against Tern's 250µs",
+		"**conc-4k**: rocksdb durable beats Tern on MB/s: 180 MB/s against Tern's 150 MB/s",
+		"**conc-4k**: Tern is at 0.75 of the physical limit",
+		"**pubsub-5m**: nats durable beats Tern on round time: 2.00 s against Tern's 3.00 s",
+		"**pubsub-1k**: Tern is at 0.50 of the physical limit",
+	} {
+		if !strings.Contains(behind, want) {
+			t.Errorf("behind lacks %q:\n%s", want, behind)
+		}
+	}
+	// Not durable, slower than Tern, or Tern at 0.8 of the limit: not listed.
+	for _, not := range []string{"kafka", "walrus", "woodpecker", "**sync-1k**: Tern is at"} {
+		if strings.Contains(behind, not) {
+			t.Errorf("behind lists %q:\n%s", not, behind)
+		}
+	}
+}
+
+func TestPlotsAndDeterminism(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "img")
+	if err := os.MkdirAll(img, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"old-latency.png", "keep.txt"} {
+		if err := os.WriteFile(filepath.Join(img, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := generate(t, dir)
+	want := []string{"conc-4k-latency.png", "conc-4k-throughput.png", "keep.txt", "pubsub-1k-latency.png",
+		"pubsub-5m-latency.png", "pubsub-rounds.png", "sync-1k-latency.png"}
+	entries, err := os.ReadDir(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	first := map[string][]byte{}
+	for _, e := range entries {
+		got = append(got, e.Name())
+		b, err := os.ReadFile(filepath.Join(img, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[e.Name()] = b
+		if !strings.HasSuffix(e.Name(), ".png") {
+			continue
+		}
+		if !strings.Contains(md, "(img/"+e.Name()+")") {
+			t.Errorf("the markdown does not show %s", e.Name())
+		}
+		m, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+		} else if s := m.Bounds().Size(); s.X != 800 || s.Y != 500 {
+			t.Errorf("%s is %v, want 800x500", e.Name(), s)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("img holds %q, want %q (the stale plot removed, other files kept)", got, want)
+	}
+
+	if again := generate(t, dir); again != md {
+		t.Error("a second run wrote a different markdown file")
+	}
+	for name, b := range first {
+		if again, err := os.ReadFile(filepath.Join(img, name)); err != nil || !bytes.Equal(again, b) {
+			t.Errorf("a second run wrote a different %s (%v)", name, err)
+		}
+	}
+}
+
+func TestReadResultsErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"bad.jsonl":   "{\"system\":\"tern\",\"workload\":\"sync-1k\"}\n{not json\n",
+		"empty.jsonl": "\n",
+		"anon.jsonl":  "{\"variant\":\"durable\"}\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readResults(p); err == nil {
+			t.Errorf("%s: no error", name)
+		} else if name == "bad.jsonl" && !strings.Contains(err.Error(), "bad.jsonl:2:") {
+			t.Errorf("%s: error %q does not name the line", name, err)
+		}
+	}
+}
+
+func TestDescribePresets(t *testing.T) {
+	for name, want := range map[string]string{
+		"sync-1k":    "1 KiB entries appended by 1 producer, each with one synchronous append in flight, closed loop; measured for 10s",
+		"conc-64k":   "64 KiB entries appended by 64 producers",
+		"async-100b": "100 B entries appended by 1 producer, each keeping up to 10,000 entries in flight asynchronously",
+		"catchup-1g": "1 GiB written in 64 KiB entries, untimed, then read from the start",
+		"e2e-1k":     "at a steady 1,000 appends/s",
+		"pubsub-64k": "10,000 entries of 64 KB published with up to 64 in flight",
+	} {
+		s, err := loadgen.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := describeSpec(s); !strings.HasPrefix(got, want) && !strings.Contains(got, want) {
+			t.Errorf("%s: %q does not say %q", name, got, want)
+		}
+	}
+}
+
+func TestNinesAndTicks(t *testing.T) {
+	for p, want := range map[float64]float64{0: 0, 90: 1, 99: 2, 99.9: 3, 99.99: 4} {
+		if got := nines(p); math.Abs(got-want) > 1e-9 {
+			t.Errorf("nines(%v) = %v, want %v", p, got, want)
+		}
+	}
+	var labels []string
+	for _, tk := range (linearTicks{}).Ticks(0, 250) {
+		labels = append(labels, tk.Label)
+	}
+	if want := []string{"0", "50", "100", "150", "200", "250"}; !slices.Equal(labels, want) {
+		t.Errorf("ticks over 0-250 = %q, want %q", labels, want)
+	}
+}
+
+func TestLaterResultReplacesEarlier(t *testing.T) {
+	spec, err := loadgen.Preset("sync-1k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := &loadgen.Result{System: "tern", Variant: "durable", Workload: "sync-1k", Spec: spec, Latency: loadgen.Latency{P50: 900}}
+	newer := &loadgen.Result{System: "tern", Variant: "durable", Workload: "sync-1k", Spec: spec, Latency: loadgen.Latency{P50: 300}}
+	ws := buildWorkloads([]*loadgen.Result{older, newer}, &Setup{})
+	if len(ws) != 1 || len(ws[0].rows) != 1 || ws[0].tern.Result != newer {
+		t.Fatalf("want one workload with the newer row, got %+v", ws)
+	}
+	if len(ws[0].problems) != 1 || !strings.Contains(ws[0].problems[0], "replaced an earlier one") {
+		t.Errorf("the replacement is not reported: %q", ws[0].problems)
+	}
+}
