@@ -71,6 +71,9 @@ func Run(ctx context.Context, spec Spec, t Target, o RunOptions) (*Result, error
 	if o.StorageDir != "" && r.StorageBytes == 0 {
 		r.StorageBytes = DirBytes(o.StorageDir)
 	}
+	if n, ok := t.(Noter); ok {
+		r.Notes = append(r.Notes, n.Notes()...)
+	}
 	return r, nil
 }
 

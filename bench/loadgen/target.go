@@ -31,3 +31,9 @@ type Reader interface {
 	// after it returns.
 	Read(ctx context.Context, log int, fromStart bool, ready func(), fn func(entry []byte) error) error
 }
+
+// Noter is a Target with something to say about its run, such as write
+// stalls or a setting it checked; Run adds it to Result.Notes.
+type Noter interface {
+	Notes() []string
+}
