@@ -15,7 +15,7 @@
 # Environment: PULSAR_MEM overrides the JVM memory flags (default
 # "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"); PULSAR_KEEP_DATA=1 keeps
 # each run's data directory (server logs in server.out and pulsar.log);
-# TMPDIR is where data directories go.
+# TERN_BENCH_DIR (default /var/tmp/tern-bench) is where data directories go.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
