@@ -7,7 +7,8 @@
 # short runs of the main workloads. full takes about an hour: every workload,
 # every variant, longer runs, a 1 GiB catch-up read. SYSTEM limits the peers
 # run (kafka nats woodpecker walrus rocksdb pulsar); Tern and the physical
-# limits always run.
+# limits always run. BENCH_DURATION and BENCH_WARMUP override the
+# profile's durations.
 #
 # Every system writes to the same disk: $TERN_BENCH_DIR, default
 # /var/tmp/tern-bench (never a tmpfs: fsync must reach a disk). Builds and
@@ -38,6 +39,9 @@ full)
 	exit 2
 	;;
 esac
+# BENCH_DURATION and BENCH_WARMUP override the profile's, to try a
+# profile out quickly.
+duration=${BENCH_DURATION:-$duration} warmup=${BENCH_WARMUP:-$warmup}
 peers=("$@")
 if [[ ${#peers[@]} -eq 0 ]]; then
 	peers=(kafka nats woodpecker walrus rocksdb pulsar)
@@ -123,12 +127,12 @@ done
 
 # What the report says about the machine and the versions.
 disk_dev=$(df --output=source "$data" | tail -1)
-python3 - "$setup" "$profile" "$disk_dev" "${failed[@]}" <<'PY'
+TERN_BENCH_DIR=$data python3 - "$setup" "$profile" "$disk_dev" "${failed[@]}" <<'PY'
 import json, os, platform, subprocess, sys, datetime
 out, profile, dev, failed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
-fs = subprocess.run(["stat", "-f", "-c", "%T", os.environ.get("TERN_BENCH_DIR", "/var/tmp/tern-bench")], capture_output=True, text=True).stdout.strip()
+fs = subprocess.run(["findmnt", "-no", "FSTYPE", "-T", os.environ.get("TERN_BENCH_DIR", "/var/tmp/tern-bench")], capture_output=True, text=True).stdout.strip()
 json.dump({
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
     "profile": profile,

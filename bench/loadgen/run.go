@@ -378,8 +378,13 @@ func (l *load) produce(ctx context.Context, p int) {
 			if !l.end.IsZero() && !intended.Before(l.end) {
 				return
 			}
+			// Ahead of schedule, the append starts when the producer
+			// wakes: the timer's lateness (hundreds of microseconds) is
+			// the generator's, not the target's. Behind schedule, latency
+			// runs from the scheduled time: the target held it back.
 			if d := time.Until(intended); d > 0 {
 				time.Sleep(d)
+				intended = time.Now()
 			}
 		} else {
 			intended = time.Now()

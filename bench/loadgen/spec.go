@@ -8,9 +8,11 @@
 // turns a file of them into docs/benchmarks.md.
 //
 // Latency is measured open-loop when Spec.Rate is set: each append has an
-// intended start time on a fixed schedule, and its latency runs from that
-// time, not from when a delayed producer got round to it, so a stall shows
-// up in every append it held back (no coordinated omission). Without a rate
+// intended start time on a fixed schedule, and when the target has held
+// the producer back past it, latency runs from that time, not from when the
+// producer got round to it, so a stall shows up in every append it held
+// back (no coordinated omission). A producer ahead of schedule sleeps, and
+// its append starts when it wakes. Without a rate
 // the load is closed-loop: each producer keeps Batch entries (or InFlight
 // entries, asynchronously) in flight and latency runs from the call.
 package loadgen

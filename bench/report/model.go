@@ -154,8 +154,13 @@ func buildWorkloads(results []*loadgen.Result, setup *Setup) []*workload {
 			w = &workload{name: r.Workload}
 			byName[r.Workload] = w
 		}
-		key := [3]string{r.Workload, r.System, r.Variant}
 		row := &row{Result: r, group: classify(r, setup.DurableAtAck)}
+		if p, ok := loadgen.Presets[r.Workload]; ok && r.Spec.Logs > max(p.Logs, 1) {
+			// The same system spread over more logs (walrus on 64 topics)
+			// is a row of its own.
+			r.Variant = fmt.Sprintf("%s, %d logs", r.Variant, r.Spec.Logs)
+		}
+		key := [3]string{r.Workload, r.System, r.Variant}
 		if i, ok := index[key]; ok {
 			w.rows[i] = row
 			w.problems = append(w.problems, fmt.Sprintf("%s %s: a later result in the file replaced an earlier one", r.System, r.Variant))

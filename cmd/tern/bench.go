@@ -163,7 +163,7 @@ func (a *app) benchDiskCmd() *cobra.Command {
 fresh file inside --dir (default: the system's temporary directory):
 
   sync-1k, e2e-1k   write + fdatasync of one entry at a time, on a growing file
-                    and on a preallocated one
+                    and on a preallocated one (and, for e2e, O_DIRECT)
   conc-4k, conc-64k write + fdatasync of all producers' entries at once (what a
                     perfect group commit does), buffered and O_DIRECT
   async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth)
@@ -197,6 +197,8 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 	case loadgen.KindAppend, loadgen.KindEndToEnd:
 		size := spec.EntryBytes * spec.Batch
 		switch {
+		case spec.Kind == loadgen.KindEndToEnd:
+			// A steady rate: the floor is one entry made durable.
 		case spec.InFlight > 0:
 			size = mib
 		case spec.Producers > 1:
@@ -205,7 +207,7 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 		runs = append(runs,
 			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, false, d) },
 			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, true, d) })
-		if spec.Producers > 1 || spec.InFlight > 0 {
+		if spec.Producers > 1 || spec.InFlight > 0 { // O_DIRECT needs 4 KiB blocks
 			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks
 			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskDirect(ctx, dir, aligned, true, d) })
 		}
