@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // preallocBytes is the least a preallocated DiskSync file holds; its
@@ -54,7 +55,7 @@ func DiskSync(ctx context.Context, dir string, size int, prealloc bool, d time.D
 			return err
 		}
 		off += int64(size)
-		return fdatasync(f)
+		return vfs.Datasync(f)
 	})
 	if err != nil {
 		return nil, measureError(variant, err)
@@ -101,7 +102,7 @@ func DiskDirect(ctx context.Context, dir string, size int, sync bool, d time.Dur
 		}
 		off += int64(size)
 		if sync {
-			return fdatasync(f)
+			return vfs.Datasync(f)
 		}
 		return nil
 	})
@@ -149,7 +150,7 @@ func DiskRead(ctx context.Context, dir string, size int, total int64) (_ *loadge
 			return nil, measureError(variant, err)
 		}
 	}
-	if err := fdatasync(f); err != nil {
+	if err := vfs.Datasync(f); err != nil {
 		return nil, measureError(variant, err)
 	}
 	writeSeconds := time.Since(t0).Seconds()
@@ -212,7 +213,7 @@ func writeZeros(ctx context.Context, f *os.File, n int64) error {
 			return fmt.Errorf("physical: preallocate: %w", err)
 		}
 	}
-	if err := fdatasync(f); err != nil {
+	if err := vfs.Datasync(f); err != nil {
 		return fmt.Errorf("physical: preallocate: %w", err)
 	}
 	return nil

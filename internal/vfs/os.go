@@ -81,7 +81,7 @@ type osFile struct {
 func (f osFile) Write(p []byte) (int, error)             { return f.f.Write(p) }
 func (f osFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
 func (f osFile) Close() error                            { return f.f.Close() }
-func (f osFile) Sync() error                             { return datasync(f.f) }
+func (f osFile) Sync() error                             { return Datasync(f.f) }
 func (f osFile) Name() string                            { return f.f.Name() }
 
 func (f osFile) Truncate(size int64) error {

@@ -5,9 +5,9 @@ import (
 	"syscall"
 )
 
-// datasync is fdatasync(2): it flushes the data and the metadata needed to
+// Datasync is fdatasync(2): it flushes the data and the metadata needed to
 // read it back (the size), not the timestamps.
-func datasync(f *os.File) error {
+func Datasync(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err

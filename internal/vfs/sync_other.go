@@ -4,5 +4,5 @@ package vfs
 
 import "os"
 
-// datasync falls back to fsync where fdatasync is not available.
-func datasync(f *os.File) error { return f.Sync() }
+// Datasync falls back to fsync where fdatasync is not available.
+func Datasync(f *os.File) error { return f.Sync() }

@@ -80,7 +80,8 @@ impl Load {
     pub fn run(self: &mut Arc<Load>) {
         let l = Arc::get_mut(self).expect("a load runs once");
         l.start = Instant::now();
-        l.measure_from = l.start + l.spec.warmup;
+        // A count is measured whole, however short: no warm-up.
+        l.measure_from = if l.spec.count > 0 { l.start } else { l.start + l.spec.warmup };
         l.end = (l.spec.count == 0).then(|| l.measure_from + l.spec.duration);
         let (done_tx, done_rx) = mpsc::channel::<()>();
         for p in 0..self.spec.producers {
