@@ -3,8 +3,8 @@
 #
 #	bench/run.sh [quick|full] [SYSTEM...]
 #
-# quick (the default) takes minutes: the durable variant of every system,
-# short runs of the main workloads. full takes about an hour: every workload,
+# quick (the default) takes about ten minutes: the durable variant of every system,
+# short runs of the main workloads. full takes one to two hours: every workload,
 # every variant, longer runs, a 1 GiB catch-up read. SYSTEM limits the peers
 # run (kafka nats woodpecker walrus rocksdb pulsar); Tern and the physical
 # limits always run. BENCH_DURATION and BENCH_WARMUP override the
