@@ -140,15 +140,14 @@ func runEndToEnd(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resu
 	}
 	cancel()
 	readers.Wait()
+	if missing := l.ackedAll.Load() - seen.Load(); missing > 0 {
+		l.fail(fmt.Errorf("%d acknowledged entries not delivered to the reader within %v", missing, drainTimeout))
+	}
 	appended := l.hist
 	l.hist = delivered
 	l.finish(r, m)
 	al, _ := appended.Summary()
 	r.Extra = map[string]float64{"append_p50_us": al.P50, "append_p99_us": al.P99, "append_p999_us": al.P999}
-	if missing := l.ackedAll.Load() - seen.Load(); missing > 0 {
-		l.fail(fmt.Errorf("%d acknowledged entries not delivered to the reader within %v", missing, drainTimeout))
-		r.Errors, r.FirstError = l.errs.Load(), *l.firstErr.Load()
-	}
 	select {
 	case err := <-readErr:
 		return err
@@ -200,10 +199,7 @@ func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resul
 	}
 	r.Entries, r.Bytes = n, bytes
 	r.Extra["first_entry_ms"] = float64(first.Microseconds()) / 1e3
-	r.CPUSeconds, r.PeakRSSBytes, _ = m.Stop()
-	if note := m.note; note != "" {
-		r.Notes = append(r.Notes, note)
-	}
+	r.stopProc(m)
 	return nil
 }
 
@@ -455,10 +451,7 @@ func (l *load) fail(err error) {
 
 // finish fills in r from what the load measured.
 func (l *load) finish(r *Result, m *ProcMeter) {
-	r.CPUSeconds, r.PeakRSSBytes, _ = m.Stop()
-	if m.note != "" {
-		r.Notes = append(r.Notes, m.note)
-	}
+	r.stopProc(m)
 	r.Entries, r.Bytes = l.entries.Load(), l.bytes.Load()
 	if last := l.lastDone.Load(); last > 0 {
 		r.Seconds = time.Unix(0, last).Sub(l.measureFrom).Seconds()
@@ -492,5 +485,14 @@ func (l *load) progress(w io.Writer, stop <-chan struct{}) {
 				n-last, float64(n-last)*float64(l.spec.EntryBytes)/1e6, l.errs.Load())
 			last = n
 		}
+	}
+}
+
+// stopProc fills in the CPU time and peak memory that m measured.
+func (r *Result) stopProc(m *ProcMeter) {
+	var note string
+	r.CPUSeconds, r.PeakRSSBytes, note = m.Stop()
+	if note != "" {
+		r.Notes = append(r.Notes, note)
 	}
 }

@@ -7,7 +7,9 @@
 // FILE.jsonl holds one loadgen.Result per line, as `tern bench --json`,
 // `tern bench disk --json` and every driver in bench/peers write them
 // (bench/run.sh collects them). A later line for the same workload, system
-// and variant replaces an earlier one, and the report says so.
+// and variant replaces an earlier one, and the report says so. A run spread
+// over more logs than its preset (walrus on 64 topics) is a row of its own,
+// its variant suffixed ", N logs".
 //
 // The report has, for each workload present (sync-1k, conc-4k, conc-64k,
 // async-100b, catchup-1g, e2e-1k, pubsub-*, then any other), a table whose

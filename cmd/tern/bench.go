@@ -38,9 +38,10 @@ system's temporary directory), removed afterwards.
 
 A workload is a preset (--workload) whose figures the other flags override,
 or "custom" when no preset is named. With --rate the load is open-loop: appends
-start on a fixed schedule and latency runs from the scheduled time, so a stall
-counts against every append it held back. Without it, each producer keeps one
-append (or --in-flight asynchronous entries) in flight.
+start on a fixed schedule, and an append that Tern held back past its scheduled
+time is timed from that time, so a stall counts against every append it held
+back. Without it, each producer keeps one append (or --in-flight asynchronous
+entries) in flight.
 
 Workloads: ` + strings.Join(loadgen.PresetNames(), ", ") + `.
 
