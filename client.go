@@ -3,9 +3,15 @@
 // any offset and follow the tail; old entries are truncated once the
 // application no longer needs them.
 //
-// This package keeps logs in a local data directory:
+// The same API works on logs kept by this process (embedded) and on the logs
+// of a Tern server (Options.Server), reached over gRPC.
 //
-//	<dir>/meta.db       metadata (bbolt): logs, options, writer epochs, starts
+// An embedded client keeps logs in a local data directory:
+//
+//	<dir>/meta.db       metadata (bbolt): logs, options, writer epochs,
+//	                    starts, subscriptions; absent when Options.Etcd
+//	                    puts the metadata in etcd
+//	<dir>/LOCK          held while a client using etcd has the directory open
 //	<dir>/logs/<id>/    the segment files of the log with that id
 //
 // Only one process may open a data directory at a time.
@@ -15,6 +21,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -34,12 +42,30 @@ type Options struct {
 	// RetentionInterval is how often retention is applied to the open logs
 	// (it is also applied when a log is opened). Default: one minute.
 	RetentionInterval time.Duration
+	// CommitInterval is how long a subscriber's acknowledgements wait to be
+	// committed to the subscription's cursor together. A crash redelivers
+	// what was acknowledged in the last CommitInterval. Default: 100ms.
+	CommitInterval time.Duration
+
+	// Etcd lists the client endpoints (host:port) of an etcd cluster that
+	// keeps the metadata, in place of the bbolt file in Dir. The data stays
+	// in Dir, which is locked (Dir/LOCK) while the client is open.
+	Etcd []string
+	// EtcdRoot is the key prefix of the metadata in etcd. Default "/tern/".
+	EtcdRoot string
+
+	// Server is the address (host:port) of a Tern server (tern serve). When
+	// it is set, the client works on the server's logs over gRPC, and the
+	// other options are not used.
+	Server string
 
 	fs vfs.FS // the filesystem under the logs; tests swap it
 }
 
 // Client is a handle on a data directory. It is safe for concurrent use.
 type Client struct {
+	remote *remoteClient // set for a client of a server; the fields below are then unused
+
 	opts Options
 	fs   vfs.FS
 	meta meta.Store
@@ -54,8 +80,14 @@ type Client struct {
 // Open opens (creating if needed) the data directory opts.Dir. It fails with
 // ErrLocked if another process has it open.
 func Open(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Server != "" {
+		return openRemote(ctx, opts)
+	}
 	if opts.Dir == "" {
-		return nil, errors.New("tern: Options.Dir is empty: set the data directory")
+		return nil, errors.New("tern: Options.Dir and Options.Server are empty: set the data directory, or the server's address")
+	}
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = 100 * time.Millisecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -70,17 +102,14 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The metadata is a bbolt file, which does its own I/O on the real
-	// filesystem; only the segments go through fs.
+	// The metadata is a bbolt file or etcd, which do their own I/O; only the
+	// segments go through fs.
 	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("tern: create data directory: %w", err)
 	}
-	store, err := meta.OpenBolt(filepath.Join(opts.Dir, "meta.db"))
-	if errors.Is(err, meta.ErrLocked) {
-		return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
-	}
+	store, err := openMeta(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("tern: open metadata: %w", err)
+		return nil, err
 	}
 	c := &Client{opts: opts, fs: fs, meta: store, logs: map[string]*Log{}, stop: make(chan struct{})}
 	if err := c.removeOrphans(ctx); err != nil {
@@ -92,14 +121,64 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// openMeta opens the metadata store opts ask for: etcd, with the data
+// directory locked, or the bbolt file in the data directory, which locks it.
+func openMeta(ctx context.Context, opts Options) (meta.Store, error) {
+	locked := func() error {
+		return fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
+	}
+	if len(opts.Etcd) == 0 {
+		store, err := meta.OpenBolt(filepath.Join(opts.Dir, "meta.db"))
+		if errors.Is(err, meta.ErrLocked) {
+			return nil, locked()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tern: open metadata: %w", err)
+		}
+		return store, nil
+	}
+	lock, err := vfs.OS.Lock(filepath.Join(opts.Dir, "LOCK"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, locked()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tern: lock data directory: %w", err)
+	}
+	store, err := meta.OpenEtcd(ctx, meta.EtcdOptions{Endpoints: opts.Etcd, Root: opts.EtcdRoot, Logger: opts.Logger})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("tern: open metadata: %w", err)
+	}
+	return &lockedStore{Store: store, lock: lock}, nil
+}
+
+// lockedStore is a metadata store that holds the data directory's lock
+// until it is closed.
+type lockedStore struct {
+	meta.Store
+	lock io.Closer
+}
+
+func (s *lockedStore) Close() error {
+	return errors.Join(s.Store.Close(), s.lock.Close())
+}
+
 func (c *Client) logsDir() string { return filepath.Join(c.opts.Dir, "logs") }
 
 func (c *Client) logDir(id uint64) string {
 	return filepath.Join(c.logsDir(), strconv.FormatUint(id, 10))
 }
 
-// removeOrphans deletes the directories of logs whose deletion a crash
-// interrupted after the metadata was removed.
+// deletedMark is the file DeleteLog puts in a log's directory before it
+// removes the log's metadata: only a directory so marked is data that may be
+// removed at Open when its log is gone from the metadata.
+const deletedMark = "DELETED"
+
+// removeOrphans finishes the deletions a crash interrupted: it removes the
+// directories of deleted logs (marked, and gone from the metadata). A
+// directory of no known log that is not marked is kept and reported: it may
+// belong to another metadata store (a wrong --etcd or root), and data is
+// never removed on a guess.
 func (c *Client) removeOrphans(ctx context.Context) error {
 	if err := c.fs.MkdirAll(c.logsDir()); err != nil {
 		return fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
@@ -117,11 +196,22 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 		live[strconv.FormatUint(l.ID, 10)] = true
 	}
 	for _, name := range names {
-		if !live[name] {
-			c.opts.Logger.Info("removing the data of a deleted log", "dir", name)
-			if err := c.fs.RemoveAll(filepath.Join(c.logsDir(), name)); err != nil {
+		dir := filepath.Join(c.logsDir(), name)
+		_, err := c.fs.Stat(filepath.Join(dir, deletedMark))
+		marked := err == nil
+		switch {
+		case live[name] && marked:
+			// The deletion did not reach the metadata: the log lives on.
+			if err := c.fs.Remove(filepath.Join(dir, deletedMark)); err != nil {
+				return fmt.Errorf("tern: %w", err)
+			}
+		case !live[name] && marked:
+			c.opts.Logger.Info("removing the data of a deleted log", "dir", dir)
+			if err := c.fs.RemoveAll(dir); err != nil {
 				return fmt.Errorf("tern: remove deleted log's data: %w", err)
 			}
+		case !live[name]:
+			c.opts.Logger.Warn("keeping a log directory that the metadata does not know; remove it by hand if it is not needed", "dir", dir)
 		}
 	}
 	return nil
@@ -155,6 +245,9 @@ func (c *Client) retainLoop() {
 // Close closes every log (finishing queued appends) and the data directory.
 // Readers and writers of the client's logs fail with ErrClosed afterwards.
 func (c *Client) Close() error {
+	if c.remote != nil {
+		return c.remote.Close()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -168,7 +261,7 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	var err error
 	for _, l := range logs {
-		err = errors.Join(err, l.wal.Close())
+		err = errors.Join(err, l.close())
 	}
 	return errors.Join(err, c.meta.Close())
 }
@@ -177,6 +270,9 @@ func (c *Client) Close() error {
 func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*Log, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
+	}
+	if c.remote != nil {
+		return c.remote.CreateLog(ctx, name, opts)
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -207,6 +303,9 @@ func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if c.remote != nil {
+		return c.remote.OpenLog(ctx, name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -235,6 +334,9 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
+	if c.remote != nil {
+		return c.remote.DeleteLog(ctx, name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -246,7 +348,10 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	}
 	if l, ok := c.logs[name]; ok {
 		delete(c.logs, name)
-		l.wal.Close()
+		l.close()
+	}
+	if err := c.markDeleted(m.ID); err != nil {
+		return err
 	}
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
 		return c.metaErr(name, err)
@@ -258,9 +363,33 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	return nil
 }
 
+// markDeleted durably marks a log's directory as data to remove.
+func (c *Client) markDeleted(id uint64) error {
+	dir := c.logDir(id)
+	if err := c.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	}
+	f, err := c.fs.Create(filepath.Join(dir, deletedMark))
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	}
+	if err == nil {
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+		}
+	}
+	if err := c.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	}
+	return nil
+}
+
 // ListLogs describes the logs whose names start with prefix, by name. It
 // opens each of them.
 func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
+	if c.remote != nil {
+		return c.remote.ListLogs(ctx, prefix)
+	}
 	ms, err := c.meta.ListLogs(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("tern: list logs: %w", err)

@@ -1,21 +1,28 @@
 package tern
 
 import (
-	"errors"
-
+	"github.com/ternwal/tern/internal/rpcerr"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
 // Errors returned by Tern. Callers branch on them with errors.Is; the message
-// of the returned error adds what is known where it happened.
+// of the returned error adds what is known where it happened. A remote
+// client returns the same errors as an embedded one.
 var (
 	// ErrNotFound: the log does not exist.
-	ErrNotFound = errors.New("tern: log not found")
+	ErrNotFound = rpcerr.ErrNotFound
 	// ErrExist: a log of that name exists already.
-	ErrExist = errors.New("tern: log already exists")
-	// ErrInvalidName: a log name breaks the naming rules.
-	ErrInvalidName = errors.New("tern: invalid log name")
+	ErrExist = rpcerr.ErrExist
+	// ErrSubNotFound: the log has no subscription of that name.
+	ErrSubNotFound = rpcerr.ErrSubNotFound
+	// ErrSubExist: the log has a subscription of that name already.
+	ErrSubExist = rpcerr.ErrSubExist
+	// ErrInvalidName: a log or subscription name breaks the naming rules.
+	ErrInvalidName = rpcerr.ErrInvalidName
+	// ErrInvalid: a request is malformed (an option out of range, a
+	// missing field).
+	ErrInvalid = rpcerr.ErrInvalid
 	// ErrFenced: a newer writer has been opened on the log.
 	ErrFenced = wal.ErrFenced
 	// ErrTruncated: the offset read is below the log's start. The error is a
@@ -25,14 +32,14 @@ var (
 	ErrOutOfRange = wal.ErrOutOfRange
 	// ErrTooLarge: an entry is over the log's MaxEntryBytes, or a batch over
 	// MaxBatchBytes.
-	ErrTooLarge = errors.New("tern: too large")
+	ErrTooLarge = rpcerr.ErrTooLarge
 	// ErrCorrupt: stored data failed its checks. The error is a
 	// *CorruptError that names the file and position.
 	ErrCorrupt = segment.ErrCorrupt
 	// ErrClosed: the client, log, writer or reader is closed.
 	ErrClosed = wal.ErrClosed
 	// ErrLocked: another process has the data directory open.
-	ErrLocked = errors.New("tern: data directory is in use by another process")
+	ErrLocked = rpcerr.ErrLocked
 )
 
 // TruncatedError reports a read below the log's start.

@@ -3,7 +3,9 @@ package tern
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ternwal/tern/internal/meta"
@@ -15,12 +17,17 @@ type Offset uint64
 
 // Log is a handle on an open log. It is safe for concurrent use.
 type Log struct {
+	remote *remoteLog // set for a log of a server; the fields below are then unused
+
 	c       *Client
 	name    string
 	id      uint64
 	created time.Time
 	opts    LogOptions
 	wal     *wal.Log
+
+	subsMu sync.Mutex
+	subs   map[string]*subState // the log's subscriptions, by name
 }
 
 // LogInfo describes a log.
@@ -66,6 +73,10 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 		return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 	}
 	l := &Log{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, wal: w}
+	if err := l.loadSubs(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
 	if err := l.applyRetention(); err != nil {
 		w.Close()
 		return nil, err
@@ -74,14 +85,34 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 	return l, nil
 }
 
+// close ends the log's subscribers, commits their cursors and closes the
+// write path.
+func (l *Log) close() error {
+	err := l.closeSubs()
+	return errors.Join(err, l.wal.Close())
+}
+
 // Name is the log's name.
-func (l *Log) Name() string { return l.name }
+func (l *Log) Name() string {
+	if l.remote != nil {
+		return l.remote.Name()
+	}
+	return l.name
+}
 
 // Options returns the log's settings.
-func (l *Log) Options() LogOptions { return l.opts }
+func (l *Log) Options() LogOptions {
+	if l.remote != nil {
+		return l.remote.Options()
+	}
+	return l.opts
+}
 
 // Info describes the log as it is now.
 func (l *Log) Info(ctx context.Context) (LogInfo, error) {
+	if l.remote != nil {
+		return l.remote.Info(ctx)
+	}
 	if err := ctx.Err(); err != nil {
 		return LogInfo{}, err
 	}
@@ -95,25 +126,57 @@ func (l *Log) Info(ctx context.Context) (LogInfo, error) {
 // OpenWriter opens the log's writer with a new epoch. Every older writer is
 // fenced: once OpenWriter returns, none of their appends is acknowledged, and
 // their later appends fail with ErrFenced.
+//
+// The writer holds a claim on its epoch in the metadata store. With etcd
+// metadata the claim rides on a lease: if the lease cannot be renewed (etcd
+// unreachable) the writer stops acknowledging and its appends fail with
+// ErrFenced, since another process may have taken the log over.
 func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
-	epoch, err := l.c.meta.BumpEpoch(ctx, l.name)
+	if l.remote != nil {
+		return l.remote.OpenWriter(ctx)
+	}
+	claim, err := l.c.meta.ClaimWriter(ctx, l.name)
 	if err != nil {
 		return nil, l.c.metaErr(l.name, err)
 	}
-	if err := l.wal.Fence(epoch); err != nil {
+	if err := l.wal.Fence(claim.Epoch(), claim.Valid); err != nil {
+		claim.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &Writer{l: l, epoch: epoch}, nil
+	return &Writer{l: l, epoch: claim.Epoch(), claim: claim}, nil
+}
+
+// ReadOption changes how a Reader or Subscriber reads.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	ticks bool
+}
+
+// WithTicks makes the Reader or Subscriber return, besides entries, the time
+// ticks appended while it is open, each in its place between the entries:
+// an Entry with IsTick set. See Writer.AppendTimeTick.
+func WithTicks() ReadOption { return func(o *readOptions) { o.ticks = true } }
+
+func readOpts(opts []ReadOption) readOptions {
+	var o readOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // OpenReader returns a Reader positioned at from, which must be between the
 // log's Start and End (inclusive). A from below Start fails with a
 // *TruncatedError.
-func (l *Log) OpenReader(ctx context.Context, from Offset) (*Reader, error) {
+func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (*Reader, error) {
+	if l.remote != nil {
+		return l.remote.OpenReader(ctx, from, readOpts(opts))
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := l.wal.NewReader(uint64(from))
+	r, err := l.wal.NewReader(uint64(from), readOpts(opts).ticks)
 	if err != nil {
 		return nil, err // says which offset, and where the log starts or ends
 	}
@@ -125,6 +188,9 @@ func (l *Log) OpenReader(ctx context.Context, from Offset) (*Reader, error) {
 // below it are deleted. The start only moves forward; before may be at most
 // End.
 func (l *Log) Truncate(ctx context.Context, before Offset) error {
+	if l.remote != nil {
+		return l.remote.Truncate(ctx, before)
+	}
 	if end := l.wal.Stats().End; uint64(before) > end {
 		return fmt.Errorf("%w: cannot truncate %q before offset %d, the log ends at %d", ErrOutOfRange, l.name, before, end)
 	}
@@ -143,6 +209,7 @@ func (l *Log) applyRetention() error {
 	}
 	err := l.wal.ApplyRetention(time.Now(), wal.Retention{
 		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
+		Keep: l.pinnedFrom(),
 	})
 	if err != nil {
 		return fmt.Errorf("tern: apply retention to %q: %w", l.name, err)

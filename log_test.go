@@ -210,13 +210,27 @@ func flipByte(t *testing.T, path string, at int64) {
 	}
 }
 
+// abandon leaves c's logs as a crash would, with the last segment open (Close
+// would seal it), and releases the data directory for the next Open.
+func abandon(t *testing.T, c *Client) {
+	t.Helper()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	close(c.stop)
+	c.wg.Wait()
+	if err := c.meta.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCorruption(t *testing.T) {
 	setup := func(t *testing.T) (string, []string) {
 		dir := t.TempDir()
 		c := openClient(t, dir)
 		_, w := createLog(t, c, "bad", LogOptions{SegmentBytes: 4096})
 		appendN(t, w, 0, 300)
-		c.Close()
+		abandon(t, c)
 		return dir, segmentFiles(t, dir)
 	}
 	t.Run("open segment, valid data follows", func(t *testing.T) {

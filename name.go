@@ -19,7 +19,21 @@ func ValidateName(name string) error {
 		bad = !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-/", c) >= 0)
 	}
 	if bad {
-		return fmt.Errorf("%w %q: use 1 to %d bytes of letters, digits, '.', '_', '-', and '/' between non-empty parts", ErrInvalidName, name, MaxNameBytes)
+		return fmt.Errorf("%w: log %q: use 1 to %d bytes of letters, digits, '.', '_', '-', and '/' between non-empty parts", ErrInvalidName, name, MaxNameBytes)
+	}
+	return nil
+}
+
+// ValidateSubName reports whether name can name a subscription: 1 to 255
+// bytes of ASCII letters, digits, '.', '_' and '-'.
+func ValidateSubName(name string) error {
+	bad := len(name) == 0 || len(name) > MaxNameBytes
+	for i := 0; i < len(name) && !bad; i++ {
+		c := name[i]
+		bad = !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-", c) >= 0)
+	}
+	if bad {
+		return fmt.Errorf("%w: subscription %q: use 1 to %d bytes of letters, digits, '.', '_' and '-'", ErrInvalidName, name, MaxNameBytes)
 	}
 	return nil
 }

@@ -42,11 +42,11 @@ func ParseFsync(s string) (Fsync, error) {
 	case strings.HasPrefix(s, "interval:"):
 		d, err := time.ParseDuration(strings.TrimPrefix(s, "interval:"))
 		if err != nil || d <= 0 {
-			return Fsync{}, fmt.Errorf("tern: fsync %q: the interval must be a positive duration such as interval:10ms", s)
+			return Fsync{}, fmt.Errorf("%w: fsync %q: the interval must be a positive duration such as interval:10ms", ErrInvalid, s)
 		}
 		return Fsync{Mode: FsyncInterval, Interval: d}, nil
 	}
-	return Fsync{}, fmt.Errorf("tern: fsync %q: use always, interval:<duration> (unsafe) or never (unsafe)", s)
+	return Fsync{}, fmt.Errorf("%w: fsync %q: use always, interval:<duration> (unsafe) or never (unsafe)", ErrInvalid, s)
 }
 
 func (f Fsync) String() string {
@@ -103,13 +103,13 @@ func (o LogOptions) withDefaults() (LogOptions, error) {
 	}
 	switch {
 	case o.SegmentBytes < 4096:
-		return o, fmt.Errorf("tern: segment size %d is too small: use at least 4096 bytes", o.SegmentBytes)
+		return o, fmt.Errorf("%w: segment size %d is too small: use at least 4096 bytes", ErrInvalid, o.SegmentBytes)
 	case o.SegmentAge < 0 || o.RetentionAge < 0 || o.RetentionBytes < 0 || o.RetentionEntries < 0:
-		return o, fmt.Errorf("tern: segment age and retention limits cannot be negative")
+		return o, fmt.Errorf("%w: segment age and retention limits cannot be negative", ErrInvalid)
 	case o.MaxEntryBytes < 0 || o.MaxEntryBytes > MaxBatchBytes:
-		return o, fmt.Errorf("tern: max entry size %d is out of range: use 1 to %d bytes", o.MaxEntryBytes, MaxBatchBytes)
+		return o, fmt.Errorf("%w: max entry size %d is out of range: use 1 to %d bytes", ErrInvalid, o.MaxEntryBytes, MaxBatchBytes)
 	case o.Fsync.Mode == FsyncInterval && o.Fsync.Interval <= 0:
-		return o, fmt.Errorf("tern: fsync interval must be positive")
+		return o, fmt.Errorf("%w: fsync interval must be positive", ErrInvalid)
 	}
 	return o, nil
 }

@@ -2,11 +2,11 @@ package tern
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/wal"
 )
@@ -23,6 +23,14 @@ type Entry struct {
 	// Time is the writer's append time, set to the current time by the
 	// append when it is zero.
 	Time time.Time
+
+	// IsTick marks a time tick, returned only to readers and subscribers
+	// that asked WithTicks. A tick is not an entry: Tick is the time given
+	// to AppendTimeTick, Offset is the tick's position (the entries below it
+	// came before it, those at or above it come after), and the other
+	// fields are empty.
+	IsTick bool
+	Tick   uint64
 }
 
 // Writer appends to a log. Only the newest writer of a log can append; an
@@ -30,8 +38,11 @@ type Entry struct {
 // appends are committed together (group commit) in the order they were
 // queued.
 type Writer struct {
+	remote *remoteWriter // set for a writer on a server; the fields below are then unused
+
 	l     *Log
 	epoch uint64
+	claim meta.Claim
 
 	mu     sync.Mutex
 	last   *Pending // the latest queued append, for Close; nil if none
@@ -40,6 +51,8 @@ type Writer struct {
 
 // Pending is an append in progress, from AppendAsync.
 type Pending struct {
+	remote *remotePending // set for an append to a server
+
 	p   wal.Pending
 	err error
 }
@@ -50,6 +63,9 @@ type Pending struct {
 func (p *Pending) Wait(ctx context.Context) (Offset, error) {
 	if p.err != nil {
 		return 0, p.err
+	}
+	if p.remote != nil {
+		return p.remote.Wait(ctx)
 	}
 	off, err := p.p.Wait(ctx)
 	return Offset(off), err
@@ -65,6 +81,9 @@ func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
 // acknowledgement and returns the offset of the first entry; the others
 // follow densely.
 func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
+	if w.remote != nil {
+		return w.remote.AppendBatch(ctx, es)
+	}
 	p := w.appendAsync(es)
 	return p.Wait(ctx)
 }
@@ -73,12 +92,49 @@ func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
 // the outcome. Appends are acknowledged in the order they were queued. The
 // entry's bytes are copied before AppendAsync returns.
 func (w *Writer) AppendAsync(e Entry) *Pending {
+	if w.remote != nil {
+		return w.remote.AppendAsync(e)
+	}
 	return w.appendAsync([]Entry{e})
+}
+
+// Epoch is the writer's epoch: the log's newest when the writer was opened.
+func (w *Writer) Epoch() uint64 {
+	if w.remote != nil {
+		return w.remote.Epoch()
+	}
+	return w.epoch
+}
+
+// AppendTimeTick sends a time tick: an ordered marker that readers and
+// subscribers that asked WithTicks receive after every entry this log's
+// writer queued before the call and before every entry queued after it.
+// t is the application's timestamp (Milvus's hybrid time, say); Tern does
+// not interpret it. Nothing is written to disk: a tick reaches only the
+// readers open when it is sent, and a reader that lags may receive only the
+// newest of several ticks at one position. AppendTimeTick returns once the
+// tick has been handed to the readers; a fenced writer gets ErrFenced.
+func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
+	if w.remote != nil {
+		return w.remote.AppendTimeTick(ctx, t)
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	p, err := w.l.wal.AppendTick(w.epoch, t)
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = p.Wait(ctx)
+	return err
 }
 
 func (w *Writer) appendAsync(es []Entry) *Pending {
 	if len(es) == 0 {
-		return &Pending{err: errors.New("tern: append of no entries")}
+		return &Pending{err: fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)}
 	}
 	limit := w.l.opts.MaxEntryBytes
 	now := time.Now().UnixNano()
@@ -121,12 +177,22 @@ func (w *Writer) appendAsync(es []Entry) *Pending {
 // Close waits for the writer's queued appends to finish and closes it. It
 // does not fence the writer: another writer must still be opened to take over.
 func (w *Writer) Close() error {
+	if w.remote != nil {
+		return w.remote.Close()
+	}
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
 	w.closed = true
 	last := w.last
 	w.mu.Unlock()
 	if last != nil {
 		<-last.p.Done()
+	}
+	if err := w.claim.Release(context.Background()); err != nil {
+		return fmt.Errorf("tern: release writer claim on %q: %w", w.l.name, err)
 	}
 	return nil
 }

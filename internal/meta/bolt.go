@@ -2,8 +2,8 @@ package meta
 
 // The bbolt file
 //
-// OpenBolt keeps the store in one bbolt file. The file holds one top-level
-// bucket:
+// OpenBolt keeps the store in one bbolt file. The file holds two top-level
+// buckets:
 //
 //	logs                      bucket
 //	  sequence                the bucket's bbolt sequence: the last log ID
@@ -13,6 +13,14 @@ package meta
 //	  <name> -> <record>      one key per log: the key is the log's name as is
 //	                          (any bytes; keys sort bytewise, which is the
 //	                          order ListLogs returns)
+//	subs                      bucket
+//	  <log ID>                bucket, one per log that has had a subscription:
+//	                          the key is the log's ID, 8 bytes big-endian;
+//	                          keyed by ID, not name, so a log created again
+//	                          under a deleted one's name starts with none;
+//	                          DeleteLog deletes it with the log
+//	    <sub> -> <sub record> one key per subscription: its name as is (keys
+//	                          sort bytewise, the order ListSubs returns)
 //
 // A record is a JSON object, version 1:
 //
@@ -25,16 +33,33 @@ package meta
 //	epoch       Log.Epoch
 //	start       Log.Start
 //
-// The name is not repeated in the record. Every change is one read-write
-// transaction, which bbolt syncs to disk before it commits.
+// A sub record is a JSON object, version 1:
+//
+//	{"v":1,"created_us":1700000000000000,"cursor":42,"pin":true}
+//
+//	v           record version, always 1; any other value is rejected
+//	created_us  Sub.Created as microseconds since the Unix epoch, UTC
+//	cursor      Sub.Cursor
+//	pin         Sub.Pin
+//
+// Names are not repeated in the records. Every change is one read-write
+// transaction, which bbolt syncs to disk before it commits. The etcd store
+// (etcd.go) keeps the same two records.
+//
+// Writer claims are not in the file: the file lock makes this process the
+// only one that can store an epoch, so the store tracks its claims in memory
+// and ends each when it stores a newer epoch of the claim's log, deletes the
+// log, or closes.
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,12 +74,22 @@ const lockTimeout = 100 * time.Millisecond
 // recordVersion is the version written in, and required of, every record.
 const recordVersion = 1
 
-var logsBucket = []byte("logs")
+var (
+	logsBucket = []byte("logs")
+	subsBucket = []byte("subs")
+)
+
+// errClosed is returned by ClaimWriter on a closed store.
+var errClosed = errors.New("store is closed")
 
 // Bolt is a Store on a bbolt file. It is safe for concurrent use; writes are
 // serialized by bbolt, reads run concurrently with them.
 type Bolt struct {
 	db *bolt.DB
+
+	mu     sync.Mutex
+	closed bool
+	claims map[uint64]*boltClaim // by log ID: the log's claim, if not lost
 }
 
 var _ Store = (*Bolt)(nil)
@@ -75,14 +110,17 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(logsBucket)
+		if _, err := tx.CreateBucketIfNotExists(logsBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(subsBucket)
 		return err
 	})
 	if err != nil {
 		_ = db.Close() // the init error is the one to report
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
 	}
-	return &Bolt{db: db}, nil
+	return &Bolt{db: db, claims: map[uint64]*boltClaim{}}, nil
 }
 
 // lockedError reports a store file locked by someone else. It wraps ErrLocked
@@ -170,35 +208,123 @@ func (b *Bolt) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 	return logs, nil
 }
 
-// DeleteLog implements Store. The log's ID is not reused.
+// DeleteLog implements Store. The log's ID is not reused. The log's
+// subscriptions are deleted with it and its claim, if any, is lost.
 func (b *Bolt) DeleteLog(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(logsBucket)
-		if bk.Get([]byte(name)) == nil {
-			return ErrNotFound
+		l, err := getLog(bk, name)
+		if err != nil {
+			return err
 		}
-		return bk.Delete([]byte(name))
+		if err := bk.Delete([]byte(name)); err != nil {
+			return err
+		}
+		err = tx.Bucket(subsBucket).DeleteBucket(idKey(l.ID))
+		if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			return err
+		}
+		b.fence(l.ID)
+		return nil
 	})
 	return wrap("delete", name, err)
 }
 
-// BumpEpoch implements Store.
+// BumpEpoch implements Store. The log's claim, if any, is lost.
 func (b *Bolt) BumpEpoch(ctx context.Context, name string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	var epoch uint64
-	err := b.update(name, func(l *Log) {
+	err := b.update(name, func(l *Log) error {
 		l.Epoch++
 		epoch = l.Epoch
+		b.fence(l.ID)
+		return nil
 	})
 	if err != nil {
 		return 0, wrap("bump epoch", name, err)
 	}
 	return epoch, nil
+}
+
+// ClaimWriter implements Store. The claim holds until a newer epoch of the
+// log is stored through b, the log is deleted, the claim is released or b
+// is closed; no other process can store one while b holds the file lock.
+func (b *Bolt) ClaimWriter(ctx context.Context, name string) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var c *boltClaim
+	err := b.update(name, func(l *Log) error {
+		l.Epoch++
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed {
+			return errClosed
+		}
+		if old := b.claims[l.ID]; old != nil {
+			old.lose()
+		}
+		// Registered before the commit, so that the next transaction,
+		// which may bump the epoch again, finds it.
+		c = &boltClaim{claim: newClaim(l.Epoch), b: b, id: l.ID}
+		b.claims[l.ID] = c
+		return nil
+	})
+	if err != nil {
+		if c != nil { // the epoch was not stored
+			c.release()
+		}
+		return nil, wrap("claim writer", name, err)
+	}
+	return c, nil
+}
+
+// fence ends the claim on log id, if any. It is called inside the write
+// transaction that stores a newer epoch or deletes the log, before the
+// commit: a claim is lost no later than the change that ends it is durable.
+func (b *Bolt) fence(id uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c := b.claims[id]; c != nil {
+		c.lose()
+		delete(b.claims, id)
+	}
+}
+
+// boltClaim is a Bolt's Claim.
+type boltClaim struct {
+	*claim
+	b  *Bolt
+	id uint64 // the log's
+}
+
+// Valid implements Claim: no lease backs the claim, so it is valid until it
+// is lost.
+func (c *boltClaim) Valid() bool { return !c.lost.Load() }
+
+// Release implements Claim. It does no I/O: the claim exists only in this
+// process. With a canceled ctx it returns ctx's error and keeps the claim,
+// as the etcd store does.
+func (c *boltClaim) Release(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.release()
+	return nil
+}
+
+func (c *boltClaim) release() {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.lose()
+	if c.b.claims[c.id] == c {
+		delete(c.b.claims, c.id)
+	}
 }
 
 // AdvanceStart implements Store.
@@ -207,9 +333,10 @@ func (b *Bolt) AdvanceStart(ctx context.Context, name string, start uint64) (uin
 		return 0, err
 	}
 	var cur uint64
-	err := b.update(name, func(l *Log) {
+	err := b.update(name, func(l *Log) error {
 		l.Start = max(l.Start, start)
 		cur = l.Start
+		return nil
 	})
 	if err != nil {
 		return 0, wrap("advance start", name, err)
@@ -217,8 +344,137 @@ func (b *Bolt) AdvanceStart(ctx context.Context, name string, start uint64) (uin
 	return cur, nil
 }
 
-// Close implements Store. It releases the file lock.
+// CreateSub implements Store. Created is truncated to microseconds.
+func (b *Bolt) CreateSub(ctx context.Context, log string, s Sub) (Sub, error) {
+	if err := ctx.Err(); err != nil {
+		return Sub{}, err
+	}
+	s = Sub{
+		Name:    s.Name,
+		Created: time.Now().UTC().Truncate(time.Microsecond),
+		Cursor:  s.Cursor,
+		Pin:     s.Pin,
+	}
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		l, err := getLog(tx.Bucket(logsBucket), log)
+		if err != nil {
+			return err
+		}
+		bk, err := tx.Bucket(subsBucket).CreateBucketIfNotExists(idKey(l.ID))
+		if err != nil {
+			return err
+		}
+		if bk.Get([]byte(s.Name)) != nil {
+			return ErrSubExist
+		}
+		return putSub(bk, s)
+	})
+	if err != nil {
+		return Sub{}, wrapSub("create subscription", log, s.Name, err)
+	}
+	return s, nil
+}
+
+// Sub implements Store.
+func (b *Bolt) Sub(ctx context.Context, log, name string) (Sub, error) {
+	if err := ctx.Err(); err != nil {
+		return Sub{}, err
+	}
+	var s Sub
+	err := b.db.View(func(tx *bolt.Tx) error {
+		bk, err := subs(tx, log)
+		if err != nil {
+			return err
+		}
+		s, err = getSub(bk, name)
+		return err
+	})
+	if err != nil {
+		return Sub{}, wrapSub("get subscription", log, name, err)
+	}
+	return s, nil
+}
+
+// ListSubs implements Store.
+func (b *Bolt) ListSubs(ctx context.Context, log string) ([]Sub, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var list []Sub
+	err := b.db.View(func(tx *bolt.Tx) error {
+		bk, err := subs(tx, log)
+		if err != nil || bk == nil {
+			return err
+		}
+		return bk.ForEach(func(k, v []byte) error {
+			s, err := decodeSub(v)
+			if err != nil {
+				return fmt.Errorf("subscription %q: %w", k, err)
+			}
+			s.Name = string(k)
+			list = append(list, s)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, wrap("list subscriptions", log, err)
+	}
+	return list, nil
+}
+
+// DeleteSub implements Store.
+func (b *Bolt) DeleteSub(ctx context.Context, log, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk, err := subs(tx, log)
+		if err != nil {
+			return err
+		}
+		if bk == nil || bk.Get([]byte(name)) == nil {
+			return ErrSubNotFound
+		}
+		return bk.Delete([]byte(name))
+	})
+	return wrapSub("delete subscription", log, name, err)
+}
+
+// CommitCursor implements Store.
+func (b *Bolt) CommitCursor(ctx context.Context, log, name string, cursor uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var cur uint64
+	err := b.updateSub(log, name, func(s *Sub) {
+		s.Cursor = max(s.Cursor, cursor)
+		cur = s.Cursor
+	})
+	if err != nil {
+		return 0, wrapSub("commit cursor", log, name, err)
+	}
+	return cur, nil
+}
+
+// SeekCursor implements Store.
+func (b *Bolt) SeekCursor(ctx context.Context, log, name string, cursor uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := b.updateSub(log, name, func(s *Sub) { s.Cursor = cursor })
+	return wrapSub("seek cursor", log, name, err)
+}
+
+// Close implements Store. It releases the file lock; every claim made
+// through b is lost.
 func (b *Bolt) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	for id, c := range b.claims {
+		c.lose()
+		delete(b.claims, id)
+	}
+	b.mu.Unlock()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("meta: close: %w", err)
 	}
@@ -226,17 +482,51 @@ func (b *Bolt) Close() error {
 }
 
 // update reads the named log, lets fn change it and writes it back, in one
-// read-write transaction.
-func (b *Bolt) update(name string, fn func(*Log)) error {
+// read-write transaction that fn's error aborts.
+func (b *Bolt) update(name string, fn func(*Log) error) error {
 	return b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(logsBucket)
 		l, err := getLog(bk, name)
 		if err != nil {
 			return err
 		}
-		fn(&l)
+		if err := fn(&l); err != nil {
+			return err
+		}
 		return putLog(bk, l)
 	})
+}
+
+// updateSub reads a subscription, lets fn change it and writes it back, in
+// one read-write transaction.
+func (b *Bolt) updateSub(log, name string, fn func(*Sub)) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		bk, err := subs(tx, log)
+		if err != nil {
+			return err
+		}
+		s, err := getSub(bk, name)
+		if err != nil {
+			return err
+		}
+		fn(&s)
+		return putSub(bk, s)
+	})
+}
+
+// subs returns the bucket of the named log's subscriptions: nil if the log
+// has none, ErrNotFound if there is no such log.
+func subs(tx *bolt.Tx, log string) (*bolt.Bucket, error) {
+	l, err := getLog(tx.Bucket(logsBucket), log)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Bucket(subsBucket).Bucket(idKey(l.ID)), nil
+}
+
+// idKey is a log ID as a key of the subs bucket.
+func idKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, id)
 }
 
 // wrap adds the operation and the log name to err, once.
@@ -248,6 +538,16 @@ func wrap(op, name string, err error) error {
 		return fmt.Errorf("%w: %q", err, name)
 	default:
 		return fmt.Errorf("meta: %s %q: %w", op, name, err)
+	}
+}
+
+// wrapSub is wrap for an operation on subscription name of log.
+func wrapSub(op, log, name string, err error) error {
+	switch {
+	case errors.Is(err, ErrSubNotFound), errors.Is(err, ErrSubExist):
+		return fmt.Errorf("%w: %q of log %q", err, name, log)
+	default:
+		return wrap(op, log, err)
 	}
 }
 
@@ -311,5 +611,65 @@ func decodeLog(v []byte) (Log, error) {
 		Options: r.Options,
 		Epoch:   r.Epoch,
 		Start:   r.Start,
+	}, nil
+}
+
+// subRecord is the persisted form of a Sub, described at the top of this
+// file.
+type subRecord struct {
+	V         int    `json:"v"`
+	CreatedUS int64  `json:"created_us"`
+	Cursor    uint64 `json:"cursor"`
+	Pin       bool   `json:"pin"`
+}
+
+func getSub(bk *bolt.Bucket, name string) (Sub, error) {
+	var v []byte
+	if bk != nil {
+		v = bk.Get([]byte(name))
+	}
+	if v == nil {
+		return Sub{}, ErrSubNotFound
+	}
+	s, err := decodeSub(v)
+	if err != nil {
+		return Sub{}, err
+	}
+	s.Name = name
+	return s, nil
+}
+
+func putSub(bk *bolt.Bucket, s Sub) error {
+	v, err := encodeSub(s)
+	if err != nil {
+		return err
+	}
+	return bk.Put([]byte(s.Name), v)
+}
+
+// encodeSub returns the sub record for s; s.Name is the key and is not
+// encoded. Created is kept to the microsecond.
+func encodeSub(s Sub) ([]byte, error) {
+	return json.Marshal(subRecord{
+		V:         recordVersion,
+		CreatedUS: s.Created.UnixMicro(),
+		Cursor:    s.Cursor,
+		Pin:       s.Pin,
+	})
+}
+
+// decodeSub parses a sub record into a Sub without its Name.
+func decodeSub(v []byte) (Sub, error) {
+	var r subRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return Sub{}, fmt.Errorf("decode sub record: %w", err)
+	}
+	if r.V != recordVersion {
+		return Sub{}, fmt.Errorf("decode sub record: unsupported version %d", r.V)
+	}
+	return Sub{
+		Created: time.UnixMicro(r.CreatedUS).UTC(),
+		Cursor:  r.Cursor,
+		Pin:     r.Pin,
 	}, nil
 }

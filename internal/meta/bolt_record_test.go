@@ -72,3 +72,66 @@ func FuzzDecodeLog(f *testing.F) {
 		}
 	})
 }
+
+func TestSubRecordFormat(t *testing.T) {
+	s := Sub{
+		Name:    "not stored",
+		Created: time.UnixMicro(1700000000000001).UTC(),
+		Cursor:  42,
+		Pin:     true,
+	}
+	const want = `{"v":1,"created_us":1700000000000001,"cursor":42,"pin":true}`
+	got, err := encodeSub(s)
+	if err != nil {
+		t.Fatalf("encodeSub: %v", err)
+	}
+	if string(got) != want {
+		t.Fatalf("encodeSub = %s, want %s", got, want)
+	}
+	back, err := decodeSub(got)
+	if err != nil {
+		t.Fatalf("decodeSub: %v", err)
+	}
+	s.Name = ""
+	if back != s {
+		t.Fatalf("decodeSub(encodeSub(s)) = %#v, want %#v", back, s)
+	}
+
+	for _, bad := range []string{
+		``,
+		`{}`,
+		`{"v":2,"cursor":1}`,
+		`{"v":1,"cursor":-1}`,
+		`{"v":1,"pin":1}`,
+		`{"v":1} x`,
+		`[]`,
+	} {
+		if _, err := decodeSub([]byte(bad)); err == nil {
+			t.Errorf("decodeSub(%s) succeeded, want an error", bad)
+		}
+	}
+}
+
+func FuzzDecodeSub(f *testing.F) {
+	f.Add([]byte(`{"v":1,"created_us":1700000000000001,"cursor":42,"pin":true}`))
+	f.Add([]byte(`{"v":1,"created_us":-5,"cursor":18446744073709551615,"pin":false}`))
+	f.Add([]byte(`{"v":1}`))
+	f.Add([]byte(`{"v":2}`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := decodeSub(v)
+		if err != nil {
+			return
+		}
+		enc, err := encodeSub(s)
+		if err != nil {
+			t.Fatalf("encodeSub(%#v): %v", s, err)
+		}
+		back, err := decodeSub(enc)
+		if err != nil {
+			t.Fatalf("decodeSub(%s): %v", enc, err)
+		}
+		if back != s {
+			t.Fatalf("round trip of %s: %#v, want %#v", v, back, s)
+		}
+	})
+}

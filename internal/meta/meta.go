@@ -1,10 +1,11 @@
 // Package meta keeps Tern's metadata: which logs exist, their options, their
-// writer epochs and truncation points. Metadata changes at log creation and
-// deletion, writer changes and truncations, never per append.
+// writer epochs and truncation points, and their subscriptions' cursors.
+// Metadata changes at log creation and deletion, writer changes,
+// truncations and cursor commits, never per append.
 //
-// Store is implemented on a bbolt file in the data directory (OpenBolt), for
-// a program that embeds Tern without etcd. Every implementation passes the
-// acceptance suite in package metatest.
+// Store is implemented on etcd (OpenEtcd), for servers, and on a bbolt file
+// in the data directory (OpenBolt), for a program that embeds Tern without
+// etcd. Every implementation passes the acceptance suite in package metatest.
 package meta
 
 import (
@@ -20,6 +21,12 @@ var (
 	ErrExist = errors.New("meta: log already exists")
 	// ErrLocked is returned when another process holds the store.
 	ErrLocked = errors.New("meta: store is in use by another process")
+	// ErrSubNotFound is returned for a subscription that does not exist (of
+	// a log that does).
+	ErrSubNotFound = errors.New("meta: subscription not found")
+	// ErrSubExist is returned when creating a subscription whose name is
+	// taken on its log.
+	ErrSubExist = errors.New("meta: subscription already exists")
 )
 
 // Log is the metadata of one log.
@@ -33,6 +40,34 @@ type Log struct {
 	Epoch uint64
 	// Start is the truncation point: offsets below it may be gone.
 	Start uint64
+}
+
+// Sub is a subscription: a named, durable cursor on a log.
+type Sub struct {
+	Name    string
+	Created time.Time // set by CreateSub
+	// Cursor is the next offset to deliver: the subscriber has acknowledged
+	// every entry below it.
+	Cursor uint64
+	// Pin says retention keeps the entries at and above Cursor.
+	Pin bool
+}
+
+// Claim is a writer's hold on the epoch it was given by ClaimWriter. A Claim
+// is safe for concurrent use.
+type Claim interface {
+	// Epoch is the claimed epoch.
+	Epoch() uint64
+	// Valid reports, without I/O, whether the store can still prove that the
+	// claim holds: no newer epoch has been seen and the lease behind the
+	// claim, if the store has leases, cannot have expired. A writer checks it
+	// before every acknowledgement.
+	Valid() bool
+	// Lost is closed once Valid has become false for good.
+	Lost() <-chan struct{}
+	// Release gives the claim up. The epoch stays stored: Release never lets
+	// an older writer back in.
+	Release(ctx context.Context) error
 }
 
 // Store is the metadata store. Implementations are safe for concurrent use.
@@ -50,9 +85,33 @@ type Store interface {
 	// BumpEpoch atomically increments the log's epoch and returns the new
 	// value, durably stored before it returns.
 	BumpEpoch(ctx context.Context, name string) (uint64, error)
+	// ClaimWriter bumps the log's epoch as BumpEpoch does and returns a Claim
+	// on the new epoch. The claim is lost when a newer epoch is stored (by
+	// this process or another one sharing the store), when its lease cannot
+	// be renewed in time, or when the store is closed.
+	ClaimWriter(ctx context.Context, name string) (Claim, error)
 	// AdvanceStart raises the log's Start to start if that is higher (it never
 	// moves back) and returns the Start now stored.
 	AdvanceStart(ctx context.Context, name string, start uint64) (uint64, error)
-	// Close releases the store.
+
+	// CreateSub stores a new subscription s on the named log, with s.Name,
+	// s.Cursor and s.Pin, and returns it with Created set. It fails with
+	// ErrNotFound if the log does not exist, ErrSubExist if the name is taken.
+	CreateSub(ctx context.Context, log string, s Sub) (Sub, error)
+	// Sub returns a subscription, or ErrNotFound / ErrSubNotFound.
+	Sub(ctx context.Context, log, name string) (Sub, error)
+	// ListSubs returns the log's subscriptions by name (nil if none), or
+	// ErrNotFound.
+	ListSubs(ctx context.Context, log string) ([]Sub, error)
+	// DeleteSub removes a subscription, or returns ErrNotFound /
+	// ErrSubNotFound. DeleteLog removes a log's subscriptions with it.
+	DeleteSub(ctx context.Context, log, name string) error
+	// CommitCursor raises a subscription's cursor to cursor if that is
+	// higher (it never moves back) and returns the cursor now stored.
+	CommitCursor(ctx context.Context, log, name string, cursor uint64) (uint64, error)
+	// SeekCursor sets a subscription's cursor to cursor, up or down.
+	SeekCursor(ctx context.Context, log, name string, cursor uint64) error
+
+	// Close releases the store. Claims made through it are lost.
 	Close() error
 }

@@ -11,13 +11,16 @@ import (
 	"github.com/ternwal/tern/internal/segment"
 )
 
-// group is a batch being built by appenders and then committed as one.
+// group is a batch being built by appenders and then committed as one, or a
+// time tick, which takes a place in the queue but writes nothing.
 type group struct {
-	b       *record.Builder // from builders; returned once the batch is written
+	b       *record.Builder // from builders; returned once the batch is written; nil for a tick
+	isTick  bool
+	tick    uint64 // the tick's time, for a tick
 	epoch   uint64
 	maxTime int64
 	done    chan struct{} // closed when base and err are set
-	base    uint64
+	base    uint64        // for a tick, its position: the tail when its turn came
 	err     error
 }
 
@@ -29,9 +32,11 @@ var builders = sync.Pool{New: func() any { return new(record.Builder) }}
 func (g *group) finish(err error) {
 	g.err = err
 	close(g.done)
-	g.b.Reset()
-	builders.Put(g.b)
-	g.b = nil
+	if g.b != nil {
+		g.b.Reset()
+		builders.Put(g.b)
+		g.b = nil
+	}
 }
 
 // Pending is an append waiting for its acknowledgement.
@@ -86,7 +91,7 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 		return Pending{}, ErrFenced
 	}
 	var g *group
-	if n := len(l.queue); n > 0 && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
+	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
 		g = l.queue[n-1]
 	} else {
 		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, done: make(chan struct{})}
@@ -103,6 +108,35 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 		l.signal()
 	}
 	return p, nil
+}
+
+// AppendTick queues a time tick from the writer of the given epoch. Its
+// position is the offset the next entry queued after it will get: it is
+// delivered, to the readers that asked for ticks, after every entry queued
+// before it and before every entry queued after it. Nothing is written; the
+// Pending completes when the tick has been delivered to the readers, with
+// its position as the offset.
+func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return Pending{}, ErrClosed
+	case l.failed != nil:
+		l.mu.Unlock()
+		return Pending{}, l.failed
+	case epoch != l.epoch:
+		l.mu.Unlock()
+		return Pending{}, ErrFenced
+	}
+	g := &group{isTick: true, tick: t, epoch: epoch, done: make(chan struct{})}
+	l.queue = append(l.queue, g)
+	wasIdle := len(l.queue) == 1
+	l.mu.Unlock()
+	if wasIdle {
+		l.signal()
+	}
+	return Pending{g: g}, nil
 }
 
 func (l *Log) signal() {
@@ -140,7 +174,11 @@ func (l *Log) commit(groups []*group) {
 	l.mu.Lock()
 	epoch, failed := l.epoch, l.failed
 	l.mu.Unlock()
+	if failed == nil && l.owned != nil && !l.owned() {
+		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (its metadata lease lapsed)", ErrFenced)
+	}
 	live := groups[:0]
+	entries := false
 	for _, g := range groups {
 		switch {
 		case failed != nil:
@@ -149,18 +187,37 @@ func (l *Log) commit(groups []*group) {
 			g.finish(ErrFenced)
 		default:
 			live = append(live, g)
+			entries = entries || !g.isTick
 		}
 	}
 	if len(live) == 0 {
 		return
 	}
-	if err := l.write(live); err != nil {
-		for _, g := range live {
-			g.finish(err)
+	if entries {
+		if err := l.write(live); err != nil {
+			// The ticks of the round are still delivered, at the tail the
+			// failed entries leave.
+			for _, g := range live {
+				if g.isTick {
+					g.base = l.tail
+				} else {
+					g.finish(err)
+				}
+			}
+			l.publish(live)
+			for _, g := range live {
+				if g.isTick {
+					g.finish(nil)
+				}
+			}
+			return
 		}
-		return
+	} else {
+		for _, g := range live {
+			g.base = l.tail
+		}
 	}
-	l.publish()
+	l.publish(live)
 	for _, g := range live {
 		g.finish(nil)
 	}
@@ -170,12 +227,23 @@ func (l *Log) commit(groups []*group) {
 // due, and syncs in SyncAlways mode. On failure it restores the segment to
 // its state before the round, or marks the log failed.
 func (l *Log) write(groups []*group) error {
-	if err := l.roll(groups[0].epoch, groups[0].b.Bytes()); err != nil {
+	incoming := 0
+	for _, g := range groups {
+		if !g.isTick {
+			incoming = g.b.Bytes()
+			break
+		}
+	}
+	if err := l.roll(groups[0].epoch, incoming); err != nil {
 		return err
 	}
 	mark, tail := l.w.Mark(), l.tail
 	err := func() error {
 		for _, g := range groups {
+			if g.isTick {
+				g.base = l.tail
+				continue
+			}
 			batch := g.b.Finish(l.tail, g.epoch)
 			h := record.Header{BaseOffset: l.tail, Count: uint32(g.b.Count())}
 			if err := l.w.Append(batch, h, g.maxTime); err != nil {
@@ -238,11 +306,21 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 	return nil
 }
 
-// publish makes the committed appends visible to readers and wakes them.
-func (l *Log) publish() {
+// publish makes the committed appends visible to readers, hands the round's
+// ticks to the readers that take them, and wakes the readers.
+func (l *Log) publish(round []*group) {
 	l.mu.Lock()
 	l.end = l.tail
-	l.active = l.w.Info()
+	if l.w != nil {
+		l.active = l.w.Info()
+	}
+	for _, g := range round {
+		if g.isTick && g.err == nil {
+			for r := range l.tickReaders {
+				r.addTick(Tick{Time: g.tick, Offset: g.base})
+			}
+		}
+	}
 	close(l.advanced)
 	l.advanced = make(chan struct{})
 	l.mu.Unlock()
@@ -293,7 +371,11 @@ func (l *Log) Sync() error {
 // first. When Fence returns, no append of an older epoch will be
 // acknowledged: the round in flight has finished and queued appends of older
 // epochs have failed with ErrFenced.
-func (l *Log) Fence(epoch uint64) error {
+//
+// owned, if not nil, is asked before every commit round whether the writer
+// can still prove it holds epoch (its metadata claim); when it says no, the
+// round fails with ErrFenced and nothing of it is written. It must be cheap.
+func (l *Log) Fence(epoch uint64, owned func() bool) error {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()
@@ -304,7 +386,7 @@ func (l *Log) Fence(epoch uint64) error {
 	if epoch <= l.epoch {
 		return fmt.Errorf("wal: fence with epoch %d, which is not above the current %d", epoch, l.epoch)
 	}
-	l.epoch = epoch
+	l.epoch, l.owned = epoch, owned
 	for _, g := range l.queue {
 		g.finish(ErrFenced)
 	}

@@ -102,8 +102,11 @@ type Log struct {
 	end      uint64         // offset after the last acknowledged entry
 	sealed   []segment.Info // sealed segments, oldest first
 	active   segment.Info   // the active segment as acknowledged; Path "" if none
-	advanced chan struct{}  // closed when end moves or the log closes
+	advanced chan struct{}  // closed when end moves, ticks arrive, or the log closes
+	owned    func() bool    // the current writer's claim check; nil: always owned
 	closed   bool
+
+	tickReaders map[*Reader]struct{} // the readers that take ticks
 	failed   error
 
 	wake     chan struct{}
@@ -125,6 +128,8 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		epoch:    opts.Epoch,
 		advanced: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
+
+		tickReaders: map[*Reader]struct{}{},
 		finished: make(chan struct{}),
 	}
 	if err := l.recover(); err != nil {
@@ -229,8 +234,9 @@ func (l *Log) Stats() Stats {
 	return s
 }
 
-// Close finishes the queued appends, syncs, and closes the files. Readers
-// waiting at the tail return ErrClosed.
+// Close finishes the queued appends, seals the active segment (or, if the
+// log has failed, syncs what it can), and closes the files. Readers waiting
+// at the tail return ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -249,10 +255,18 @@ func (l *Log) Close() error {
 	defer l.commitMu.Unlock()
 	var err error
 	if l.w != nil {
-		if l.dirty {
-			err = l.w.Sync()
+		l.mu.Lock()
+		failed := l.failed
+		l.mu.Unlock()
+		if info := l.w.Info(); failed == nil && info.Next > info.Base {
+			// Sealed, the segment needs no recovery scan at the next Open.
+			_, err = l.w.Seal()
+		} else {
+			if l.dirty {
+				err = l.w.Sync()
+			}
+			err = errors.Join(err, l.w.Close())
 		}
-		err = errors.Join(err, l.w.Close())
 		l.w = nil
 	}
 	l.mu.Lock()

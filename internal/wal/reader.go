@@ -13,11 +13,26 @@ import (
 	"github.com/ternwal/tern/internal/vfs"
 )
 
-// Entry is an entry read from the log.
+// Entry is an entry read from the log, or a time tick.
 type Entry struct {
 	Offset uint64
 	record.Entry
+	// IsTick marks a time tick, which is not an entry: Tick is its time and
+	// Offset its position (every entry below it comes before it).
+	IsTick bool
+	Tick   uint64
 }
+
+// Tick is a time tick at a position in the log.
+type Tick struct {
+	Time   uint64
+	Offset uint64 // every entry below Offset comes before the tick
+}
+
+// maxQueuedTicks bounds the ticks waiting for one reader. A reader that
+// falls that far behind gets the newest tick in place of the last waiting
+// one (ticks only ever move forward, so the newest says the most).
+const maxQueuedTicks = 1 << 16
 
 // Reader reads a log in offset order from a starting offset, and waits at the
 // tail for new acknowledged entries. It never returns an entry that was not
@@ -32,36 +47,80 @@ type Reader struct {
 	seg  segment.Info // the segment the scanner reads
 	f    vfs.File
 	sc   *segment.Scanner
+
+	ticks []Tick // guarded by l.mu; ticks not yet returned, oldest first
+}
+
+// addTick queues t for the reader. The caller holds l.mu. A tick at the same
+// position as the last waiting one replaces it: a reader that has not yet
+// seen the older one learns nothing more from it.
+func (r *Reader) addTick(t Tick) {
+	if n := len(r.ticks); n > 0 && (r.ticks[n-1].Offset == t.Offset || n >= maxQueuedTicks) {
+		r.ticks[n-1] = t
+		return
+	}
+	r.ticks = append(r.ticks, t)
+}
+
+// tickBefore returns and removes the oldest waiting tick if its position is
+// at or below off.
+func (r *Reader) tickBefore(off uint64) (Entry, bool) {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	if len(r.ticks) == 0 || r.ticks[0].Offset > off {
+		return Entry{}, false
+	}
+	t := r.ticks[0]
+	r.ticks = r.ticks[1:]
+	return Entry{Offset: t.Offset, IsTick: true, Tick: t.Time}, true
+}
+
+// head is the offset of the next entry the reader returns.
+func (r *Reader) head() uint64 {
+	if len(r.buf) > 0 {
+		return r.buf[0].Offset
+	}
+	return r.next
 }
 
 // NewReader returns a Reader positioned at from, which must lie between the
 // log's start and end (inclusive: a Reader at the end waits for the next
-// append).
-func (l *Log) NewReader(from uint64) (*Reader, error) {
+// append). With ticks, the Reader also returns the time ticks appended from
+// now on, in their places between the entries.
+func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 	l.mu.Lock()
-	start, end, closed := l.start, l.end, l.closed
-	l.mu.Unlock()
+	defer l.mu.Unlock()
 	switch {
-	case closed:
+	case l.closed:
 		return nil, ErrClosed
-	case from < start:
-		return nil, &TruncatedError{Offset: from, Start: start}
-	case from > end:
-		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, end)
+	case from < l.start:
+		return nil, &TruncatedError{Offset: from, Start: l.start}
+	case from > l.end:
+		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, l.end)
 	}
-	return &Reader{l: l, next: from}, nil
+	r := &Reader{l: l, next: from}
+	if ticks {
+		l.tickReaders[r] = struct{}{}
+	}
+	return r, nil
 }
 
-// Next returns the next entry, waiting for it at the tail until ctx ends.
+// Next returns the next entry or tick, waiting for one at the tail until ctx
+// ends.
 func (r *Reader) Next(ctx context.Context) (Entry, error) {
-	for len(r.buf) == 0 {
+	for {
+		if t, ok := r.tickBefore(r.head()); ok {
+			return t, nil
+		}
+		if len(r.buf) > 0 {
+			e := r.buf[0]
+			r.buf = r.buf[1:]
+			return e, nil
+		}
 		if err := r.fill(ctx, true); err != nil {
 			return Entry{}, err
 		}
 	}
-	e := r.buf[0]
-	r.buf = r.buf[1:]
-	return e, nil
 }
 
 // NextBatch returns up to max entries (at least one), waiting at the tail for
@@ -72,6 +131,10 @@ func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	}
 	var out []Entry
 	for len(out) < max {
+		if t, ok := r.tickBefore(r.head()); ok {
+			out = append(out, t)
+			continue
+		}
 		if len(r.buf) == 0 {
 			err := r.fill(ctx, len(out) == 0)
 			if err == errWouldWait || (err != nil && len(out) > 0) {
@@ -83,6 +146,7 @@ func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 			continue
 		}
 		n := min(max-len(out), len(r.buf))
+		n = r.entriesBefore(n)
 		out = append(out, r.buf[:n]...)
 		r.buf = r.buf[n:]
 	}
@@ -91,17 +155,37 @@ func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 
 var errWouldWait = errors.New("wal: reader would wait")
 
-// fill decodes the batch holding the next offset into buf.
+// entriesBefore returns how many of the first n buffered entries come before
+// the oldest waiting tick.
+func (r *Reader) entriesBefore(n int) int {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	if len(r.ticks) == 0 {
+		return n
+	}
+	pos := r.ticks[0].Offset
+	k := 0
+	for k < n && r.buf[k].Offset < pos {
+		k++
+	}
+	return k
+}
+
+// fill decodes the batch holding the next offset into buf. It returns with
+// buf empty when a tick at the next offset has arrived.
 func (r *Reader) fill(ctx context.Context, wait bool) error {
 	for retried := false; ; {
 		l := r.l
 		l.mu.Lock()
 		start, end, advanced, closed := l.start, l.end, l.advanced, l.closed
 		seg, found := l.locate(r.next)
+		tick := len(r.ticks) > 0 && r.ticks[0].Offset <= r.next
 		l.mu.Unlock()
 		switch {
 		case closed:
 			return ErrClosed
+		case tick:
+			return nil
 		case r.next < start:
 			return &TruncatedError{Offset: r.next, Start: start}
 		case r.next >= end || !found:
@@ -183,9 +267,13 @@ func (r *Reader) closeFile() {
 	}
 }
 
-// Close releases the Reader's file.
+// Close releases the Reader's file and stops its ticks.
 func (r *Reader) Close() error {
 	r.closeFile()
 	r.buf = nil
+	r.l.mu.Lock()
+	delete(r.l.tickReaders, r)
+	r.ticks = nil
+	r.l.mu.Unlock()
 	return nil
 }

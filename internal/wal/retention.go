@@ -16,6 +16,10 @@ type Retention struct {
 	Age     time.Duration // delete segments whose newest entry is older
 	Bytes   int64         // delete the oldest segment while the rest hold at least this many bytes
 	Entries uint64        // delete the oldest segment while the rest hold at least this many entries
+	// Keep pins the segments holding offsets at or above it (the lowest
+	// cursor of the subscriptions that pin retention): the bounds above do
+	// not delete them. Truncation does. Zero pins everything.
+	Keep uint64
 }
 
 // Truncate raises the start to before, which the caller has stored durably,
@@ -37,6 +41,9 @@ func (l *Log) Truncate(before uint64) error {
 // those wholly below the start.
 func (l *Log) ApplyRetention(now time.Time, r Retention) error {
 	return l.deleteSealed(func(s segment.Info, rest Stats) bool {
+		if s.Next > r.Keep {
+			return false
+		}
 		return (r.Age > 0 && now.Sub(time.Unix(0, s.MaxTime)) > r.Age) ||
 			(r.Bytes > 0 && rest.Bytes >= r.Bytes) ||
 			(r.Entries > 0 && rest.End-rest.Start >= r.Entries)

@@ -17,13 +17,15 @@ import (
 
 // Run runs the suite against stores made by open, one per subtest. open must
 // return a store with no logs; Run closes it when the subtest ends, before any
-// cleanup open registered on t runs.
+// cleanup open registered on t runs, unless the subtest is one that tests
+// Close itself.
 func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 	t.Helper()
-	tests := []struct {
+	type test struct {
 		name string
 		fn   func(t *testing.T, s meta.Store)
-	}{
+	}
+	tests := []test{
 		{"CreateGet", testCreateGet},
 		{"CreateIgnoresAssignedFields", testCreateIgnoresAssignedFields},
 		{"OptionsNotAliased", testOptionsNotAliased},
@@ -38,6 +40,24 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ConcurrentAdvanceStart", testConcurrentAdvanceStart},
 		{"Recreate", testRecreate},
 		{"CanceledContext", testCanceledContext},
+
+		{"Subs", testSubs},
+		{"SubNotFound", testSubNotFound},
+		{"ConcurrentCreateSub", testConcurrentCreateSub},
+		{"CommitCursor", testCommitCursor},
+		{"ConcurrentCommitCursor", testConcurrentCommitCursor},
+		{"SeekCursor", testSeekCursor},
+		{"SubsOfTwoLogs", testSubsOfTwoLogs},
+		{"SubsDeletedWithLog", testSubsDeletedWithLog},
+		{"CanceledContextSubs", testCanceledContextSubs},
+
+		{"ClaimWriter", testClaimWriter},
+		{"ClaimLostToNewerClaim", testClaimLostToNewerClaim},
+		{"ClaimLostToBumpEpoch", testClaimLostToBumpEpoch},
+		{"ConcurrentClaimWriter", testConcurrentClaimWriter},
+		{"ClaimRelease", testClaimRelease},
+		{"ClaimLostToDeleteLog", testClaimLostToDeleteLog},
+		{"CanceledContextClaims", testCanceledContextClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +68,14 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 				}
 			})
 			tc.fn(t, s)
+		})
+	}
+	// These close the store themselves.
+	for _, tc := range []test{
+		{"ClaimLostToClose", testClaimLostToClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, open(t))
 		})
 	}
 }

@@ -1,0 +1,72 @@
+package rpcerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ternwal/tern/internal/segment"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Every error crosses the wire as its code and comes back matching the same
+// sentinel, with the server's message, through a status and through Proto.
+func TestRoundTrip(t *testing.T) {
+	for _, m := range mappings {
+		err := fmt.Errorf("%w: details of %s", m.err, m.reason)
+		switch m.err {
+		case segment.ErrCorrupt:
+			err = &segment.CorruptError{Path: "/x.seg", Pos: 7, Err: errors.New("bad crc")}
+		case wal.ErrTruncated:
+			err = &wal.TruncatedError{Offset: 1, Start: 2}
+		}
+		st := Status(err)
+		if st.Code() != m.code {
+			t.Errorf("%v: code %v, want %v", err, st.Code(), m.code)
+		}
+		for name, back := range map[string]error{"status": Error(st.Err()), "proto": FromProto(Proto(err))} {
+			if !errors.Is(back, m.err) {
+				t.Errorf("%v through %s came back as %v, which does not match %v", err, name, back, m.err)
+			}
+			if back.Error() != err.Error() {
+				t.Errorf("%v through %s reads %q", err, name, back.Error())
+			}
+		}
+	}
+}
+
+func TestTruncatedCarriesStart(t *testing.T) {
+	err := fmt.Errorf("read: %w", &wal.TruncatedError{Offset: 3, Start: 42})
+	for _, back := range []error{Error(Status(err).Err()), FromProto(Proto(err))} {
+		te, ok := errors.AsType[*wal.TruncatedError](back)
+		if !ok || te.Offset != 3 || te.Start != 42 {
+			t.Fatalf("came back as %#v, want a TruncatedError at 3 starting at 42", back)
+		}
+	}
+}
+
+func TestOtherErrors(t *testing.T) {
+	if Status(nil) != nil || Error(nil) != nil {
+		t.Fatal("nil error became a status")
+	}
+	if st := Status(errors.New("boom")); st.Code() != codes.Internal {
+		t.Errorf("an unknown error is %v, want Internal", st.Code())
+	}
+	if back := Error(Status(context.Canceled).Err()); !errors.Is(back, context.Canceled) {
+		t.Errorf("a cancellation came back as %v", back)
+	}
+	if back := Error(Status(context.DeadlineExceeded).Err()); !errors.Is(back, context.DeadlineExceeded) {
+		t.Errorf("a deadline came back as %v", back)
+	}
+	plain := status.Error(codes.Unavailable, "connection refused")
+	if back := Error(plain); status.Code(back) != codes.Unavailable {
+		t.Errorf("a transport error came back as %v", back)
+	}
+	if st := Status(plain); st.Code() != codes.Unavailable {
+		t.Errorf("a status error became %v", st.Code())
+	}
+}

@@ -1,0 +1,54 @@
+// Package server is the gRPC service of tern serve: the Tern API of
+// api/ternpb, implemented on an embedded tern.Client.
+//
+// The caller builds and runs the grpc.Server, with its own options, and calls
+// Register. A gRPC server receives messages of at most 4 MiB by default, less
+// than one entry may be (tern.DefaultMaxEntryBytes, 8 MiB): set
+// grpc.MaxRecvMsgSize on the server, and grpc.MaxCallRecvMsgSize and
+// MaxCallSendMsgSize on clients, to MaxMessageBytes (at least
+// tern.DefaultMaxEntryBytes plus headroom). A log whose MaxEntryBytes is over
+// the message limit can hold entries that cannot be sent.
+//
+// # Errors
+//
+// Every error is a gRPC status built by rpcerr.Status: a code and an
+// ErrorInfo whose reason names Tern's error (see api/ternpb/tern.proto), so
+// that rpcerr.Error on the client gives back an error that matches the same
+// sentinel (errors.Is(err, tern.ErrFenced)). A failed batch in AppendStream
+// is an AppendResponse whose error is rpcerr.Proto of the error, and the
+// stream goes on.
+//
+// # Writers
+//
+// OpenWriter opens a tern.Writer with a new epoch and keeps it, keyed by log
+// and epoch, until a newer writer is opened on the log (the older ones are
+// then closed), the log is deleted, or the Server closes. Appends name the
+// epoch; an epoch the Server does not hold fails with FAILED_PRECONDITION
+// (FENCED), also the log's newest epoch after a server restart: the client
+// opens a new writer.
+//
+// # Streams
+//
+// AppendStream answers every request, in order, once its batch is durable
+// or has failed. About 1024 requests are in flight per stream; beyond that
+// the server stops receiving (back-pressure, not an error). A single-entry
+// request is queued without waiting; a request of several entries is queued
+// after the requests before it and waits to be durable before the next
+// request is queued (the library has no asynchronous batch append), so
+// pipelining pays off for single-entry requests.
+//
+// Read sends entries in offset order, at most max_batch (default 1024, at
+// most 65536) and about 1 MiB of payload per response; a time tick comes
+// alone in its own response, in its place. Without follow the stream ends at
+// the log's end as of the request; with follow it waits at the tail, costing
+// nothing while idle, until the client cancels.
+//
+// Subscribe starts with a Start message; the client's later messages are
+// Acks. When the client closes its side of the stream (CloseSend), the server
+// applies the acks received, commits the subscription's cursor and ends the
+// stream with OK: a client that waits for the end of the stream after
+// CloseSend knows its acks are committed. An Ack the subscriber cannot take
+// (an offset not delivered) ends the stream with the error.
+//
+// Server.Close ends every open stream with UNAVAILABLE (CLOSED).
+package server

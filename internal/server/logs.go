@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/api/ternpb"
+)
+
+// CreateLog creates a log.
+func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*ternpb.LogInfo, error) {
+	opts, err := logOptions(req.GetOptions())
+	if err != nil {
+		return nil, wire(err)
+	}
+	l, err := s.c.CreateLog(ctx, req.GetName(), opts)
+	if err != nil {
+		return nil, wire(err)
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		return nil, wire(err)
+	}
+	return logInfoProto(info), nil
+}
+
+// DescribeLog describes a log as it is now.
+func (s *Server) DescribeLog(ctx context.Context, req *ternpb.DescribeLogRequest) (*ternpb.LogInfo, error) {
+	l, err := s.c.OpenLog(ctx, req.GetName())
+	if err != nil {
+		return nil, wire(err)
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		return nil, wire(err)
+	}
+	return logInfoProto(info), nil
+}
+
+// ListLogs describes the logs whose names start with the prefix.
+func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*ternpb.ListLogsResponse, error) {
+	infos, err := s.c.ListLogs(ctx, req.GetPrefix())
+	if err != nil {
+		return nil, wire(err)
+	}
+	resp := &ternpb.ListLogsResponse{Logs: make([]*ternpb.LogInfo, len(infos))}
+	for i, info := range infos {
+		resp.Logs[i] = logInfoProto(info)
+	}
+	return resp, nil
+}
+
+// DeleteLog deletes a log and its data, and drops the Server's writers of it.
+func (s *Server) DeleteLog(ctx context.Context, req *ternpb.DeleteLogRequest) (*ternpb.DeleteLogResponse, error) {
+	if err := s.c.DeleteLog(ctx, req.GetName()); err != nil {
+		return nil, wire(err)
+	}
+	s.dropWriters(req.GetName(), fmt.Errorf("%w: log %q was deleted", tern.ErrClosed, req.GetName()))
+	return &ternpb.DeleteLogResponse{}, nil
+}
+
+// TruncateLog moves the log's start up to before.
+func (s *Server) TruncateLog(ctx context.Context, req *ternpb.TruncateLogRequest) (*ternpb.TruncateLogResponse, error) {
+	l, err := s.c.OpenLog(ctx, req.GetName())
+	if err != nil {
+		return nil, wire(err)
+	}
+	if err := l.Truncate(ctx, tern.Offset(req.GetBefore())); err != nil {
+		return nil, wire(err)
+	}
+	return &ternpb.TruncateLogResponse{}, nil
+}
+
+// logOptions converts the API's log options; nil is the defaults.
+func logOptions(o *ternpb.LogOptions) (tern.LogOptions, error) {
+	if o == nil {
+		return tern.LogOptions{}, nil
+	}
+	fsync, err := tern.ParseFsync(o.GetFsync())
+	if err != nil {
+		return tern.LogOptions{}, errInvalid("%v", err)
+	}
+	segAge, err := duration("segment_age", o.GetSegmentAge())
+	if err != nil {
+		return tern.LogOptions{}, err
+	}
+	retAge, err := duration("retention_age", o.GetRetentionAge())
+	if err != nil {
+		return tern.LogOptions{}, err
+	}
+	return tern.LogOptions{
+		Fsync:            fsync,
+		SegmentBytes:     o.GetSegmentBytes(),
+		SegmentAge:       segAge,
+		RetentionAge:     retAge,
+		RetentionBytes:   o.GetRetentionBytes(),
+		RetentionEntries: o.GetRetentionEntries(),
+		MaxEntryBytes:    int(o.GetMaxEntryBytes()),
+	}, nil
+}
+
+// duration converts an optional duration field; nil is zero.
+func duration(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, errInvalid("%s: %v", field, err)
+	}
+	return d.AsDuration(), nil
+}
+
+func durationProto(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+func logOptionsProto(o tern.LogOptions) *ternpb.LogOptions {
+	return &ternpb.LogOptions{
+		Fsync:            o.Fsync.String(),
+		SegmentBytes:     o.SegmentBytes,
+		SegmentAge:       durationProto(o.SegmentAge),
+		RetentionAge:     durationProto(o.RetentionAge),
+		RetentionBytes:   o.RetentionBytes,
+		RetentionEntries: o.RetentionEntries,
+		MaxEntryBytes:    int64(o.MaxEntryBytes),
+	}
+}
+
+func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
+	return &ternpb.LogInfo{
+		Name:            info.Name,
+		Id:              info.ID,
+		CreatedUnixNano: info.Created.UnixNano(),
+		Options:         logOptionsProto(info.Options),
+		Start:           uint64(info.Start),
+		End:             uint64(info.End),
+		Bytes:           info.Bytes,
+		Segments:        int64(info.Segments),
+		Epoch:           info.Epoch,
+	}
+}

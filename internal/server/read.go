@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/api/ternpb"
+)
+
+const (
+	defaultReadBatch = 1024
+	maxReadBatch     = 1 << 16
+	// maxResponseBytes is about the most entry bytes in one ReadResponse; an
+	// entry larger than that goes alone.
+	maxResponseBytes = 1 << 20
+	// entryOverhead bounds the protobuf framing of one entry beyond its
+	// payload and properties' bytes.
+	entryOverhead = 64
+)
+
+// Read streams entries from an offset, following the tail if asked.
+func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) error {
+	if req.GetTicks() && !req.GetFollow() {
+		return wire(errInvalid("ticks are delivered only to a reader that follows the tail: set follow"))
+	}
+	max, err := readBatch(req.GetMaxBatch())
+	if err != nil {
+		return wire(err)
+	}
+	ctx, end, err := s.stream(stream.Context(), "read")
+	if err != nil {
+		return wire(err)
+	}
+	defer end()
+
+	l, err := s.c.OpenLog(ctx, req.GetLog())
+	if err != nil {
+		return wire(err)
+	}
+	var opts []tern.ReadOption
+	if req.GetTicks() {
+		opts = append(opts, tern.WithTicks())
+	}
+	r, err := l.OpenReader(ctx, tern.Offset(req.GetFrom()), opts...)
+	if err != nil {
+		return wire(err)
+	}
+	defer r.Close()
+	info, err := l.Info(ctx)
+	if err != nil {
+		return wire(err)
+	}
+
+	next := tern.Offset(req.GetFrom())
+	for req.GetFollow() || next < info.End {
+		n := max
+		if !req.GetFollow() {
+			n = int(min(uint64(max), uint64(info.End-next)))
+		}
+		es, err := r.NextBatch(ctx, n)
+		if err != nil {
+			return wire(s.streamErr("read", err))
+		}
+		if err := s.send(stream, es); err != nil {
+			return wire(s.streamErr("read", err))
+		}
+		for _, e := range es {
+			if !e.IsTick {
+				next = e.Offset + 1
+			}
+		}
+	}
+	return nil
+}
+
+func readBatch(n uint32) (int, error) {
+	switch {
+	case n == 0:
+		return defaultReadBatch, nil
+	case n > maxReadBatch:
+		return 0, errInvalid("max_batch %d is over the limit of %d entries", n, maxReadBatch)
+	}
+	return int(n), nil
+}
+
+// sender is a stream of ReadResponses.
+type sender interface {
+	Send(*ternpb.ReadResponse) error
+}
+
+// send sends es in order: entries packed into responses of about
+// maxResponseBytes, and each tick alone.
+func (s *Server) send(stream sender, es []tern.Entry) error {
+	var batch []*ternpb.Entry
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := stream.Send(&ternpb.ReadResponse{Entries: batch}); err != nil {
+			return err
+		}
+		s.metrics.readEntries.Add(float64(len(batch)))
+		batch, size = nil, 0
+		return nil
+	}
+	for _, e := range es {
+		if e.IsTick {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := stream.Send(&ternpb.ReadResponse{Tick: &ternpb.TimeTick{Time: e.Tick, Offset: uint64(e.Offset)}}); err != nil {
+				return err
+			}
+			continue
+		}
+		n := entryOverhead + len(e.Payload)
+		for k, v := range e.Properties {
+			n += entryOverhead + len(k) + len(v)
+		}
+		if n > MaxMessageBytes {
+			return fmt.Errorf("%w: entry %d has %d bytes, over the %d bytes a message can carry", tern.ErrTooLarge, e.Offset, n, MaxMessageBytes)
+		}
+		if size+n > maxResponseBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, &ternpb.Entry{
+			Offset:       uint64(e.Offset),
+			Payload:      e.Payload,
+			Properties:   e.Properties,
+			TimeUnixNano: e.Time.UnixNano(),
+		})
+		size += n
+	}
+	return flush()
+}
+
+// errClientDone is how the acknowledgements of a Subscribe stream end when
+// the client closes its side.
+var errClientDone = errors.New("server: the client closed the stream")
+
+// Subscribe streams a subscription's entries and takes the client's
+// acknowledgements. A goroutine receives the acknowledgements and hands
+// them to the Subscriber; this one sends.
+func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
+	ctx, end, err := s.stream(stream.Context(), "subscribe")
+	if err != nil {
+		return wire(err)
+	}
+	defer end()
+
+	// Receive in a goroutine: Recv does not end with ctx, and Close must
+	// not wait for a client that sends nothing.
+	type recv struct {
+		req *ternpb.SubscribeRequest
+		err error
+	}
+	first := make(chan recv, 1)
+	go func() {
+		req, err := stream.Recv()
+		first <- recv{req, err}
+	}()
+	var start *ternpb.SubscribeRequest_Start
+	select {
+	case r := <-first:
+		if r.err == io.EOF {
+			return nil // nothing asked
+		}
+		if r.err != nil {
+			return wire(s.streamErr("subscribe", r.err))
+		}
+		if start = r.req.GetStart(); start == nil {
+			return wire(errInvalid("the first message of a Subscribe stream must be Start"))
+		}
+	case <-ctx.Done():
+		return wire(s.streamErr("subscribe", ctx.Err()))
+	}
+
+	l, err := s.c.OpenLog(ctx, start.GetLog())
+	if err != nil {
+		return wire(err)
+	}
+	var opts []tern.ReadOption
+	if start.GetTicks() {
+		opts = append(opts, tern.WithTicks())
+	}
+	sub, err := l.Subscribe(ctx, start.GetName(), opts...)
+	if err != nil {
+		return wire(err)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	acksDone := make(chan struct{})
+	go func() {
+		defer close(acksDone)
+		cancel(s.acks(stream, sub)) // always an error: the end of the acks
+	}()
+
+	for err == nil {
+		var es []tern.Entry
+		if es, err = sub.NextBatch(ctx, defaultReadBatch); err == nil {
+			err = s.send(stream, es)
+		}
+	}
+	if ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	// Close must not run while the acks goroutine may call Ack, but that
+	// goroutine may be blocked in Recv, which returns only once this
+	// handler has: wait for it only if it has ended or is ending.
+	select {
+	case <-acksDone:
+	case <-stream.Context().Done():
+		<-acksDone
+	default:
+	}
+	if cerr := sub.Close(); err == errClientDone {
+		err = cerr
+	}
+	return wire(s.streamErr("subscribe", err))
+}
+
+// acks hands the stream's acknowledgements to sub until the stream ends,
+// and returns why: errClientDone when the client closed its side.
+func (s *Server) acks(stream ternpb.Tern_SubscribeServer, sub *tern.Subscriber) error {
+	for {
+		req, err := stream.Recv()
+		switch {
+		case err == io.EOF:
+			return errClientDone
+		case err != nil:
+			return err
+		case req.GetAck() != nil:
+			if err := sub.Ack(tern.Offset(req.GetAck().GetOffset())); err != nil {
+				return err
+			}
+		case req.GetStart() != nil:
+			return errInvalid("a Subscribe stream has one Start: the later messages must be Acks")
+		default:
+			return errInvalid("a Subscribe message must be Start or Ack")
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/rpcerr"
+)
+
+// MaxMessageBytes is the gRPC message size limit that tern serve and the
+// remote client set (grpc.MaxRecvMsgSize, grpc.MaxCallRecvMsgSize and
+// grpc.MaxCallSendMsgSize): room for a batch of entries of
+// tern.DefaultMaxEntryBytes and more.
+const MaxMessageBytes = 64 << 20
+
+// Options configure a Server.
+type Options struct {
+	// Logger receives state changes: writers opened and fenced, streams that
+	// failed. Default: none.
+	Logger *slog.Logger
+	// Registerer receives the Server's metrics. Default: a registry of the
+	// Server's own, which nothing exports.
+	Registerer prometheus.Registerer
+}
+
+// Server implements the Tern gRPC service on a tern.Client. It is safe for
+// concurrent use.
+type Server struct {
+	ternpb.UnimplementedTernServer
+
+	c       *tern.Client
+	log     *slog.Logger
+	metrics *metrics
+
+	ctx      context.Context // canceled by Close
+	shutdown context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	writers map[string]map[uint64]*writer // by log and epoch
+	streams sync.WaitGroup                // the open streams; Add only under mu, before closed
+	closing sync.WaitGroup                // writers being closed in the background
+}
+
+// New returns a Server of c's logs. The Server does not own c: close the
+// Server before c.
+func New(c *tern.Client, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	s := &Server{
+		c:       c,
+		log:     opts.Logger,
+		metrics: newMetrics(opts.Registerer),
+		writers: map[string]map[uint64]*writer{},
+	}
+	s.ctx, s.shutdown = context.WithCancel(context.Background())
+	return s
+}
+
+// Register registers the Tern service on g. The handlers count requests in
+// tern_server_requests_total, and turn a panic into an INTERNAL status
+// instead of letting it end the process.
+func (s *Server) Register(g *grpc.Server) {
+	desc := ternpb.Tern_ServiceDesc
+	desc.Methods = make([]grpc.MethodDesc, len(ternpb.Tern_ServiceDesc.Methods))
+	for i, m := range ternpb.Tern_ServiceDesc.Methods {
+		h := m.Handler
+		m.Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (resp any, err error) {
+			defer s.observe(m.MethodName, &err)
+			return h(srv, ctx, dec, ic)
+		}
+		desc.Methods[i] = m
+	}
+	desc.Streams = make([]grpc.StreamDesc, len(ternpb.Tern_ServiceDesc.Streams))
+	for i, sd := range ternpb.Tern_ServiceDesc.Streams {
+		h := sd.Handler
+		sd.Handler = func(srv any, stream grpc.ServerStream) (err error) {
+			defer s.observe(sd.StreamName, &err)
+			return h(srv, stream)
+		}
+		desc.Streams[i] = sd
+	}
+	g.RegisterService(&desc, s)
+}
+
+// observe counts a finished request, turning a panic into an error.
+func (s *Server) observe(method string, err *error) {
+	if p := recover(); p != nil {
+		s.log.Error("handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "tern: internal error in %s", method)
+	}
+	*err = wire(*err)
+	s.metrics.requests.WithLabelValues(method, status.Code(*err).String()).Inc()
+}
+
+// wire returns err as a gRPC status error; see rpcerr.Status.
+func wire(err error) error { return rpcerr.Status(err).Err() }
+
+// errInvalid is a malformed request.
+func errInvalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", tern.ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// errShutdown ends the streams open when the Server closes.
+var errShutdown = fmt.Errorf("%w: the server is shutting down", tern.ErrClosed)
+
+// Close ends the open streams with UNAVAILABLE, waits for their handlers to
+// return (subscribers commit their cursors) and closes the writers the
+// Server opened. It does not close the tern.Client. Streams and OpenWriter
+// calls that arrive later fail with UNAVAILABLE.
+//
+// A handler blocked sending to a client that does not read (gRPC flow
+// control) returns only when the client reads or its transport ends: call
+// Close before grpc.Server.GracefulStop, and if Close does not return within
+// a grace period, grpc.Server.Stop ends the transports and so the wait.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.shutdown()
+	writers := s.writers
+	s.writers = nil
+	s.mu.Unlock()
+
+	s.streams.Wait()
+	var err error
+	for _, held := range writers {
+		for _, w := range held {
+			err = errors.Join(err, w.close())
+		}
+	}
+	s.closing.Wait()
+	return err
+}
+
+// stream registers an open stream of the given kind and returns its context,
+// canceled when the client goes or the Server closes, and the function that
+// ends it.
+func (s *Server) stream(ctx context.Context, kind string) (context.Context, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, errShutdown
+	}
+	s.streams.Add(1)
+	gauge := s.metrics.streams.WithLabelValues(kind)
+	gauge.Inc()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		gauge.Dec()
+		s.streams.Done()
+	}, nil
+}
+
+// streamErr is what a stream handler returns for err: UNAVAILABLE when the
+// Server closing ended the stream, err otherwise, logged at Debug unless the
+// client went away.
+func (s *Server) streamErr(kind string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return errShutdown
+	}
+	if code := status.Code(wire(err)); code != codes.Canceled && code != codes.DeadlineExceeded {
+		s.log.Debug("stream failed", "kind", kind, "err", err)
+	}
+	return err
+}

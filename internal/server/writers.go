@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/rpcerr"
+)
+
+// maxInFlight bounds the requests of one AppendStream queued or waiting for
+// their acknowledgement. Beyond it the stream stops receiving.
+const maxInFlight = 1024
+
+// writer is a tern.Writer the Server opened and holds.
+type writer struct {
+	*tern.Writer
+	log string
+
+	mu      sync.Mutex
+	dropped error // why the Server let the writer go; nil while held
+}
+
+// drop records why the Server let the writer go: its appends fail with
+// cause rather than with the ErrClosed of the closed tern.Writer.
+func (w *writer) drop(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dropped == nil {
+		w.dropped = cause
+	}
+}
+
+// fail is the error to answer for err from the writer.
+func (w *writer) fail(err error) error {
+	if !errors.Is(err, tern.ErrClosed) {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dropped != nil {
+		return w.dropped
+	}
+	return err
+}
+
+func (w *writer) close() error {
+	w.drop(errShutdown)
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close writer of %q, epoch %d: %w", w.log, w.Epoch(), err)
+	}
+	return nil
+}
+
+// closeInBackground closes ws, which the Server no longer holds. The caller
+// holds s.mu, and the Server is not closed.
+func (s *Server) closeInBackground(ws []*writer) {
+	for _, w := range ws {
+		s.closing.Go(func() {
+			if err := w.Close(); err != nil {
+				s.log.Warn("closing a writer failed", "log", w.log, "epoch", w.Epoch(), "err", err)
+			}
+		})
+	}
+}
+
+// OpenWriter opens a writer with a new epoch, fencing the older ones.
+func (s *Server) OpenWriter(ctx context.Context, req *ternpb.OpenWriterRequest) (*ternpb.OpenWriterResponse, error) {
+	name := req.GetLog()
+	l, err := s.c.OpenLog(ctx, name)
+	if err != nil {
+		return nil, wire(err)
+	}
+	tw, err := l.OpenWriter(ctx)
+	if err != nil {
+		return nil, wire(err)
+	}
+	w := &writer{Writer: tw, log: name}
+	epoch := tw.Epoch()
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		w.close()
+		return nil, wire(errShutdown)
+	}
+	held := s.writers[name]
+	if held == nil {
+		held = map[uint64]*writer{}
+		s.writers[name] = held
+	}
+	var fenced []*writer
+	newest := true
+	for e, old := range held {
+		if e > epoch { // a concurrent OpenWriter won: this writer is fenced already
+			newest = false
+			continue
+		}
+		old.drop(fmt.Errorf("%w: epoch %d of log %q was fenced by epoch %d; open a new writer", tern.ErrFenced, e, name, epoch))
+		delete(held, e)
+		fenced = append(fenced, old)
+	}
+	if newest {
+		held[epoch] = w
+	} else {
+		w.drop(fmt.Errorf("%w: epoch %d of log %q was fenced by a newer writer; open a new writer", tern.ErrFenced, epoch, name))
+		fenced = append(fenced, w)
+	}
+	s.closeInBackground(fenced)
+	s.mu.Unlock()
+
+	s.log.Info("writer opened", "log", name, "epoch", epoch)
+	for _, old := range fenced {
+		s.log.Info("writer fenced", "log", name, "epoch", old.Epoch())
+	}
+	return &ternpb.OpenWriterResponse{Epoch: epoch}, nil
+}
+
+// dropWriters lets go of every writer the Server holds for the log.
+func (s *Server) dropWriters(name string, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ws []*writer
+	for _, w := range s.writers[name] {
+		w.drop(cause)
+		ws = append(ws, w)
+	}
+	delete(s.writers, name)
+	s.closeInBackground(ws)
+}
+
+// writer returns the writer of the log's epoch. Any epoch the Server does
+// not hold is fenced: an older one, one from before a restart of the server
+// (the client opens a new writer then), or one never handed out.
+func (s *Server) writer(ctx context.Context, name string, epoch uint64) (*writer, error) {
+	s.mu.Lock()
+	w := s.writers[name][epoch]
+	s.mu.Unlock()
+	if w != nil {
+		return w, nil
+	}
+	l, err := s.c.OpenLog(ctx, name) // for ErrInvalidName and ErrNotFound
+	if err != nil {
+		return nil, err
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if epoch != 0 && epoch == info.Epoch {
+		return nil, fmt.Errorf("%w: epoch %d is the newest of log %q but is not open on this server (it restarted); open a new writer", tern.ErrFenced, epoch, name)
+	}
+	return nil, fmt.Errorf("%w: epoch %d is not the writer of log %q; open a new writer", tern.ErrFenced, epoch, name)
+}
+
+// batch validates an append request and returns its writer and entries,
+// and the entries' bytes.
+func (s *Server) batch(ctx context.Context, req *ternpb.AppendRequest) (*writer, []tern.Entry, int, error) {
+	if len(req.GetEntries()) == 0 {
+		return nil, nil, 0, errInvalid("append to log %q has no entries", req.GetLog())
+	}
+	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch())
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	es := make([]tern.Entry, len(req.GetEntries()))
+	n := 0
+	for i, e := range req.GetEntries() {
+		es[i] = tern.Entry{Payload: e.GetPayload(), Properties: e.GetProperties()}
+		if t := e.GetTimeUnixNano(); t != 0 {
+			es[i].Time = time.Unix(0, t)
+		}
+		n += len(e.GetPayload())
+		for k, v := range e.GetProperties() {
+			n += len(k) + len(v)
+		}
+	}
+	return w, es, n, nil
+}
+
+func (s *Server) appended(start time.Time, entries, bytes int) {
+	s.metrics.appendLatency.Observe(time.Since(start).Seconds())
+	s.metrics.appendEntries.Add(float64(entries))
+	s.metrics.appendBytes.Add(float64(bytes))
+}
+
+// Append appends a batch atomically and answers once it is durable.
+func (s *Server) Append(ctx context.Context, req *ternpb.AppendRequest) (*ternpb.AppendResponse, error) {
+	start := time.Now()
+	w, es, n, err := s.batch(ctx, req)
+	if err != nil {
+		return nil, wire(err)
+	}
+	off, err := w.AppendBatch(ctx, es)
+	if err != nil {
+		return nil, wire(w.fail(err))
+	}
+	s.appended(start, len(es), n)
+	return &ternpb.AppendResponse{Offset: uint64(off)}, nil
+}
+
+// AppendTimeTick sends a time tick to the log's tail readers.
+func (s *Server) AppendTimeTick(ctx context.Context, req *ternpb.AppendTimeTickRequest) (*ternpb.AppendTimeTickResponse, error) {
+	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch())
+	if err != nil {
+		return nil, wire(err)
+	}
+	if err := w.AppendTimeTick(ctx, req.GetTime()); err != nil {
+		return nil, wire(w.fail(err))
+	}
+	return &ternpb.AppendTimeTickResponse{}, nil
+}
+
+// inFlight is one request of an AppendStream, queued to the library.
+type inFlight struct {
+	start   time.Time
+	w       *writer
+	p       *tern.Pending // nil when the outcome is known: off and err
+	off     tern.Offset
+	err     error
+	entries int
+	bytes   int
+}
+
+// queue hands the request to the library. A single entry is queued without
+// waiting; a batch of several waits for its acknowledgement, since the
+// library has no asynchronous batch append.
+func (s *Server) queue(ctx context.Context, req *ternpb.AppendRequest) *inFlight {
+	f := &inFlight{start: time.Now()}
+	w, es, n, err := s.batch(ctx, req)
+	if err != nil {
+		f.err = err
+		return f
+	}
+	f.w, f.entries, f.bytes = w, len(es), n
+	if len(es) == 1 {
+		f.p = w.AppendAsync(es[0])
+	} else {
+		f.off, f.err = w.AppendBatch(ctx, es)
+		f.err = w.fail(f.err)
+	}
+	return f
+}
+
+// wait returns the request's outcome once it is known.
+func (f *inFlight) wait(ctx context.Context) (tern.Offset, error) {
+	if f.p != nil {
+		off, err := f.p.Wait(ctx)
+		return off, f.w.fail(err)
+	}
+	return f.off, f.err
+}
+
+// AppendStream pipelines appends: a goroutine receives the requests and
+// queues them to the library in order; this one waits for each outcome in
+// the same order and answers it.
+func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
+	ctx, end, err := s.stream(stream.Context(), "append")
+	if err != nil {
+		return wire(err)
+	}
+	defer end()
+
+	queue := make(chan *inFlight, maxInFlight)
+	var recvErr error // read once queue is closed
+	go func() {
+		defer close(queue)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				if err != io.EOF {
+					recvErr = err
+				}
+				return
+			}
+			select {
+			case queue <- s.queue(ctx, req):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	for {
+		var f *inFlight
+		select {
+		case f = <-queue:
+		case <-ctx.Done():
+			return wire(s.streamErr("append", ctx.Err()))
+		}
+		if f == nil { // the client is done sending, or the stream broke
+			return wire(s.streamErr("append", recvErr))
+		}
+		off, err := f.wait(ctx)
+		if ctx.Err() != nil {
+			return wire(s.streamErr("append", ctx.Err()))
+		}
+		resp := &ternpb.AppendResponse{Offset: uint64(off)}
+		if err != nil {
+			resp = &ternpb.AppendResponse{Error: rpcerr.Proto(err)}
+		} else {
+			s.appended(f.start, f.entries, f.bytes)
+		}
+		if err := stream.Send(resp); err != nil {
+			return wire(s.streamErr("append", err))
+		}
+	}
+}

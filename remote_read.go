@@ -1,0 +1,341 @@
+package tern
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/ternwal/tern/api/ternpb"
+)
+
+// A remote Reader or Subscriber reads one server stream (Read, or Subscribe).
+// A goroutine receives the stream's responses into a channel of a few
+// responses, which gRPC's flow control extends back to the server; Next and
+// NextBatch take from that channel, so a ctx that ends only stops the
+// caller's wait and the stream stays usable for the next call.
+
+// recvAhead is how many responses a reader receives before they are asked for.
+const recvAhead = 4
+
+// recvItem is one response turned into entries, or the error that ended the
+// stream.
+type recvItem struct {
+	es  []Entry
+	err error
+}
+
+// recvLoop receives a stream's responses. Its buf and err belong to the
+// caller of next, which is one goroutine at a time.
+type recvLoop struct {
+	items    chan recvItem
+	stop     chan struct{} // closed by halt: next fails with ErrClosed, the loop drops what it receives
+	stopOnce sync.Once
+	done     chan struct{} // closed when the loop has exited
+
+	buf []Entry
+	err error // the error that ended the stream, once buf is drained
+}
+
+// startRecv runs recv until it fails; mapErr turns its error into the error
+// next returns.
+func startRecv(recv func() (*ternpb.ReadResponse, error), mapErr func(error) error) *recvLoop {
+	r := &recvLoop{items: make(chan recvItem, recvAhead), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			resp, err := recv()
+			var item recvItem
+			if err != nil {
+				item.err = mapErr(err)
+			} else {
+				item.es = entriesFromProto(resp)
+			}
+			select {
+			case r.items <- item:
+			case <-r.stop:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// halt makes next fail with ErrClosed from now on, and the loop drop what it
+// receives until the stream ends. It may be called more than once, from any
+// goroutine.
+func (r *recvLoop) halt() { r.stopOnce.Do(func() { close(r.stop) }) }
+
+func (r *recvLoop) halted() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// next returns up to max entries, waiting for the first until ctx ends.
+func (r *recvLoop) next(ctx context.Context, max int) ([]Entry, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("%w: NextBatch of no entries", ErrInvalid)
+	}
+	if r.halted() {
+		return nil, ErrClosed
+	}
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return nil, r.err
+		}
+		select {
+		case it := <-r.items:
+			r.take(it)
+			continue
+		default:
+		}
+		select {
+		case it := <-r.items:
+			r.take(it)
+		case <-r.stop:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+fill: // with what has arrived, without waiting
+	for len(r.buf) < max && r.err == nil {
+		select {
+		case it := <-r.items:
+			r.take(it)
+		default:
+			break fill
+		}
+	}
+	n := min(max, len(r.buf))
+	out := r.buf[:n:n]
+	r.buf = r.buf[n:]
+	return out, nil
+}
+
+func (r *recvLoop) take(it recvItem) {
+	if it.err != nil {
+		r.err = it.err
+		return
+	}
+	r.buf = append(r.buf, it.es...)
+}
+
+// entriesFromProto converts a response: its entries, then its tick.
+func entriesFromProto(resp *ternpb.ReadResponse) []Entry {
+	es := make([]Entry, 0, len(resp.GetEntries())+1)
+	for _, e := range resp.GetEntries() {
+		es = append(es, Entry{Offset: Offset(e.GetOffset()), Payload: e.GetPayload(), Properties: e.GetProperties(), Time: time.Unix(0, e.GetTimeUnixNano())})
+	}
+	if t := resp.GetTick(); t != nil {
+		es = append(es, Entry{Offset: Offset(t.GetOffset()), IsTick: true, Tick: t.GetTime()})
+	}
+	return es
+}
+
+// streamErr maps the error that ended a stream that should go on until
+// closed: a server that ends it gives ErrClosed.
+func streamErr(c *remoteClient, what string, err error) error {
+	if err == io.EOF {
+		return fmt.Errorf("%w: the server ended the %s", ErrClosed, what)
+	}
+	return c.err(err)
+}
+
+type remoteReader struct {
+	c      *remoteClient
+	cancel context.CancelFunc
+	loop   *recvLoop
+}
+
+// OpenReader checks from against the log's bounds first, so that a bad from
+// fails here as it does on an embedded log; the stream reports the same
+// errors later if the log changes meanwhile.
+func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) (*Reader, error) {
+	info, err := l.describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case uint64(from) < info.GetStart():
+		return nil, &TruncatedError{Offset: uint64(from), Start: info.GetStart()}
+	case uint64(from) > info.GetEnd():
+		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, info.GetEnd())
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := l.c.api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
+	if err != nil {
+		cancel()
+		return nil, l.c.err(err)
+	}
+	r := &remoteReader{c: l.c, cancel: cancel}
+	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })
+	if err := l.c.track(r); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return &Reader{remote: r}, nil
+}
+
+func (r *remoteReader) Next(ctx context.Context) (Entry, error) {
+	es, err := r.NextBatch(ctx, 1)
+	if err != nil {
+		return Entry{}, err
+	}
+	return es[0], nil
+}
+
+func (r *remoteReader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+	return r.loop.next(ctx, max)
+}
+
+// Close cancels the stream. A Next waiting meanwhile (Client.Close may run
+// concurrently with one) returns ErrClosed.
+func (r *remoteReader) Close() error {
+	r.loop.halt()
+	r.cancel()
+	<-r.loop.done
+	r.c.untrack(r)
+	return nil
+}
+
+type remoteSubscriber struct {
+	c      *remoteClient
+	name   string
+	stream grpc.BidiStreamingClient[ternpb.SubscribeRequest, ternpb.ReadResponse]
+	cancel context.CancelFunc
+	loop   *recvLoop
+
+	mu        sync.Mutex // serializes sends; guards the fields below
+	delivered uint64     // the offset after the last entry returned
+	acked     uint64     // the offset after the last acknowledgement sent
+	closed    bool
+}
+
+// Subscribe describes the subscription and the log first, so that a missing
+// subscription or a cursor below the log's start fails here as it does on
+// an embedded log, and so that Ack knows which offsets were delivered.
+func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (*Subscriber, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
+	sub, err := l.c.api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
+	if err != nil {
+		return nil, l.c.err(err)
+	}
+	info, err := l.describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sub.GetCursor() < info.GetStart() {
+		return nil, &TruncatedError{Offset: sub.GetCursor(), Start: info.GetStart()}
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := l.c.api.Subscribe(sctx)
+	if err == nil {
+		err = stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{
+			Start: &ternpb.SubscribeRequest_Start{Log: l.name, Name: name, Ticks: o.ticks},
+		}})
+	}
+	if err != nil {
+		cancel()
+		return nil, l.c.err(err)
+	}
+	s := &remoteSubscriber{c: l.c, name: name, stream: stream, cancel: cancel, delivered: sub.GetCursor(), acked: sub.GetCursor()}
+	s.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "subscription stream", err) })
+	if err := l.c.track(s); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &Subscriber{remote: s}, nil
+}
+
+func (s *remoteSubscriber) Next(ctx context.Context) (Entry, error) {
+	es, err := s.NextBatch(ctx, 1)
+	if err != nil {
+		return Entry{}, err
+	}
+	return es[0], nil
+}
+
+func (s *remoteSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+	es, err := s.loop.next(ctx, max)
+	if err == ErrClosed {
+		return nil, fmt.Errorf("%w: subscriber of %q", ErrClosed, s.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range es {
+		if e.IsTick {
+			continue
+		}
+		s.delivered = uint64(e.Offset) + 1
+		// Delivery went back (a Seek): acknowledge the entries again.
+		s.acked = min(s.acked, uint64(e.Offset))
+	}
+	return es, nil
+}
+
+// Ack sends the acknowledgement at once; the server commits it to the
+// cursor in batches, and when the stream ends.
+func (s *remoteSubscriber) Ack(off Offset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return fmt.Errorf("%w: subscriber of %q", ErrClosed, s.name)
+	case uint64(off) >= s.delivered:
+		return fmt.Errorf("%w: cannot acknowledge offset %d of subscription %q, which has not been delivered (next: %d)", ErrOutOfRange, off, s.name, s.delivered)
+	case uint64(off) < s.acked:
+		return nil // already acknowledged
+	}
+	err := s.stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Ack_{Ack: &ternpb.SubscribeRequest_Ack{Offset: uint64(off)}}})
+	if err == io.EOF {
+		return fmt.Errorf("%w: the subscription stream of %q has ended; Next says why", ErrClosed, s.name)
+	}
+	if err != nil {
+		return s.c.err(err)
+	}
+	s.acked = uint64(off) + 1
+	return nil
+}
+
+// Close half-closes the stream and waits, a few seconds at most, for the
+// server to end it: the server commits the acknowledged cursor first.
+func (s *remoteSubscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	cerr := s.stream.CloseSend()
+	s.mu.Unlock()
+	s.loop.halt()
+	var err error
+	if cerr == nil {
+		t := time.NewTimer(streamEndTimeout)
+		select {
+		case <-s.loop.done:
+		case <-t.C:
+			err = fmt.Errorf("tern: subscriber of %q: the server did not end the stream within %v; the last acknowledgements may not be committed", s.name, streamEndTimeout)
+		}
+		t.Stop()
+	}
+	s.cancel()
+	<-s.loop.done
+	s.c.untrack(s)
+	return err
+}

@@ -1,0 +1,332 @@
+package tern
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/rpcerr"
+)
+
+// A remote writer pipelines its appends over one AppendStream, opened at the
+// first append. Each AppendAsync or AppendBatch call is one request (one
+// atomic batch) with one response. The requests and their pendings are
+// queued under the writer's mutex, so the queue order is the call order; a
+// sender goroutine sends the requests in that order and a receiver goroutine
+// completes the pendings in that order, since the server answers a stream's
+// requests in the order received. When the stream breaks, every pending it
+// holds fails and the next append opens a new stream.
+
+// streamEndTimeout bounds how long closing a writer or subscriber waits for
+// the server to end the stream after the client has half-closed it.
+const streamEndTimeout = 5 * time.Second
+
+type remoteWriter struct {
+	l     *remoteLog
+	epoch uint64
+
+	mu     sync.Mutex
+	closed bool
+	s      *appendStream  // nil before the first append and after the stream broke
+	last   *remotePending // the latest queued append, for Close and AppendTimeTick
+	wg     sync.WaitGroup // the goroutines of every stream
+}
+
+// appendStream is one AppendStream and its queue. Its mutable fields are
+// guarded by the writer's mu.
+type appendStream struct {
+	w      *remoteWriter
+	ctx    context.Context // ends the stream when canceled
+	cancel context.CancelFunc
+	wake   chan struct{} // has a value when unsent or ending may have changed
+	done   chan struct{} // closed when the stream's goroutines have exited
+
+	unsent  []*ternpb.AppendRequest // queued, not yet handed to the sender
+	pending []*remotePending        // every unanswered request, in queue order
+	ending  bool                    // half-close once everything queued is sent
+	err     error                   // why the stream broke; nil while it works
+}
+
+func (w *remoteWriter) Epoch() uint64 { return w.epoch }
+
+func (w *remoteWriter) AppendAsync(e Entry) *Pending { return w.append([]Entry{e}) }
+
+// AppendBatch goes through the stream like AppendAsync, so that it is
+// acknowledged in its place among the appends queued around it.
+func (w *remoteWriter) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
+	return w.append(es).Wait(ctx)
+}
+
+// append checks and copies es into a request and queues it.
+func (w *remoteWriter) append(es []Entry) *Pending {
+	req, err := w.request(es)
+	if err != nil {
+		return &Pending{err: err}
+	}
+	p := &remotePending{done: make(chan struct{})}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.l.c.isClosed() {
+		return &Pending{err: ErrClosed}
+	}
+	s := w.s
+	if s == nil {
+		s = w.openStream()
+	}
+	s.unsent = append(s.unsent, req)
+	s.pending = append(s.pending, p)
+	w.last = p
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return &Pending{remote: p}
+}
+
+// request validates es as the embedded writer does and encodes them,
+// copying their bytes. Entries with no time get the server's clock.
+func (w *remoteWriter) request(es []Entry) (*ternpb.AppendRequest, error) {
+	if len(es) == 0 {
+		return nil, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
+	}
+	limit := w.l.opts.MaxEntryBytes
+	req := &ternpb.AppendRequest{Log: w.l.name, Epoch: w.epoch, Entries: make([]*ternpb.Entry, len(es))}
+	total := 0
+	for i, e := range es {
+		n := len(e.Payload)
+		for k, v := range e.Properties {
+			n += len(k) + len(v)
+		}
+		if n > limit {
+			return nil, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, limit)
+		}
+		if total += n; total > MaxBatchBytes {
+			return nil, fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)
+		}
+		pe := &ternpb.Entry{Payload: bytes.Clone(e.Payload)}
+		if len(e.Properties) > 0 {
+			pe.Properties = make(map[string][]byte, len(e.Properties))
+			for k, v := range e.Properties {
+				pe.Properties[k] = bytes.Clone(v)
+			}
+		}
+		if !e.Time.IsZero() {
+			pe.TimeUnixNano = e.Time.UnixNano()
+		}
+		req.Entries[i] = pe
+	}
+	if n := proto.Size(req); n > maxMessageBytes {
+		return nil, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, maxMessageBytes)
+	}
+	return req, nil
+}
+
+// openStream starts a stream for the queue. The caller holds w.mu.
+func (w *remoteWriter) openStream() *appendStream {
+	s := &appendStream{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	w.s = s
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer close(s.done)
+		s.run()
+	}()
+	return s
+}
+
+func (s *appendStream) run() {
+	stream, err := s.w.l.c.api.AppendStream(s.ctx)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.receive(stream) })
+	s.send(stream)
+	wg.Wait()
+}
+
+// send sends the queued requests in order, and half-closes the stream once
+// it is ending and everything queued is sent.
+func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendRequest, ternpb.AppendResponse]) {
+	for {
+		s.w.mu.Lock()
+		reqs, ending, broken := s.unsent, s.ending, s.err != nil
+		s.unsent = nil
+		s.w.mu.Unlock()
+		if broken {
+			return
+		}
+		for _, req := range reqs {
+			if err := stream.Send(req); err != nil {
+				// io.EOF: the stream is over, and Recv returns why.
+				if err != io.EOF {
+					s.fail(err)
+				}
+				return
+			}
+		}
+		if len(reqs) > 0 {
+			continue
+		}
+		if ending {
+			if err := stream.CloseSend(); err != nil {
+				s.fail(err)
+			}
+			return
+		}
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// receive completes the pendings in order with the server's answers.
+func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendRequest, ternpb.AppendResponse]) {
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		s.w.mu.Lock()
+		if len(s.pending) == 0 {
+			s.w.mu.Unlock()
+			s.fail(errors.New("tern: the server answered an append that was not sent"))
+			return
+		}
+		p := s.pending[0]
+		s.pending[0] = nil
+		s.pending = s.pending[1:]
+		s.w.mu.Unlock()
+		if resp.GetError() != nil {
+			p.finish(0, rpcerr.FromProto(resp.GetError()))
+		} else {
+			p.finish(Offset(resp.GetOffset()), nil)
+		}
+	}
+}
+
+// fail ends the stream: its unanswered appends fail with the mapped err, and
+// the writer's next append opens a new stream.
+func (s *appendStream) fail(err error) {
+	w := s.w
+	w.mu.Lock()
+	if s.err == nil {
+		switch {
+		case w.l.c.isClosed():
+			s.err = ErrClosed
+		case err == io.EOF:
+			s.err = errors.New("tern: the server ended the append stream without answering; the append's outcome is unknown")
+		default:
+			s.err = w.l.c.err(err)
+		}
+	}
+	if w.s == s {
+		w.s = nil
+	}
+	ps := s.pending
+	s.pending, s.unsent = nil, nil
+	err = s.err
+	w.mu.Unlock()
+	s.cancel()
+	for _, p := range ps {
+		p.finish(0, err)
+	}
+}
+
+// AppendTimeTick waits until the appends queued before it are answered, so
+// that the tick cannot overtake them on the way to the server, then sends it.
+func (w *remoteWriter) AppendTimeTick(ctx context.Context, t uint64) error {
+	w.mu.Lock()
+	closed, last := w.closed, w.last
+	w.mu.Unlock()
+	if closed || w.l.c.isClosed() {
+		return ErrClosed
+	}
+	if last != nil {
+		select {
+		case <-last.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	_, err := w.l.c.api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
+	return w.l.c.err(err)
+}
+
+// Close waits for the queued appends to be answered, then half-closes the
+// stream and waits (a few seconds at most) for the server to end it.
+func (w *remoteWriter) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	last := w.last
+	w.mu.Unlock()
+	if last != nil {
+		<-last.done
+	}
+	w.mu.Lock()
+	s := w.s
+	w.s = nil
+	if s != nil {
+		s.ending = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+	if s != nil {
+		t := time.NewTimer(streamEndTimeout)
+		select {
+		case <-s.done:
+		case <-t.C:
+		}
+		t.Stop()
+		s.cancel()
+	}
+	w.wg.Wait()
+	w.l.c.untrack(w)
+	return nil
+}
+
+// remotePending is an append queued on a stream. Its fields are written
+// once, before done is closed.
+type remotePending struct {
+	done chan struct{}
+	off  Offset
+	err  error
+}
+
+func (p *remotePending) finish(off Offset, err error) {
+	p.off, p.err = off, err
+	close(p.done)
+}
+
+func (p *remotePending) Wait(ctx context.Context) (Offset, error) {
+	select {
+	case <-p.done:
+	default:
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return p.off, p.err
+}
