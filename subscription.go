@@ -232,6 +232,9 @@ func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
 	}
 	s.committed, s.acked = uint64(to), uint64(to)
 	s.gen++
+	if s.active != nil {
+		s.active.seekCancel()
+	}
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil
@@ -259,6 +262,10 @@ type Subscriber struct {
 
 	done   context.Context // canceled when the Subscriber is superseded or closed
 	cancel context.CancelFunc
+	// seeked is canceled by Seek, to wake a NextBatch waiting at the old
+	// position; guarded by the log's subsMu.
+	seeked     context.Context
+	seekCancel context.CancelFunc
 
 	mu        sync.Mutex
 	delivered uint64 // the offset after the last entry returned
@@ -293,6 +300,7 @@ func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*
 	}
 	sub := &Subscriber{l: l, state: s, name: name, ticks: readOpts(opts).ticks, r: r, gen: s.gen, delivered: s.acked}
 	sub.done, sub.cancel = context.WithCancel(context.Background())
+	sub.seeked, sub.seekCancel = context.WithCancel(context.Background())
 	s.active = sub
 	return sub, nil
 }
@@ -315,16 +323,21 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	if s.remote != nil {
 		return s.remote.NextBatch(ctx, max)
 	}
-	if err := s.reposition(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.done, cancel)()
-	es, err := s.r.NextBatch(ctx, max)
-	if err != nil {
+	var es []wal.Entry
+	for {
+		seeked, err := s.reposition()
+		if err != nil {
+			return nil, err
+		}
+		es, err = s.nextBatch(ctx, seeked, max)
+		if err == nil {
+			break
+		}
 		if serr := s.closedErr(); serr != nil {
 			return nil, serr
+		}
+		if ctx.Err() == nil && seeked.Err() != nil {
+			continue // a Seek woke the wait: go on from the new cursor
 		}
 		return nil, err
 	}
@@ -345,33 +358,45 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	return out, nil
 }
 
+// nextBatch reads from the reader, waking when ctx ends, the Subscriber
+// ends, or a Seek cancels seeked.
+func (s *Subscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entry, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.done, cancel)()
+	defer context.AfterFunc(seeked, cancel)()
+	return s.r.NextBatch(ctx, max)
+}
+
 func (s *Subscriber) closedErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
 }
 
-// reposition reopens the reader at the cursor after a Seek.
-func (s *Subscriber) reposition() error {
+// reposition reopens the reader at the cursor after a Seek, and returns
+// the context the next Seek cancels.
+func (s *Subscriber) reposition() (context.Context, error) {
 	l := s.l
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	if err := s.closedErr(); err != nil {
-		return err
+		return nil, err
 	}
 	if s.gen == s.state.gen {
-		return nil
+		return s.seeked, nil
 	}
 	r, err := l.wal.NewReader(s.state.acked, s.ticks)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.r.Close()
 	s.r, s.gen = r, s.state.gen
+	s.seeked, s.seekCancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.delivered = s.state.acked
 	s.mu.Unlock()
-	return nil
+	return s.seeked, nil
 }
 
 // Ack acknowledges every entry up to and including off: the subscription

@@ -265,3 +265,36 @@ func TestSubscriptionErrors(t *testing.T) {
 		t.Errorf("Subscriptions = %v, %v, want none", subs, err)
 	}
 }
+
+// A Seek wakes a subscriber that waits at the tail, which goes on from the
+// new cursor.
+func TestSeekWakesWaitingSubscriber(t *testing.T) {
+	c := openClient(t, t.TempDir())
+	l, w := createLog(t, c, "s", LogOptions{})
+	appendN(t, w, 0, 3)
+	if _, err := l.CreateSubscription(t.Context(), "sub", SubOptions{FromEnd: true}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Subscribe(t.Context(), "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := make(chan Entry, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		e, err := s.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- e
+	}()
+	time.Sleep(50 * time.Millisecond) // let it wait at the tail
+	if err := l.Seek(t.Context(), "sub", 1); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-got; e.Offset != 1 {
+		t.Fatalf("after Seek(1) the waiting subscriber got offset %d", e.Offset)
+	}
+}

@@ -98,6 +98,16 @@ func (w *Writer) AppendAsync(e Entry) *Pending {
 	return w.appendAsync([]Entry{e})
 }
 
+// AppendBatchAsync queues entries to be appended atomically, as
+// AppendBatch does, and returns at once; Wait on the result gives the offset
+// of the first entry. The entries' bytes are copied before it returns.
+func (w *Writer) AppendBatchAsync(es []Entry) *Pending {
+	if w.remote != nil {
+		return w.remote.append(es)
+	}
+	return w.appendAsync(es)
+}
+
 // Epoch is the writer's epoch: the log's newest when the writer was opened.
 func (w *Writer) Epoch() uint64 {
 	if w.remote != nil {

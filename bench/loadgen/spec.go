@@ -115,6 +115,7 @@ var Presets = map[string]Spec{
 	// One producer, one 1 KiB append in flight: latency of a durable append.
 	"sync-1k": {Kind: KindAppend, EntryBytes: 1 << 10, Producers: 1},
 	// 64 producers with one append each in flight: group commit.
+	"conc-1k":  {Kind: KindAppend, EntryBytes: 1 << 10, Producers: 64},
 	"conc-4k":  {Kind: KindAppend, EntryBytes: 4 << 10, Producers: 64},
 	"conc-64k": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 64},
 	// Small entries, pipelined: entries per second.
@@ -124,6 +125,8 @@ var Presets = map[string]Spec{
 	// 1 KiB at a steady 1,000 entries/s, delivered to a tail reader. The
 	// producer pipelines, so that the rate holds whatever one append takes.
 	"e2e-1k": {Kind: KindEndToEnd, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
+	// The same at 10,000 entries/s: the server's tail latency under load.
+	"e2e-10k": {Kind: KindEndToEnd, EntryBytes: 1 << 10, Rate: 10_000, InFlight: 64},
 	// Milvus's NATS-versus-RocksMQ rounds.
 	"pubsub-5m":  {Kind: KindPubSub, EntryBytes: 5_000_000, Count: 100, InFlight: 64},
 	"pubsub-1m":  {Kind: KindPubSub, EntryBytes: 1_000_000, Count: 500, InFlight: 64},

@@ -227,9 +227,7 @@ type inFlight struct {
 	bytes   int
 }
 
-// queue hands the request to the library. A single entry is queued without
-// waiting; a batch of several waits for its acknowledgement, since the
-// library has no asynchronous batch append.
+// queue hands the request to the library without waiting.
 func (s *Server) queue(ctx context.Context, req *ternpb.AppendRequest) *inFlight {
 	f := &inFlight{start: time.Now()}
 	w, es, n, err := s.batch(ctx, req)
@@ -238,12 +236,7 @@ func (s *Server) queue(ctx context.Context, req *ternpb.AppendRequest) *inFlight
 		return f
 	}
 	f.w, f.entries, f.bytes = w, len(es), n
-	if len(es) == 1 {
-		f.p = w.AppendAsync(es[0])
-	} else {
-		f.off, f.err = w.AppendBatch(ctx, es)
-		f.err = w.fail(f.err)
-	}
+	f.p = w.AppendBatchAsync(es)
 	return f
 }
 
