@@ -201,7 +201,11 @@ func (w *Writer) Close() error {
 	if last != nil {
 		<-last.p.Done()
 	}
-	if err := w.claim.Release(context.Background()); err != nil {
+	// Bounded: with etcd unreachable the release would retry for ever, and
+	// the lease lapses on its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.claim.Release(ctx); err != nil {
 		return fmt.Errorf("tern: release writer claim on %q: %w", w.l.name, err)
 	}
 	return nil

@@ -51,7 +51,7 @@ separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.`
 			defer a.closeClient(c, &err)
 			if _, err := c.CreateLog(cmd.Context(), args[0], opts); err != nil {
 				if errors.Is(err, tern.ErrExist) {
-					return fmt.Errorf("%w in %s: see its settings with \"tern log describe %s\"", err, a.dir, args[0])
+					return fmt.Errorf("%w %s: see its settings with \"tern log describe %s\"", err, a.where(), args[0])
 				}
 				return err
 			}
@@ -252,7 +252,7 @@ func (a *app) logDeleteCmd() *cobra.Command {
 			defer a.closeClient(c, &err)
 			if err := c.DeleteLog(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, tern.ErrNotFound) {
-					return fmt.Errorf("%w in %s: see the logs there with \"tern log list\"", err, a.dir)
+					return fmt.Errorf("%w %s: see the logs there with \"tern log list\"", err, a.where())
 				}
 				return err
 			}

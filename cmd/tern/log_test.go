@@ -63,7 +63,7 @@ func TestCreateListDescribe(t *testing.T) {
 	}
 
 	fails(t, 1, dir, "", []string{"log", "create", "other"}, `log already exists: "other"`, "tern log describe other")
-	fails(t, 1, dir, "", []string{"log", "create", "bad//name"}, "invalid log name")
+	fails(t, 1, dir, "", []string{"log", "create", "bad//name"}, "invalid name: log")
 	fails(t, 1, dir, "", []string{"log", "create", "small", "--segment-bytes", "100"}, "at least 4096 bytes")
 }
 

@@ -1,6 +1,8 @@
-// Command tern manages the write-ahead logs of a local data directory: it
-// creates, lists, describes, truncates and deletes logs, appends stdin lines
-// as entries and reads entries back as text or JSON lines.
+// Command tern is Tern's server and CLI. tern serve serves the logs of a
+// data directory over gRPC; the other commands work on a data directory, or
+// on a server with --server: they create, list, describe, truncate and
+// delete logs, append stdin lines as entries, read entries back as text or
+// JSON lines, and manage and consume subscriptions.
 //
 // Exit codes: 0 on success, 1 on an error, 2 on a usage error.
 package main
@@ -16,8 +18,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
 )
@@ -34,7 +39,8 @@ func main() {
 }
 
 // run runs the command line args and returns the exit code. Cancelling ctx
-// interrupts the command; read --follow then exits 0.
+// interrupts the command; read --follow and sub consume --follow then exit
+// 0, and serve shuts down gracefully and exits 0.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	return a.run(ctx, args)
@@ -49,10 +55,15 @@ type app struct {
 
 	// dir is the --dir flag.
 	dir string
+	// server is the address of the server the commands work on, from
+	// --server or $TERN_SERVER; empty for the data directory.
+	server string
 	// open opens the data directory; nil means tern.Open. Tests replace it to
 	// share one Client between commands, since only one Client may have a
 	// directory open at a time.
 	open func(ctx context.Context, dir string) (*tern.Client, error)
+	// shutdownTimeout bounds serve's shutdown; zero means its default.
+	shutdownTimeout time.Duration
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
@@ -69,7 +80,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "tern: %v\n\n%s", ue.err, ue.cmd.UsageString())
 		return 2
 	}
-	fmt.Fprintf(a.stderr, "tern: %s\n", message(err))
+	if ce, ok := errors.AsType[*configError](err); ok {
+		fmt.Fprintf(a.stderr, "tern: %v\n", ce.err)
+		return 2
+	}
+	fmt.Fprintf(a.stderr, "tern: %s\n", message(a.serverErr(err)))
 	return 1
 }
 
@@ -89,12 +104,24 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:   "tern",
-		Short: "Manage, append to and read the write-ahead logs of a data directory",
-		Long: `Manage, append to and read the write-ahead logs of a data directory.
+		Short: "Manage, append to and read the write-ahead logs of a data directory, or a server with --server",
+		Long: `Manage, append to and read the write-ahead logs of a data directory, or a
+server with --server; serve a data directory with "tern serve".
 
-Only one process may use a data directory at a time.`,
-		Args:          noSubcommand,
-		RunE:          help,
+Only one process may use a data directory at a time: while "tern serve" has
+it, reach its logs with --server.`,
+		Args: noSubcommand,
+		RunE: help,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			switch {
+			case f.Changed("server") && f.Changed("dir"):
+				return usagef(cmd, "--server and --dir cannot be used together: the server has its own data directory; leave one out")
+			case f.Changed("dir"):
+				a.server = "" // an explicit --dir beats $TERN_SERVER
+			}
+			return nil
+		},
 		SilenceErrors: true, // run prints errors once, its own way
 		SilenceUsage:  true, // and usage only for usage errors
 	}
@@ -105,7 +132,8 @@ Only one process may use a data directory at a time.`,
 		return &usageError{cmd: cmd, err: err}
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
-	root.AddCommand(a.logCmd(), a.appendCmd(), a.readCmd(), a.benchCmd(), a.doctorCmd(), versionCmd())
+	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port) instead of a data directory; $TERN_SERVER sets the default")
+	root.AddCommand(a.serveCmd(), a.logCmd(), a.appendCmd(), a.readCmd(), a.subCmd(), a.benchCmd(), a.doctorCmd(), versionCmd())
 	return root
 }
 
@@ -174,11 +202,21 @@ func noSubcommand(cmd *cobra.Command, args []string) error {
 
 func help(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 
-// openClient opens the data directory. Only log create may create it: the
-// other commands would only find it empty, and a mistyped --dir is likelier.
+// openClient opens the data directory, or connects to the server. Only log
+// create may create the directory: the other commands would only find it
+// empty, and a mistyped --dir is likelier.
 func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error) {
 	if a.open != nil {
 		return a.open(ctx, a.dir)
+	}
+	if a.server != "" {
+		c, err := tern.Open(ctx, tern.Options{Server: a.server})
+		if err != nil && ctx.Err() == nil && grpcStatus(err) == nil {
+			// Not reached in time, or not a Tern server; serverErr
+			// explains a refused connection.
+			err = fmt.Errorf("%w: check --server (or $TERN_SERVER)", err)
+		}
+		return c, err
 	}
 	if !create {
 		if _, err := os.Stat(a.dir); errors.Is(err, os.ErrNotExist) {
@@ -187,6 +225,39 @@ func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error)
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger})
+}
+
+// where names what the commands work on, for messages: "in DIR" or "on
+// server ADDR".
+func (a *app) where() string {
+	if a.server != "" {
+		return "on server " + a.server
+	}
+	return "in " + a.dir
+}
+
+// serverErr explains an error that says the server cannot be reached
+// (gRPC's UNAVAILABLE without a Tern reason); it returns other errors as
+// they are.
+func (a *app) serverErr(err error) error {
+	st := grpcStatus(err)
+	if a.server == "" || st == nil || st.Code() != codes.Unavailable {
+		return err
+	}
+	return fmt.Errorf("cannot reach the tern server at %s (%s): is \"tern serve\" running there? check --server (or $TERN_SERVER)", a.server, st.Message())
+}
+
+// grpcStatus is the gRPC status err wraps, or nil: the status itself, not
+// status.FromError's, whose message is all of err's text.
+func grpcStatus(err error) *status.Status {
+	se, ok := errors.AsType[interface {
+		error
+		GRPCStatus() *status.Status
+	}](err)
+	if !ok {
+		return nil
+	}
+	return se.GRPCStatus()
 }
 
 // closeClient closes c unless it was lent by a.open, adding the error to *err.
@@ -207,7 +278,7 @@ func (a *app) openLog(ctx context.Context, name string) (l *tern.Log, done func(
 	done = func(err *error) { a.closeClient(c, err) }
 	l, err = c.OpenLog(ctx, name)
 	if errors.Is(err, tern.ErrNotFound) {
-		err = fmt.Errorf("%w in %s: create it with \"tern log create %s\", or see the logs there with \"tern log list\"", err, a.dir, name)
+		err = fmt.Errorf("%w %s: create it with \"tern log create %s\", or see the logs there with \"tern log list\"", err, a.where(), name)
 	}
 	if err != nil {
 		done(&err)

@@ -162,7 +162,7 @@ func TestBinary(t *testing.T) {
 	tern := func(stdin string, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "TERN_DIR="+dir)
+		cmd.Env = append(os.Environ(), "TERN_DIR="+dir, "TERN_SERVER=")
 		cmd.Stdin = strings.NewReader(stdin)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

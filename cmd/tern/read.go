@@ -45,14 +45,9 @@ than tab; otherwise it is base64 and the object has "encoding":"base64".
 Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			var write func(*bufio.Writer, tern.Entry) error
-			switch format {
-			case "text":
-				write = writeText
-			case "json":
-				write = writeJSON
-			default:
-				return usagef(cmd, "--format %q: use text or json", format)
+			write, err := entryWriter(cmd, format)
+			if err != nil {
+				return err
 			}
 			if !cmd.Flags().Changed("limit") {
 				limit = math.MaxUint64
@@ -137,6 +132,17 @@ func readError(name string, err error) error {
 		return fmt.Errorf("offset %d of log %q is gone: the log was truncated and now starts at offset %d; read from there with --from %d, or leave --from out to start where the log starts", te.Offset, name, te.Start, te.Start)
 	}
 	return err
+}
+
+// entryWriter is the writer of the entry --format format.
+func entryWriter(cmd *cobra.Command, format string) (func(*bufio.Writer, tern.Entry) error, error) {
+	switch format {
+	case "text":
+		return writeText, nil
+	case "json":
+		return writeJSON, nil
+	}
+	return nil, usagef(cmd, "--format %q: use text or json", format)
 }
 
 func writeText(w *bufio.Writer, e tern.Entry) error {

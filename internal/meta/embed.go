@@ -245,8 +245,18 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
 		attrs = append(attrs, k, enc.Fields[k])
 	}
-	c.logger.Error(ent.Message, attrs...)
+	level := slog.LevelError
+	if _, ok := harmless[ent.Message]; ok {
+		level = slog.LevelDebug
+	}
+	c.logger.Log(context.Background(), level, ent.Message, attrs...)
 	return nil
+}
+
+// harmless are the messages etcd logs as errors that are not: a fresh
+// single member logs the first at every start, before its first term.
+var harmless = map[string]struct{}{
+	"failed to update storage version": {},
 }
 
 func (c *slogCore) Sync() error { return nil }
