@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -17,13 +18,18 @@ import (
 )
 
 // A remote writer pipelines its appends over one AppendStream, opened at the
-// first append. Each AppendAsync or AppendBatch call is one request (one
-// atomic batch) with one response. The requests and their pendings are
-// queued under the writer's mutex, so the queue order is the call order; a
-// sender goroutine sends the requests in that order and a receiver goroutine
-// completes the pendings in that order, since the server answers a stream's
-// requests in the order received. When the stream breaks, every pending it
+// first append. Each AppendAsync or AppendBatch call is one batch (appended
+// atomically) with one result. The batches and their pendings are queued
+// under the writer's mutex, so the queue order is the call order; a sender
+// goroutine sends every batch queued since its last send in one request (so
+// many producers cost the server one message, not one each), and a receiver
+// goroutine completes the pendings in order, since the server answers a
+// stream's batches in the order received. When the stream breaks, every pending it
 // holds fails and the next append opens a new stream.
+
+// maxRequestBytes is about the most batches' bytes the sender packs into
+// one request; a single larger batch goes alone.
+const maxRequestBytes = 4 << 20
 
 // streamEndTimeout bounds how long closing a writer or subscriber waits for
 // the server to end the stream after the client has half-closed it.
@@ -49,7 +55,7 @@ type appendStream struct {
 	wake   chan struct{} // has a value when unsent or ending may have changed
 	done   chan struct{} // closed when the stream's goroutines have exited
 
-	unsent  []*ternpb.AppendRequest // queued, not yet handed to the sender
+	unsent  []*ternpb.Batch  // queued, not yet handed to the sender
 	pending []*remotePending        // every unanswered request, in queue order
 	ending  bool                    // half-close once everything queued is sent
 	err     error                   // why the stream broke; nil while it works
@@ -67,7 +73,7 @@ func (w *remoteWriter) AppendBatch(ctx context.Context, es []Entry) (Offset, err
 
 // append checks and copies es into a request and queues it.
 func (w *remoteWriter) append(es []Entry) *Pending {
-	req, err := w.request(es)
+	b, err := w.batch(es)
 	if err != nil {
 		return &Pending{err: err}
 	}
@@ -81,7 +87,7 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	if s == nil {
 		s = w.openStream()
 	}
-	s.unsent = append(s.unsent, req)
+	s.unsent = append(s.unsent, b)
 	s.pending = append(s.pending, p)
 	w.last = p
 	select {
@@ -91,14 +97,14 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	return &Pending{remote: p}
 }
 
-// request validates es as the embedded writer does and encodes them,
-// copying their bytes. Entries with no time get the server's clock.
-func (w *remoteWriter) request(es []Entry) (*ternpb.AppendRequest, error) {
+// batch validates es as the embedded writer does and encodes them, copying
+// their bytes. Entries with no time get the server's clock.
+func (w *remoteWriter) batch(es []Entry) (*ternpb.Batch, error) {
 	if len(es) == 0 {
 		return nil, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
 	}
 	limit := w.l.opts.MaxEntryBytes
-	req := &ternpb.AppendRequest{Log: w.l.name, Epoch: w.epoch, Entries: make([]*ternpb.Entry, len(es))}
+	req := &ternpb.Batch{Entries: make([]*ternpb.Entry, len(es))}
 	total := 0
 	for i, e := range es {
 		n := len(e.Payload)
@@ -123,7 +129,7 @@ func (w *remoteWriter) request(es []Entry) (*ternpb.AppendRequest, error) {
 		}
 		req.Entries[i] = pe
 	}
-	if n := proto.Size(req); n > maxMessageBytes {
+	if n := proto.Size(req) + len(w.l.name) + 64; n > maxMessageBytes {
 		return nil, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, maxMessageBytes)
 	}
 	return req, nil
@@ -157,16 +163,27 @@ func (s *appendStream) run() {
 
 // send sends the queued requests in order, and half-closes the stream once
 // it is ending and everything queued is sent.
-func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendRequest, ternpb.AppendResponse]) {
+func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
 	for {
 		s.w.mu.Lock()
-		reqs, ending, broken := s.unsent, s.ending, s.err != nil
+		batches, ending, broken := s.unsent, s.ending, s.err != nil
 		s.unsent = nil
 		s.w.mu.Unlock()
 		if broken {
 			return
 		}
-		for _, req := range reqs {
+		for len(batches) > 0 {
+			req := &ternpb.AppendStreamRequest{Log: s.w.l.name, Epoch: s.w.epoch}
+			size := 0
+			for len(batches) > 0 {
+				n := proto.Size(batches[0])
+				if len(req.Batches) > 0 && size+n > maxRequestBytes {
+					break
+				}
+				req.Batches = append(req.Batches, batches[0])
+				size += n
+				batches = batches[1:]
+			}
 			if err := stream.Send(req); err != nil {
 				// io.EOF: the stream is over, and Recv returns why.
 				if err != io.EOF {
@@ -175,7 +192,10 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendRequest
 				return
 			}
 		}
-		if len(reqs) > 0 {
+		s.w.mu.Lock()
+		more := len(s.unsent) > 0
+		s.w.mu.Unlock()
+		if more {
 			continue
 		}
 		if ending {
@@ -186,6 +206,9 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendRequest
 		}
 		select {
 		case <-s.wake:
+			// The producers that an answer woke append at about the same
+			// time: let them queue, so one request carries them all.
+			runtime.Gosched()
 		case <-s.ctx.Done():
 			return
 		}
@@ -193,27 +216,31 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendRequest
 }
 
 // receive completes the pendings in order with the server's answers.
-func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendRequest, ternpb.AppendResponse]) {
+func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
+	var ps []*remotePending
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			s.fail(err)
 			return
 		}
+		results := resp.GetResults()
 		s.w.mu.Lock()
-		if len(s.pending) == 0 {
+		if len(s.pending) < len(results) {
 			s.w.mu.Unlock()
 			s.fail(errors.New("tern: the server answered an append that was not sent"))
 			return
 		}
-		p := s.pending[0]
-		s.pending[0] = nil
-		s.pending = s.pending[1:]
+		ps = append(ps[:0], s.pending[:len(results)]...)
+		clear(s.pending[:len(results)])
+		s.pending = s.pending[len(results):]
 		s.w.mu.Unlock()
-		if resp.GetError() != nil {
-			p.finish(0, rpcerr.FromProto(resp.GetError()))
-		} else {
-			p.finish(Offset(resp.GetOffset()), nil)
+		for i, r := range results {
+			if r.GetError() != nil {
+				ps[i].finish(0, rpcerr.FromProto(r.GetError()))
+			} else {
+				ps[i].finish(Offset(r.GetOffset()), nil)
+			}
 		}
 	}
 }

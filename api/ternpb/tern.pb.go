@@ -807,10 +807,8 @@ func (x *AppendRequest) GetEntries() []*Entry {
 }
 
 type AppendResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Offset uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"` // of the batch's first entry
-	// Set, in AppendStream only, when this batch failed; offset is then 0.
-	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"` // of the batch's first entry
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -852,7 +850,200 @@ func (x *AppendResponse) GetOffset() uint64 {
 	return 0
 }
 
-func (x *AppendResponse) GetError() *Error {
+type AppendStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // from OpenWriter
+	Batches       []*Batch               `protobuf:"bytes,3,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamRequest) Reset() {
+	*x = AppendStreamRequest{}
+	mi := &file_tern_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamRequest) ProtoMessage() {}
+
+func (x *AppendStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamRequest.ProtoReflect.Descriptor instead.
+func (*AppendStreamRequest) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AppendStreamRequest) GetLog() string {
+	if x != nil {
+		return x.Log
+	}
+	return ""
+}
+
+func (x *AppendStreamRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *AppendStreamRequest) GetBatches() []*Batch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+type Batch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*Entry               `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_tern_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Batch) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type AppendStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*AppendResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per batch of the request, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamResponse) Reset() {
+	*x = AppendStreamResponse{}
+	mi := &file_tern_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamResponse) ProtoMessage() {}
+
+func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
+func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AppendStreamResponse) GetResults() []*AppendResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AppendResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"` // of the batch's first entry
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`    // set when the batch failed; offset is then 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendResult) Reset() {
+	*x = AppendResult{}
+	mi := &file_tern_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendResult) ProtoMessage() {}
+
+func (x *AppendResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
+func (*AppendResult) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AppendResult) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *AppendResult) GetError() *Error {
 	if x != nil {
 		return x.Error
 	}
@@ -872,7 +1063,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_tern_proto_msgTypes[15]
+	mi := &file_tern_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1075,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[15]
+	mi := &file_tern_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1088,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{15}
+	return file_tern_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -939,7 +1130,7 @@ type AppendTimeTickRequest struct {
 
 func (x *AppendTimeTickRequest) Reset() {
 	*x = AppendTimeTickRequest{}
-	mi := &file_tern_proto_msgTypes[16]
+	mi := &file_tern_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1142,7 @@ func (x *AppendTimeTickRequest) String() string {
 func (*AppendTimeTickRequest) ProtoMessage() {}
 
 func (x *AppendTimeTickRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[16]
+	mi := &file_tern_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1155,7 @@ func (x *AppendTimeTickRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTimeTickRequest.ProtoReflect.Descriptor instead.
 func (*AppendTimeTickRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{16}
+	return file_tern_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendTimeTickRequest) GetLog() string {
@@ -996,7 +1187,7 @@ type AppendTimeTickResponse struct {
 
 func (x *AppendTimeTickResponse) Reset() {
 	*x = AppendTimeTickResponse{}
-	mi := &file_tern_proto_msgTypes[17]
+	mi := &file_tern_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1199,7 @@ func (x *AppendTimeTickResponse) String() string {
 func (*AppendTimeTickResponse) ProtoMessage() {}
 
 func (x *AppendTimeTickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[17]
+	mi := &file_tern_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1212,7 @@ func (x *AppendTimeTickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTimeTickResponse.ProtoReflect.Descriptor instead.
 func (*AppendTimeTickResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{17}
+	return file_tern_proto_rawDescGZIP(), []int{21}
 }
 
 type ReadRequest struct {
@@ -1041,7 +1232,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_tern_proto_msgTypes[18]
+	mi := &file_tern_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1244,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[18]
+	mi := &file_tern_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1257,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{18}
+	return file_tern_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadRequest) GetLog() string {
@@ -1115,7 +1306,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_tern_proto_msgTypes[19]
+	mi := &file_tern_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1318,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[19]
+	mi := &file_tern_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1331,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{19}
+	return file_tern_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadResponse) GetEntries() []*Entry {
@@ -1169,7 +1360,7 @@ type TimeTick struct {
 
 func (x *TimeTick) Reset() {
 	*x = TimeTick{}
-	mi := &file_tern_proto_msgTypes[20]
+	mi := &file_tern_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1372,7 @@ func (x *TimeTick) String() string {
 func (*TimeTick) ProtoMessage() {}
 
 func (x *TimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[20]
+	mi := &file_tern_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1385,7 @@ func (x *TimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeTick.ProtoReflect.Descriptor instead.
 func (*TimeTick) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{20}
+	return file_tern_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TimeTick) GetTime() uint64 {
@@ -1225,7 +1416,7 @@ type SubscriptionInfo struct {
 
 func (x *SubscriptionInfo) Reset() {
 	*x = SubscriptionInfo{}
-	mi := &file_tern_proto_msgTypes[21]
+	mi := &file_tern_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1428,7 @@ func (x *SubscriptionInfo) String() string {
 func (*SubscriptionInfo) ProtoMessage() {}
 
 func (x *SubscriptionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[21]
+	mi := &file_tern_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1441,7 @@ func (x *SubscriptionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionInfo.ProtoReflect.Descriptor instead.
 func (*SubscriptionInfo) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{21}
+	return file_tern_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscriptionInfo) GetLog() string {
@@ -1308,7 +1499,7 @@ type CreateSubscriptionRequest struct {
 
 func (x *CreateSubscriptionRequest) Reset() {
 	*x = CreateSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[22]
+	mi := &file_tern_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1511,7 @@ func (x *CreateSubscriptionRequest) String() string {
 func (*CreateSubscriptionRequest) ProtoMessage() {}
 
 func (x *CreateSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[22]
+	mi := &file_tern_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1524,7 @@ func (x *CreateSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{22}
+	return file_tern_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSubscriptionRequest) GetLog() string {
@@ -1381,7 +1572,7 @@ type DescribeSubscriptionRequest struct {
 
 func (x *DescribeSubscriptionRequest) Reset() {
 	*x = DescribeSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[23]
+	mi := &file_tern_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1584,7 @@ func (x *DescribeSubscriptionRequest) String() string {
 func (*DescribeSubscriptionRequest) ProtoMessage() {}
 
 func (x *DescribeSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[23]
+	mi := &file_tern_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1597,7 @@ func (x *DescribeSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DescribeSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{23}
+	return file_tern_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeSubscriptionRequest) GetLog() string {
@@ -1432,7 +1623,7 @@ type ListSubscriptionsRequest struct {
 
 func (x *ListSubscriptionsRequest) Reset() {
 	*x = ListSubscriptionsRequest{}
-	mi := &file_tern_proto_msgTypes[24]
+	mi := &file_tern_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1635,7 @@ func (x *ListSubscriptionsRequest) String() string {
 func (*ListSubscriptionsRequest) ProtoMessage() {}
 
 func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[24]
+	mi := &file_tern_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1648,7 @@ func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubscriptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSubscriptionsRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{24}
+	return file_tern_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSubscriptionsRequest) GetLog() string {
@@ -1476,7 +1667,7 @@ type ListSubscriptionsResponse struct {
 
 func (x *ListSubscriptionsResponse) Reset() {
 	*x = ListSubscriptionsResponse{}
-	mi := &file_tern_proto_msgTypes[25]
+	mi := &file_tern_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1679,7 @@ func (x *ListSubscriptionsResponse) String() string {
 func (*ListSubscriptionsResponse) ProtoMessage() {}
 
 func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[25]
+	mi := &file_tern_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1692,7 @@ func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubscriptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSubscriptionsResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{25}
+	return file_tern_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListSubscriptionsResponse) GetSubscriptions() []*SubscriptionInfo {
@@ -1521,7 +1712,7 @@ type DeleteSubscriptionRequest struct {
 
 func (x *DeleteSubscriptionRequest) Reset() {
 	*x = DeleteSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[26]
+	mi := &file_tern_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1724,7 @@ func (x *DeleteSubscriptionRequest) String() string {
 func (*DeleteSubscriptionRequest) ProtoMessage() {}
 
 func (x *DeleteSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[26]
+	mi := &file_tern_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1737,7 @@ func (x *DeleteSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{26}
+	return file_tern_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteSubscriptionRequest) GetLog() string {
@@ -1571,7 +1762,7 @@ type DeleteSubscriptionResponse struct {
 
 func (x *DeleteSubscriptionResponse) Reset() {
 	*x = DeleteSubscriptionResponse{}
-	mi := &file_tern_proto_msgTypes[27]
+	mi := &file_tern_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1774,7 @@ func (x *DeleteSubscriptionResponse) String() string {
 func (*DeleteSubscriptionResponse) ProtoMessage() {}
 
 func (x *DeleteSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[27]
+	mi := &file_tern_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1787,7 @@ func (x *DeleteSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{27}
+	return file_tern_proto_rawDescGZIP(), []int{31}
 }
 
 type SeekRequest struct {
@@ -1610,7 +1801,7 @@ type SeekRequest struct {
 
 func (x *SeekRequest) Reset() {
 	*x = SeekRequest{}
-	mi := &file_tern_proto_msgTypes[28]
+	mi := &file_tern_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1813,7 @@ func (x *SeekRequest) String() string {
 func (*SeekRequest) ProtoMessage() {}
 
 func (x *SeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[28]
+	mi := &file_tern_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1826,7 @@ func (x *SeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekRequest.ProtoReflect.Descriptor instead.
 func (*SeekRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{28}
+	return file_tern_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SeekRequest) GetLog() string {
@@ -1667,7 +1858,7 @@ type SeekResponse struct {
 
 func (x *SeekResponse) Reset() {
 	*x = SeekResponse{}
-	mi := &file_tern_proto_msgTypes[29]
+	mi := &file_tern_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1870,7 @@ func (x *SeekResponse) String() string {
 func (*SeekResponse) ProtoMessage() {}
 
 func (x *SeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[29]
+	mi := &file_tern_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1883,7 @@ func (x *SeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekResponse.ProtoReflect.Descriptor instead.
 func (*SeekResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{29}
+	return file_tern_proto_rawDescGZIP(), []int{33}
 }
 
 type SubscribeRequest struct {
@@ -1708,7 +1899,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_tern_proto_msgTypes[30]
+	mi := &file_tern_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1911,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[30]
+	mi := &file_tern_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1924,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{30}
+	return file_tern_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubscribeRequest) GetRequest() isSubscribeRequest_Request {
@@ -1788,7 +1979,7 @@ type SubscribeRequest_Start struct {
 
 func (x *SubscribeRequest_Start) Reset() {
 	*x = SubscribeRequest_Start{}
-	mi := &file_tern_proto_msgTypes[33]
+	mi := &file_tern_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1991,7 @@ func (x *SubscribeRequest_Start) String() string {
 func (*SubscribeRequest_Start) ProtoMessage() {}
 
 func (x *SubscribeRequest_Start) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[33]
+	mi := &file_tern_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2004,7 @@ func (x *SubscribeRequest_Start) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest_Start.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest_Start) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{30, 0}
+	return file_tern_proto_rawDescGZIP(), []int{34, 0}
 }
 
 func (x *SubscribeRequest_Start) GetLog() string {
@@ -1848,7 +2039,7 @@ type SubscribeRequest_Ack struct {
 
 func (x *SubscribeRequest_Ack) Reset() {
 	*x = SubscribeRequest_Ack{}
-	mi := &file_tern_proto_msgTypes[34]
+	mi := &file_tern_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2051,7 @@ func (x *SubscribeRequest_Ack) String() string {
 func (*SubscribeRequest_Ack) ProtoMessage() {}
 
 func (x *SubscribeRequest_Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[34]
+	mi := &file_tern_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2064,7 @@ func (x *SubscribeRequest_Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest_Ack.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest_Ack) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{30, 1}
+	return file_tern_proto_rawDescGZIP(), []int{34, 1}
 }
 
 func (x *SubscribeRequest_Ack) GetOffset() uint64 {
@@ -1942,8 +2133,18 @@ const file_tern_proto_rawDesc = "" +
 	"\rAppendRequest\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12(\n" +
-	"\aentries\x18\x03 \x03(\v2\x0e.tern.v1.EntryR\aentries\"N\n" +
+	"\aentries\x18\x03 \x03(\v2\x0e.tern.v1.EntryR\aentries\"(\n" +
 	"\x0eAppendResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\"g\n" +
+	"\x13AppendStreamRequest\x12\x10\n" +
+	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12(\n" +
+	"\abatches\x18\x03 \x03(\v2\x0e.tern.v1.BatchR\abatches\"1\n" +
+	"\x05Batch\x12(\n" +
+	"\aentries\x18\x01 \x03(\v2\x0e.tern.v1.EntryR\aentries\"G\n" +
+	"\x14AppendStreamResponse\x12/\n" +
+	"\aresults\x18\x01 \x03(\v2\x15.tern.v1.AppendResultR\aresults\"L\n" +
+	"\fAppendResult\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12$\n" +
 	"\x05error\x18\x02 \x01(\v2\x0e.tern.v1.ErrorR\x05error\"\xc4\x01\n" +
 	"\x05Error\x12\x12\n" +
@@ -2009,7 +2210,7 @@ const file_tern_proto_rawDesc = "" +
 	"\x05ticks\x18\x03 \x01(\bR\x05ticks\x1a\x1d\n" +
 	"\x03Ack\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offsetB\t\n" +
-	"\arequest2\xff\b\n" +
+	"\arequest2\x8b\t\n" +
 	"\x04Tern\x128\n" +
 	"\tCreateLog\x12\x19.tern.v1.CreateLogRequest\x1a\x10.tern.v1.LogInfo\x12<\n" +
 	"\vDescribeLog\x12\x1b.tern.v1.DescribeLogRequest\x1a\x10.tern.v1.LogInfo\x12?\n" +
@@ -2018,8 +2219,8 @@ const file_tern_proto_rawDesc = "" +
 	"\vTruncateLog\x12\x1b.tern.v1.TruncateLogRequest\x1a\x1c.tern.v1.TruncateLogResponse\x12E\n" +
 	"\n" +
 	"OpenWriter\x12\x1a.tern.v1.OpenWriterRequest\x1a\x1b.tern.v1.OpenWriterResponse\x129\n" +
-	"\x06Append\x12\x16.tern.v1.AppendRequest\x1a\x17.tern.v1.AppendResponse\x12C\n" +
-	"\fAppendStream\x12\x16.tern.v1.AppendRequest\x1a\x17.tern.v1.AppendResponse(\x010\x01\x12Q\n" +
+	"\x06Append\x12\x16.tern.v1.AppendRequest\x1a\x17.tern.v1.AppendResponse\x12O\n" +
+	"\fAppendStream\x12\x1c.tern.v1.AppendStreamRequest\x1a\x1d.tern.v1.AppendStreamResponse(\x010\x01\x12Q\n" +
 	"\x0eAppendTimeTick\x12\x1e.tern.v1.AppendTimeTickRequest\x1a\x1f.tern.v1.AppendTimeTickResponse\x125\n" +
 	"\x04Read\x12\x14.tern.v1.ReadRequest\x1a\x15.tern.v1.ReadResponse0\x01\x12S\n" +
 	"\x12CreateSubscription\x12\".tern.v1.CreateSubscriptionRequest\x1a\x19.tern.v1.SubscriptionInfo\x12W\n" +
@@ -2041,7 +2242,7 @@ func file_tern_proto_rawDescGZIP() []byte {
 	return file_tern_proto_rawDescData
 }
 
-var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tern_proto_goTypes = []any{
 	(*LogOptions)(nil),                  // 0: tern.v1.LogOptions
 	(*LogInfo)(nil),                     // 1: tern.v1.LogInfo
@@ -2058,80 +2259,87 @@ var file_tern_proto_goTypes = []any{
 	(*OpenWriterResponse)(nil),          // 12: tern.v1.OpenWriterResponse
 	(*AppendRequest)(nil),               // 13: tern.v1.AppendRequest
 	(*AppendResponse)(nil),              // 14: tern.v1.AppendResponse
-	(*Error)(nil),                       // 15: tern.v1.Error
-	(*AppendTimeTickRequest)(nil),       // 16: tern.v1.AppendTimeTickRequest
-	(*AppendTimeTickResponse)(nil),      // 17: tern.v1.AppendTimeTickResponse
-	(*ReadRequest)(nil),                 // 18: tern.v1.ReadRequest
-	(*ReadResponse)(nil),                // 19: tern.v1.ReadResponse
-	(*TimeTick)(nil),                    // 20: tern.v1.TimeTick
-	(*SubscriptionInfo)(nil),            // 21: tern.v1.SubscriptionInfo
-	(*CreateSubscriptionRequest)(nil),   // 22: tern.v1.CreateSubscriptionRequest
-	(*DescribeSubscriptionRequest)(nil), // 23: tern.v1.DescribeSubscriptionRequest
-	(*ListSubscriptionsRequest)(nil),    // 24: tern.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),   // 25: tern.v1.ListSubscriptionsResponse
-	(*DeleteSubscriptionRequest)(nil),   // 26: tern.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),  // 27: tern.v1.DeleteSubscriptionResponse
-	(*SeekRequest)(nil),                 // 28: tern.v1.SeekRequest
-	(*SeekResponse)(nil),                // 29: tern.v1.SeekResponse
-	(*SubscribeRequest)(nil),            // 30: tern.v1.SubscribeRequest
-	nil,                                 // 31: tern.v1.Entry.PropertiesEntry
-	nil,                                 // 32: tern.v1.Error.MetadataEntry
-	(*SubscribeRequest_Start)(nil),      // 33: tern.v1.SubscribeRequest.Start
-	(*SubscribeRequest_Ack)(nil),        // 34: tern.v1.SubscribeRequest.Ack
-	(*durationpb.Duration)(nil),         // 35: google.protobuf.Duration
+	(*AppendStreamRequest)(nil),         // 15: tern.v1.AppendStreamRequest
+	(*Batch)(nil),                       // 16: tern.v1.Batch
+	(*AppendStreamResponse)(nil),        // 17: tern.v1.AppendStreamResponse
+	(*AppendResult)(nil),                // 18: tern.v1.AppendResult
+	(*Error)(nil),                       // 19: tern.v1.Error
+	(*AppendTimeTickRequest)(nil),       // 20: tern.v1.AppendTimeTickRequest
+	(*AppendTimeTickResponse)(nil),      // 21: tern.v1.AppendTimeTickResponse
+	(*ReadRequest)(nil),                 // 22: tern.v1.ReadRequest
+	(*ReadResponse)(nil),                // 23: tern.v1.ReadResponse
+	(*TimeTick)(nil),                    // 24: tern.v1.TimeTick
+	(*SubscriptionInfo)(nil),            // 25: tern.v1.SubscriptionInfo
+	(*CreateSubscriptionRequest)(nil),   // 26: tern.v1.CreateSubscriptionRequest
+	(*DescribeSubscriptionRequest)(nil), // 27: tern.v1.DescribeSubscriptionRequest
+	(*ListSubscriptionsRequest)(nil),    // 28: tern.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),   // 29: tern.v1.ListSubscriptionsResponse
+	(*DeleteSubscriptionRequest)(nil),   // 30: tern.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),  // 31: tern.v1.DeleteSubscriptionResponse
+	(*SeekRequest)(nil),                 // 32: tern.v1.SeekRequest
+	(*SeekResponse)(nil),                // 33: tern.v1.SeekResponse
+	(*SubscribeRequest)(nil),            // 34: tern.v1.SubscribeRequest
+	nil,                                 // 35: tern.v1.Entry.PropertiesEntry
+	nil,                                 // 36: tern.v1.Error.MetadataEntry
+	(*SubscribeRequest_Start)(nil),      // 37: tern.v1.SubscribeRequest.Start
+	(*SubscribeRequest_Ack)(nil),        // 38: tern.v1.SubscribeRequest.Ack
+	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
 }
 var file_tern_proto_depIdxs = []int32{
-	35, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
-	35, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
+	39, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
+	39, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
 	0,  // 2: tern.v1.LogInfo.options:type_name -> tern.v1.LogOptions
-	31, // 3: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
+	35, // 3: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
 	0,  // 4: tern.v1.CreateLogRequest.options:type_name -> tern.v1.LogOptions
 	1,  // 5: tern.v1.ListLogsResponse.logs:type_name -> tern.v1.LogInfo
 	2,  // 6: tern.v1.AppendRequest.entries:type_name -> tern.v1.Entry
-	15, // 7: tern.v1.AppendResponse.error:type_name -> tern.v1.Error
-	32, // 8: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
-	2,  // 9: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
-	20, // 10: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
-	21, // 11: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
-	33, // 12: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
-	34, // 13: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
-	3,  // 14: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
-	4,  // 15: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
-	5,  // 16: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
-	7,  // 17: tern.v1.Tern.DeleteLog:input_type -> tern.v1.DeleteLogRequest
-	9,  // 18: tern.v1.Tern.TruncateLog:input_type -> tern.v1.TruncateLogRequest
-	11, // 19: tern.v1.Tern.OpenWriter:input_type -> tern.v1.OpenWriterRequest
-	13, // 20: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
-	13, // 21: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendRequest
-	16, // 22: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
-	18, // 23: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
-	22, // 24: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
-	23, // 25: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
-	24, // 26: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
-	26, // 27: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
-	28, // 28: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
-	30, // 29: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
-	1,  // 30: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
-	1,  // 31: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
-	6,  // 32: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
-	8,  // 33: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
-	10, // 34: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
-	12, // 35: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
-	14, // 36: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
-	14, // 37: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendResponse
-	17, // 38: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
-	19, // 39: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
-	21, // 40: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
-	21, // 41: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
-	25, // 42: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
-	27, // 43: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
-	29, // 44: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
-	19, // 45: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
-	30, // [30:46] is the sub-list for method output_type
-	14, // [14:30] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 7: tern.v1.AppendStreamRequest.batches:type_name -> tern.v1.Batch
+	2,  // 8: tern.v1.Batch.entries:type_name -> tern.v1.Entry
+	18, // 9: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
+	19, // 10: tern.v1.AppendResult.error:type_name -> tern.v1.Error
+	36, // 11: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
+	2,  // 12: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
+	24, // 13: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
+	25, // 14: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
+	37, // 15: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
+	38, // 16: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
+	3,  // 17: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
+	4,  // 18: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
+	5,  // 19: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
+	7,  // 20: tern.v1.Tern.DeleteLog:input_type -> tern.v1.DeleteLogRequest
+	9,  // 21: tern.v1.Tern.TruncateLog:input_type -> tern.v1.TruncateLogRequest
+	11, // 22: tern.v1.Tern.OpenWriter:input_type -> tern.v1.OpenWriterRequest
+	13, // 23: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
+	15, // 24: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendStreamRequest
+	20, // 25: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
+	22, // 26: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
+	26, // 27: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
+	27, // 28: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
+	28, // 29: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
+	30, // 30: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
+	32, // 31: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
+	34, // 32: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
+	1,  // 33: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
+	1,  // 34: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
+	6,  // 35: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
+	8,  // 36: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
+	10, // 37: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
+	12, // 38: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
+	14, // 39: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
+	17, // 40: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
+	21, // 41: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
+	23, // 42: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
+	25, // 43: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
+	25, // 44: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
+	29, // 45: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
+	31, // 46: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
+	33, // 47: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
+	23, // 48: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
+	33, // [33:49] is the sub-list for method output_type
+	17, // [17:33] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_tern_proto_init() }
@@ -2139,7 +2347,7 @@ func file_tern_proto_init() {
 	if File_tern_proto != nil {
 		return
 	}
-	file_tern_proto_msgTypes[30].OneofWrappers = []any{
+	file_tern_proto_msgTypes[34].OneofWrappers = []any{
 		(*SubscribeRequest_Start_)(nil),
 		(*SubscribeRequest_Ack_)(nil),
 	}
@@ -2149,7 +2357,7 @@ func file_tern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tern_proto_rawDesc), len(file_tern_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

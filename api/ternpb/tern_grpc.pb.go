@@ -66,10 +66,13 @@ type TernClient interface {
 	OpenWriter(ctx context.Context, in *OpenWriterRequest, opts ...grpc.CallOption) (*OpenWriterResponse, error)
 	// Append appends a batch atomically and answers once it is durable.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
-	// AppendStream pipelines appends: the server answers every request, in
-	// the order received, once its batch is durable (or failed). A failed
-	// batch does not end the stream.
-	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendRequest, AppendResponse], error)
+	// AppendStream pipelines appends: a request carries one or more batches
+	// for one log, each appended atomically, in order. The server answers
+	// every request, in the order received, with one result per batch once
+	// they are durable (or failed). A failed batch does not end the stream.
+	// A client packs the batches queued while it was sending into the next
+	// request, which costs the server one message for many appends.
+	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse], error)
 	// AppendTimeTick sends a time tick to the log's tail readers and
 	// subscribers, ordered after every entry appended before it. Nothing is
 	// written: see docs/streaming.md.
@@ -167,18 +170,18 @@ func (c *ternClient) Append(ctx context.Context, in *AppendRequest, opts ...grpc
 	return out, nil
 }
 
-func (c *ternClient) AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendRequest, AppendResponse], error) {
+func (c *ternClient) AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Tern_ServiceDesc.Streams[0], Tern_AppendStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[AppendRequest, AppendResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[AppendStreamRequest, AppendStreamResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Tern_AppendStreamClient = grpc.BidiStreamingClient[AppendRequest, AppendResponse]
+type Tern_AppendStreamClient = grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse]
 
 func (c *ternClient) AppendTimeTick(ctx context.Context, in *AppendTimeTickRequest, opts ...grpc.CallOption) (*AppendTimeTickResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -287,10 +290,13 @@ type TernServer interface {
 	OpenWriter(context.Context, *OpenWriterRequest) (*OpenWriterResponse, error)
 	// Append appends a batch atomically and answers once it is durable.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
-	// AppendStream pipelines appends: the server answers every request, in
-	// the order received, once its batch is durable (or failed). A failed
-	// batch does not end the stream.
-	AppendStream(grpc.BidiStreamingServer[AppendRequest, AppendResponse]) error
+	// AppendStream pipelines appends: a request carries one or more batches
+	// for one log, each appended atomically, in order. The server answers
+	// every request, in the order received, with one result per batch once
+	// they are durable (or failed). A failed batch does not end the stream.
+	// A client packs the batches queued while it was sending into the next
+	// request, which costs the server one message for many appends.
+	AppendStream(grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]) error
 	// AppendTimeTick sends a time tick to the log's tail readers and
 	// subscribers, ordered after every entry appended before it. Nothing is
 	// written: see docs/streaming.md.
@@ -339,7 +345,7 @@ func (UnimplementedTernServer) OpenWriter(context.Context, *OpenWriterRequest) (
 func (UnimplementedTernServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
 }
-func (UnimplementedTernServer) AppendStream(grpc.BidiStreamingServer[AppendRequest, AppendResponse]) error {
+func (UnimplementedTernServer) AppendStream(grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method AppendStream not implemented")
 }
 func (UnimplementedTernServer) AppendTimeTick(context.Context, *AppendTimeTickRequest) (*AppendTimeTickResponse, error) {
@@ -514,11 +520,11 @@ func _Tern_Append_Handler(srv interface{}, ctx context.Context, dec func(interfa
 }
 
 func _Tern_AppendStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(TernServer).AppendStream(&grpc.GenericServerStream[AppendRequest, AppendResponse]{ServerStream: stream})
+	return srv.(TernServer).AppendStream(&grpc.GenericServerStream[AppendStreamRequest, AppendStreamResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Tern_AppendStreamServer = grpc.BidiStreamingServer[AppendRequest, AppendResponse]
+type Tern_AppendStreamServer = grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]
 
 func _Tern_AppendTimeTick_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AppendTimeTickRequest)

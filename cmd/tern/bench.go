@@ -29,12 +29,18 @@ type benchFlags struct {
 }
 
 func (a *app) benchCmd() *cobra.Command {
-	var f benchFlags
+	var (
+		f            benchFlags
+		grpcLoopback bool
+	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Tern on this machine: appends, end-to-end latency, catch-up reads",
 		Long: `Measure Tern, embedded, on a fresh directory inside --dir (default: the
-system's temporary directory), removed afterwards.
+system's temporary directory), removed afterwards. With --grpc, measure it
+through a server started in this process on that directory (embedded etcd,
+gRPC on loopback, the remote Go client); with --server, through a running
+tern serve, on logs created for the run and deleted afterwards.
 
 A workload is a preset (--workload) whose figures the other flags override,
 or "custom" when no preset is named. With --rate the load is open-loop: appends
@@ -50,6 +56,7 @@ The result is printed as a table, and appended as a JSON line to --json.
 "tern bench s3" an object store's; bench/run.sh runs them all next to the
 peers and writes docs/benchmarks.md.`,
 		Example: `  tern bench --workload sync-1k
+  tern bench --workload conc-1k --grpc
   tern bench --workload conc-4k --duration 30s --json results.jsonl
   tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms`,
 		Args: noSubcommand,
@@ -62,12 +69,29 @@ peers and writes docs/benchmarks.md.`,
 			if err != nil {
 				return usagef(cmd, "--fsync: %v", err)
 			}
+			if grpcLoopback && a.server != "" {
+				return usagef(cmd, "--grpc starts its own server: leave out --server")
+			}
 			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				t, err := openTernTarget(ctx, dir, spec.Logs, tern.LogOptions{Fsync: fsync})
+				copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
+				storage := dir
+				switch {
+				case grpcLoopback:
+					s, err := startLoopbackServer(ctx, dir)
+					if err != nil {
+						return nil, err
+					}
+					defer s.Close()
+					copts, variant = tern.Options{Server: s.addr}, "gRPC"
+				case a.server != "":
+					copts, variant, storage = tern.Options{Server: a.server}, "gRPC, server "+a.server, ""
+					prefix = fmt.Sprintf("bench-%d-%d-", os.Getpid(), time.Now().UnixNano())
+				}
+				t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync})
 				if err != nil {
 					return nil, err
 				}
-				r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr(), StorageDir: dir})
+				r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr(), StorageDir: storage})
 				if cerr := t.Close(); err == nil && cerr != nil {
 					err = cerr
 				}
@@ -75,9 +99,9 @@ peers and writes docs/benchmarks.md.`,
 					return nil, err
 				}
 				r.System, r.Version = "tern", version()
-				r.Variant = "durable"
+				r.Variant = variant
 				if fsync.Mode != tern.FsyncAlways {
-					r.Variant = "fsync=" + fsync.String() + " (unsafe)"
+					r.Variant = variant + ", fsync=" + fsync.String() + " (unsafe)"
 				}
 				return []*loadgen.Result{r}, nil
 			})
@@ -85,6 +109,7 @@ peers and writes docs/benchmarks.md.`,
 	}
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
+	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
 	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd())
 	return cmd
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/ternwal/tern"
 )
 
-// ternTarget is Tern, embedded, as tern bench measures it: logs bench-0,
-// bench-1, ... in a fresh data directory, one writer each.
+// ternTarget is Tern as tern bench measures it: logs <prefix>0, <prefix>1,
+// ... (bench-0, ... in a fresh data directory), one writer each, on an
+// embedded client or a client of a server.
 type ternTarget struct {
 	c       *tern.Client
+	cleanup bool // delete the logs on Close: they are on a server that stays
 	logs    []*tern.Log
 	writers []*tern.Writer
 	// acks has one queue per log of asynchronous appends waiting for their
@@ -27,19 +29,19 @@ type pendingAck struct {
 	done func(error)
 }
 
-func openTernTarget(ctx context.Context, dir string, logs int, opts tern.LogOptions) (_ *ternTarget, err error) {
-	c, err := tern.Open(ctx, tern.Options{Dir: dir})
+func openTernTarget(ctx context.Context, copts tern.Options, prefix string, logs int, opts tern.LogOptions) (_ *ternTarget, err error) {
+	c, err := tern.Open(ctx, copts)
 	if err != nil {
 		return nil, err
 	}
-	t := &ternTarget{c: c}
+	t := &ternTarget{c: c, cleanup: copts.Server != ""}
 	defer func() {
 		if err != nil {
 			t.Close()
 		}
 	}()
 	for i := range logs {
-		l, err := c.CreateLog(ctx, fmt.Sprintf("bench-%d", i), opts)
+		l, err := c.CreateLog(ctx, fmt.Sprintf("%s%d", prefix, i), opts)
 		if err != nil {
 			return nil, err
 		}
@@ -116,5 +118,10 @@ func (t *ternTarget) Close() error {
 		errs = append(errs, w.Close())
 	}
 	t.waiting.Wait()
+	if t.cleanup {
+		for _, l := range t.logs {
+			errs = append(errs, t.c.DeleteLog(context.Background(), l.Name()))
+		}
+	}
 	return errors.Join(append(errs, t.c.Close())...)
 }

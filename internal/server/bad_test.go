@@ -181,10 +181,10 @@ func TestCloseEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Send(&ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: []*ternpb.Entry{{Payload: []byte("x")}}}); err != nil {
+	if err := app.Send(streamReq("l", epoch, []*ternpb.Entry{{Payload: []byte("x")}})); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := app.Recv(); err != nil || resp.Error != nil {
+	if resp, err := app.Recv(); err != nil || len(resp.Results) != 1 || resp.Results[0].Error != nil {
 		t.Fatalf("append: %v %v", resp, err)
 	}
 	ts.waitCursor(t, "l", "s", 1)

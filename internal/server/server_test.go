@@ -257,7 +257,7 @@ func TestAppendStreamPipelined(t *testing.T) {
 	}
 	const n = 1000
 	for i := range n {
-		req := &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: []*ternpb.Entry{{Payload: payload(uint64(i))}}}
+		req := streamReq("l", epoch, []*ternpb.Entry{{Payload: payload(uint64(i))}})
 		if err := stream.Send(req); err != nil {
 			t.Fatal(err)
 		}
@@ -270,8 +270,8 @@ func TestAppendStreamPipelined(t *testing.T) {
 		if err != nil {
 			t.Fatalf("response %d: %v", i, err)
 		}
-		if resp.Error != nil || resp.Offset != uint64(i) {
-			t.Fatalf("response %d: offset %d error %v, want offset %d", i, resp.Offset, resp.Error, i)
+		if len(resp.Results) != 1 || resp.Results[0].Error != nil || resp.Results[0].Offset != uint64(i) {
+			t.Fatalf("response %d: %v, want offset %d", i, resp.Results, i)
 		}
 	}
 	if _, err := stream.Recv(); err != io.EOF {
@@ -299,21 +299,27 @@ func TestAppendStreamFailedBatch(t *testing.T) {
 		}
 		return es
 	}
-	reqs := []struct {
-		req    *ternpb.AppendRequest
+	type want struct {
 		offset uint64
 		code   codes.Code
 		reason string
+	}
+	tooLarge := want{code: codes.InvalidArgument, reason: "TOO_LARGE"}
+	reqs := []struct {
+		req  *ternpb.AppendStreamRequest
+		want []want
 	}{
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: small(1)}, offset: 0},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: []*ternpb.Entry{{Payload: make([]byte, 17)}}}, code: codes.InvalidArgument, reason: "TOO_LARGE"},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: small(3)}, offset: 1},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: append(small(2), &ternpb.Entry{Payload: make([]byte, 17)})}, code: codes.InvalidArgument, reason: "TOO_LARGE"},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch}, code: codes.InvalidArgument, reason: "INVALID_ARGUMENT"},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch + 1, Entries: small(1)}, code: codes.FailedPrecondition, reason: "FENCED"},
-		{req: &ternpb.AppendRequest{Log: "nope", Epoch: epoch, Entries: small(1)}, code: codes.NotFound, reason: "LOG_NOT_FOUND"},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: small(1)}, offset: 4},
-		{req: &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: small(2)}, offset: 5},
+		{streamReq("l", epoch, small(1)), []want{{offset: 0}}},
+		{streamReq("l", epoch, []*ternpb.Entry{{Payload: make([]byte, 17)}}), []want{tooLarge}},
+		{streamReq("l", epoch, small(3)), []want{{offset: 1}}},
+		{streamReq("l", epoch, append(small(2), &ternpb.Entry{Payload: make([]byte, 17)})), []want{tooLarge}},
+		{streamReq("l", epoch, nil), []want{{code: codes.InvalidArgument, reason: "INVALID_ARGUMENT"}}},
+		{streamReq("l", epoch+1, small(1)), []want{{code: codes.FailedPrecondition, reason: "FENCED"}}},
+		{streamReq("nope", epoch, small(1)), []want{{code: codes.NotFound, reason: "LOG_NOT_FOUND"}}},
+		{streamReq("l", epoch, small(1)), []want{{offset: 4}}},
+		// Several batches in one request: each succeeds or fails alone.
+		{streamReq("l", epoch, small(2), []*ternpb.Entry{{Payload: make([]byte, 17)}}, small(1)), []want{{offset: 5}, tooLarge, {offset: 7}}},
+		{&ternpb.AppendStreamRequest{Log: "l", Epoch: epoch}, []want{{code: codes.InvalidArgument, reason: "INVALID_ARGUMENT"}}},
 	}
 	for _, r := range reqs {
 		if err := stream.Send(r.req); err != nil {
@@ -326,11 +332,17 @@ func TestAppendStreamFailedBatch(t *testing.T) {
 		if err != nil {
 			t.Fatalf("response %d: %v", i, err)
 		}
-		switch {
-		case r.code == codes.OK && (resp.Error != nil || resp.Offset != r.offset):
-			t.Errorf("response %d: offset %d error %v, want offset %d", i, resp.Offset, resp.Error, r.offset)
-		case r.code != codes.OK && (resp.Error == nil || codes.Code(resp.Error.Code) != r.code || resp.Error.Reason != r.reason || resp.Offset != 0):
-			t.Errorf("response %d: offset %d error %v, want %v %s", i, resp.Offset, resp.Error, r.code, r.reason)
+		if len(resp.Results) != len(r.want) {
+			t.Fatalf("response %d: %d results, want %d", i, len(resp.Results), len(r.want))
+		}
+		for j, w := range r.want {
+			got := resp.Results[j]
+			switch {
+			case w.code == codes.OK && (got.Error != nil || got.Offset != w.offset):
+				t.Errorf("response %d result %d: offset %d error %v, want offset %d", i, j, got.Offset, got.Error, w.offset)
+			case w.code != codes.OK && (got.Error == nil || codes.Code(got.Error.Code) != w.code || got.Error.Reason != w.reason || got.Offset != 0):
+				t.Errorf("response %d result %d: offset %d error %v, want %v %s", i, j, got.Offset, got.Error, w.code, w.reason)
+			}
 		}
 	}
 	if _, err := stream.Recv(); err != io.EOF {
@@ -347,16 +359,19 @@ func TestFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streamAppend := func() *ternpb.AppendResponse {
+	streamAppend := func() *ternpb.AppendResult {
 		t.Helper()
-		if err := stream.Send(&ternpb.AppendRequest{Log: "l", Epoch: old, Entries: []*ternpb.Entry{{Payload: []byte("x")}}}); err != nil {
+		if err := stream.Send(streamReq("l", old, []*ternpb.Entry{{Payload: []byte("x")}})); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := stream.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp
+		if len(resp.Results) != 1 {
+			t.Fatalf("%d results for one batch", len(resp.Results))
+		}
+		return resp.Results[0]
 	}
 	if resp := streamAppend(); resp.Error != nil || resp.Offset != 1 {
 		t.Fatalf("stream append: %v", resp)
@@ -472,4 +487,13 @@ func TestMetrics(t *testing.T) {
 
 	// A second Server on the same registerer shares the collectors.
 	New(nil, Options{Registerer: ts.reg})
+}
+
+// streamReq is an AppendStream request of the given batches.
+func streamReq(log string, epoch uint64, batches ...[]*ternpb.Entry) *ternpb.AppendStreamRequest {
+	req := &ternpb.AppendStreamRequest{Log: log, Epoch: epoch}
+	for _, es := range batches {
+		req.Batches = append(req.Batches, &ternpb.Batch{Entries: es})
+	}
+	return req
 }

@@ -161,16 +161,22 @@ func (s *Server) writer(ctx context.Context, name string, epoch uint64) (*writer
 // batch validates an append request and returns its writer and entries,
 // and the entries' bytes.
 func (s *Server) batch(ctx context.Context, req *ternpb.AppendRequest) (*writer, []tern.Entry, int, error) {
-	if len(req.GetEntries()) == 0 {
-		return nil, nil, 0, errInvalid("append to log %q has no entries", req.GetLog())
-	}
 	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch())
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	es := make([]tern.Entry, len(req.GetEntries()))
+	es, n, err := entries(req.GetLog(), req.GetEntries())
+	return w, es, n, err
+}
+
+// entries converts a batch's entries and counts their bytes.
+func entries(log string, pes []*ternpb.Entry) ([]tern.Entry, int, error) {
+	if len(pes) == 0 {
+		return nil, 0, errInvalid("append to log %q has no entries", log)
+	}
+	es := make([]tern.Entry, len(pes))
 	n := 0
-	for i, e := range req.GetEntries() {
+	for i, e := range pes {
 		es[i] = tern.Entry{Payload: e.GetPayload(), Properties: e.GetProperties()}
 		if t := e.GetTimeUnixNano(); t != 0 {
 			es[i].Time = time.Unix(0, t)
@@ -180,7 +186,7 @@ func (s *Server) batch(ctx context.Context, req *ternpb.AppendRequest) (*writer,
 			n += len(k) + len(v)
 		}
 	}
-	return w, es, n, nil
+	return es, n, nil
 }
 
 func (s *Server) appended(start time.Time, entries, bytes int) {
@@ -216,37 +222,49 @@ func (s *Server) AppendTimeTick(ctx context.Context, req *ternpb.AppendTimeTickR
 	return &ternpb.AppendTimeTickResponse{}, nil
 }
 
-// inFlight is one request of an AppendStream, queued to the library.
+// inFlight is one batch of an AppendStream request, queued to the library.
 type inFlight struct {
 	start   time.Time
 	w       *writer
-	p       *tern.Pending // nil when the outcome is known: off and err
-	off     tern.Offset
+	p       *tern.Pending // nil when the outcome is known: err
 	err     error
 	entries int
 	bytes   int
 }
 
-// queue hands the request to the library without waiting.
-func (s *Server) queue(ctx context.Context, req *ternpb.AppendRequest) *inFlight {
-	f := &inFlight{start: time.Now()}
-	w, es, n, err := s.batch(ctx, req)
-	if err != nil {
-		f.err = err
-		return f
+// queue hands the request's batches to the library without waiting. A
+// batch that fails validation fails alone.
+func (s *Server) queue(ctx context.Context, req *ternpb.AppendStreamRequest) []*inFlight {
+	start := time.Now()
+	fs := make([]*inFlight, len(req.GetBatches()))
+	w, werr := s.writer(ctx, req.GetLog(), req.GetEpoch())
+	if len(fs) == 0 {
+		return []*inFlight{{err: errInvalid("append to log %q has no batches", req.GetLog())}}
 	}
-	f.w, f.entries, f.bytes = w, len(es), n
-	f.p = w.AppendBatchAsync(es)
-	return f
+	for i, b := range req.GetBatches() {
+		f := &inFlight{start: start, err: werr}
+		fs[i] = f
+		if werr != nil {
+			continue
+		}
+		es, n, err := entries(req.GetLog(), b.GetEntries())
+		if err != nil {
+			f.err = err
+			continue
+		}
+		f.w, f.entries, f.bytes = w, len(es), n
+		f.p = w.AppendBatchAsync(es)
+	}
+	return fs
 }
 
-// wait returns the request's outcome once it is known.
+// wait returns the batch's outcome once it is known.
 func (f *inFlight) wait(ctx context.Context) (tern.Offset, error) {
 	if f.p != nil {
 		off, err := f.p.Wait(ctx)
 		return off, f.w.fail(err)
 	}
-	return f.off, f.err
+	return 0, f.err
 }
 
 // AppendStream pipelines appends: a goroutine receives the requests and
@@ -259,7 +277,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	}
 	defer end()
 
-	queue := make(chan *inFlight, maxInFlight)
+	queue := make(chan []*inFlight, maxInFlight)
 	var recvErr error // read once queue is closed
 	go func() {
 		defer close(queue)
@@ -280,23 +298,26 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	}()
 
 	for {
-		var f *inFlight
+		var fs []*inFlight
 		select {
-		case f = <-queue:
+		case fs = <-queue:
 		case <-ctx.Done():
 			return wire(s.streamErr("append", ctx.Err()))
 		}
-		if f == nil { // the client is done sending, or the stream broke
+		if fs == nil { // the client is done sending, or the stream broke
 			return wire(s.streamErr("append", recvErr))
 		}
-		off, err := f.wait(ctx)
-		if ctx.Err() != nil {
-			return wire(s.streamErr("append", ctx.Err()))
-		}
-		resp := &ternpb.AppendResponse{Offset: uint64(off)}
-		if err != nil {
-			resp = &ternpb.AppendResponse{Error: rpcerr.Proto(err)}
-		} else {
+		resp := &ternpb.AppendStreamResponse{Results: make([]*ternpb.AppendResult, len(fs))}
+		for i, f := range fs {
+			off, err := f.wait(ctx)
+			if ctx.Err() != nil {
+				return wire(s.streamErr("append", ctx.Err()))
+			}
+			if err != nil {
+				resp.Results[i] = &ternpb.AppendResult{Error: rpcerr.Proto(err)}
+				continue
+			}
+			resp.Results[i] = &ternpb.AppendResult{Offset: uint64(off)}
 			s.appended(f.start, f.entries, f.bytes)
 		}
 		if err := stream.Send(resp); err != nil {
