@@ -15,7 +15,7 @@
 // ErrorInfo whose reason names Tern's error (see api/ternpb/tern.proto), so
 // that rpcerr.Error on the client gives back an error that matches the same
 // sentinel (errors.Is(err, tern.ErrFenced)). A failed batch in AppendStream
-// is an AppendResponse whose error is rpcerr.Proto of the error, and the
+// is an AppendResult whose error is rpcerr.Proto of the error, and the
 // stream goes on.
 //
 // # Writers
@@ -29,13 +29,13 @@
 //
 // # Streams
 //
-// AppendStream answers every request, in order, once its batch is durable
-// or has failed. About 1024 requests are in flight per stream; beyond that
-// the server stops receiving (back-pressure, not an error). A single-entry
-// request is queued without waiting; a request of several entries is queued
-// after the requests before it and waits to be durable before the next
-// request is queued (the library has no asynchronous batch append), so
-// pipelining pays off for single-entry requests.
+// AppendStream takes requests of one or more batches and answers each
+// request, in order, with one result per batch once the batch is durable or
+// has failed; a failed batch fails alone. The batches are handed to the
+// library as they arrive, without waiting, so the group commit takes every
+// batch of every connection queued while the previous round was syncing.
+// About 1024 requests are in flight per stream; beyond that the server stops
+// receiving (back-pressure, not an error).
 //
 // Read sends entries in offset order, at most max_batch (default 1024, at
 // most 65536) and about 1 MiB of payload per response; a time tick comes
