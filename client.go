@@ -11,21 +11,26 @@
 //	<dir>/meta.db       metadata (bbolt): logs, options, writer epochs,
 //	                    starts, subscriptions; absent when Options.Etcd
 //	                    puts the metadata in etcd
-//	<dir>/LOCK          held while a client using etcd has the directory open
+//	<dir>/LOCK          held while a client has the directory open
+//	<dir>/meta.etcd     present when the metadata is in etcd (Options.Etcd):
+//	                    the directory is then refused without it
 //	<dir>/logs/<id>/    the segment files of the log with that id
 //
 // Only one process may open a data directory at a time.
 package tern
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,35 +126,76 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// openMeta opens the metadata store opts ask for: etcd, with the data
-// directory locked, or the bbolt file in the data directory, which locks it.
-func openMeta(ctx context.Context, opts Options) (meta.Store, error) {
-	locked := func() error {
-		return fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
-	}
-	if len(opts.Etcd) == 0 {
-		store, err := meta.OpenBolt(filepath.Join(opts.Dir, "meta.db"))
-		if errors.Is(err, meta.ErrLocked) {
-			return nil, locked()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("tern: open metadata: %w", err)
-		}
-		return store, nil
-	}
+// etcdMark is the file that says a data directory's metadata is in etcd:
+// opening it with the bbolt file would start an empty, second metadata
+// store whose log IDs collide with etcd's.
+const etcdMark = "meta.etcd"
+
+// openMeta locks the data directory and opens the metadata store opts ask
+// for: etcd, or the bbolt file in the data directory. A directory whose
+// metadata is in the other kind of store is refused.
+func openMeta(ctx context.Context, opts Options) (_ meta.Store, err error) {
 	lock, err := vfs.OS.Lock(filepath.Join(opts.Dir, "LOCK"))
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, locked()
+		return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory; if it is tern serve, use --server)", ErrLocked, opts.Dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tern: lock data directory: %w", err)
 	}
-	store, err := meta.OpenEtcd(ctx, meta.EtcdOptions{Endpoints: opts.Etcd, Root: opts.EtcdRoot, Logger: opts.Logger})
-	if err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("tern: open metadata: %w", err)
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	bolt, etcd := filepath.Join(opts.Dir, "meta.db"), filepath.Join(opts.Dir, etcdMark)
+	exists := func(path string) bool { _, err := os.Stat(path); return err == nil }
+	var store meta.Store
+	if len(opts.Etcd) == 0 {
+		if exists(etcd) {
+			return nil, fmt.Errorf("tern: the metadata of %s is in etcd (%s): open it with Options.Etcd, or reach its server with Options.Server (tern --server)", opts.Dir, etcd)
+		}
+		b, err := meta.OpenBolt(bolt)
+		if errors.Is(err, meta.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tern: open metadata: %w", err)
+		}
+		store = b
+	} else {
+		if exists(bolt) {
+			return nil, fmt.Errorf("tern: the metadata of %s is in its bbolt file (%s), not in etcd: open it without Options.Etcd", opts.Dir, bolt)
+		}
+		if err := markEtcd(etcd, opts); err != nil {
+			return nil, err
+		}
+		e, err := meta.OpenEtcd(ctx, meta.EtcdOptions{Endpoints: opts.Etcd, Root: opts.EtcdRoot, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("tern: open metadata: %w", err)
+		}
+		store = e
 	}
 	return &lockedStore{Store: store, lock: lock}, nil
+}
+
+// markEtcd records, durably, that the directory's metadata is in etcd.
+func markEtcd(path string, opts Options) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	body := fmt.Sprintf("the metadata of this data directory is in etcd at %s, root %q\n", strings.Join(opts.Etcd, ","), cmp.Or(opts.EtcdRoot, "/tern/"))
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	return vfs.OS.SyncDir(filepath.Dir(path))
 }
 
 // lockedStore is a metadata store that holds the data directory's lock

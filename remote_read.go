@@ -2,12 +2,14 @@ package tern
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/ternwal/tern/api/ternpb"
 )
@@ -177,6 +179,10 @@ func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) 
 		cancel()
 		return nil, l.c.err(err)
 	}
+	if err := opened(stream); err != nil {
+		cancel()
+		return nil, l.c.err(err)
+	}
 	r := &remoteReader{c: l.c, cancel: cancel}
 	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })
 	if err := l.c.track(r); err != nil {
@@ -245,6 +251,9 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 		err = stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{
 			Start: &ternpb.SubscribeRequest_Start{Log: l.name, Name: name, Ticks: o.ticks},
 		}})
+	}
+	if err == nil {
+		err = opened(stream)
 	}
 	if err != nil {
 		cancel()
@@ -338,4 +347,25 @@ func (s *remoteSubscriber) Close() error {
 	<-s.loop.done
 	s.c.untrack(s)
 	return err
+}
+
+// opened waits for the response headers, which the server sends once the
+// reader or subscriber is open: from then on it receives every tick, and a
+// subscriber has taken the subscription over. A stream that ended instead
+// returns its error.
+func opened(stream interface {
+	Header() (metadata.MD, error)
+	RecvMsg(any) error
+}) error {
+	md, err := stream.Header()
+	if err != nil {
+		return err
+	}
+	if md == nil { // ended without headers: the status says why
+		if err := stream.RecvMsg(new(ternpb.ReadResponse)); err != nil {
+			return err
+		}
+		return errors.New("tern: the server sent an entry before opening the stream")
+	}
+	return nil
 }

@@ -814,3 +814,41 @@ func BenchmarkRemoteAppend(b *testing.B) {
 		})
 	}
 }
+
+// A tick sent right after OpenReader or Subscribe returns reaches the reader
+// and the subscriber: they are open on the server by then.
+func TestModeTickRightAfterOpen(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "ticks", tern.LogOptions{})
+		if _, err := l.CreateSubscription(t.Context(), "s", tern.SubOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range uint64(20) {
+			r := mustReader(t, l, tern.Offset(i), tern.WithTicks())
+			s, err := l.Subscribe(t.Context(), "s", tern.WithTicks())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.AppendTimeTick(t.Context(), 100+i); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, w, "e")
+			if e := mustNext(t, r); !e.IsTick || e.Tick != 100+i {
+				t.Fatalf("round %d: the reader read %+v first, want tick %d", i, e, 100+i)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			e, err := s.Next(ctx)
+			cancel()
+			if err != nil || !e.IsTick || e.Tick != 100+i {
+				t.Fatalf("round %d: the subscriber read %+v, %v first, want tick %d", i, e, err, 100+i)
+			}
+			if e, err := s.Next(t.Context()); err != nil || e.IsTick {
+				t.Fatalf("round %d: then %+v, %v, want the entry", i, e, err)
+			} else if err := s.Ack(e.Offset); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			s.Close()
+		}
+	})
+}

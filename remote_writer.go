@@ -56,9 +56,9 @@ type appendStream struct {
 	done   chan struct{} // closed when the stream's goroutines have exited
 
 	unsent  []*ternpb.Batch  // queued, not yet handed to the sender
-	pending []*remotePending        // every unanswered request, in queue order
-	ending  bool                    // half-close once everything queued is sent
-	err     error                   // why the stream broke; nil while it works
+	pending []*remotePending // every unanswered request, in queue order
+	ending  bool             // half-close once everything queued is sent
+	err     error            // why the stream broke; nil while it works
 }
 
 func (w *remoteWriter) Epoch() uint64 { return w.epoch }

@@ -83,6 +83,20 @@ for w in "${workloads[@]}"; do
 		failed+=("tern $w: failed")
 done
 
+# The server's targets: Tern through its gRPC server (in process, on
+# loopback), next to Tern embedded and the disk, in the same run.
+echo "== Tern through its gRPC server"
+for w in sync-1k conc-1k e2e-10k; do
+	if [[ $w != sync-1k ]]; then
+		"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
+			failed+=("disk $w: failed")
+		"$tern" bench --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+			failed+=("tern $w: failed")
+	fi
+	"$tern" bench --grpc --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("tern --grpc $w: failed")
+done
+
 echo "== the object store's limits (MinIO)"
 minio_dir=$(mktemp -d "$data/minio-XXXXXX")
 minio_pid=
@@ -142,7 +156,7 @@ json.dump({
     "failed": failed,
     # Variants other than "durable" that still acknowledge only what is on
     # disk (or in the object store): Woodpecker's with a 1 ms sync tick.
-    "durable_at_ack": {"woodpecker": ["tuned-1ms"], "woodpecker-minio": ["tuned-1ms"]},
+    "durable_at_ack": {"woodpecker": ["tuned-1ms"], "woodpecker-minio": ["tuned-1ms"], "tern": ["gRPC"]},
 }, open(out, "w"), indent=1)
 PY
 

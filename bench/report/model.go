@@ -114,7 +114,7 @@ func measures(s loadgen.Spec) (limit string, vsLimit, headline measure) {
 }
 
 // workloadOrder is the order of the sections; other workloads follow, by name.
-var workloadOrder = []string{"sync-1k", "conc-4k", "conc-64k", "async-100b", "catchup-1g", "e2e-1k",
+var workloadOrder = []string{"sync-1k", "conc-1k", "conc-4k", "conc-64k", "async-100b", "catchup-1g", "e2e-1k", "e2e-10k",
 	"pubsub-5m", "pubsub-1m", "pubsub-64k", "pubsub-1k"}
 
 func orderKey(name string) (int, string) {

@@ -101,7 +101,10 @@ peers and writes docs/benchmarks.md.`,
 				r.System, r.Version = "tern", version()
 				r.Variant = variant
 				if fsync.Mode != tern.FsyncAlways {
-					r.Variant = variant + ", fsync=" + fsync.String() + " (unsafe)"
+					r.Variant = "fsync=" + fsync.String() + " (unsafe)"
+					if variant != "durable" {
+						r.Variant = variant + ", " + r.Variant
+					}
 				}
 				return []*loadgen.Result{r}, nil
 			})

@@ -71,24 +71,35 @@ func TestBenchTargetReads(t *testing.T) {
 		{Name: "catchup", Kind: loadgen.KindCatchUp, EntryBytes: 4000, TotalBytes: 8 << 20},
 		{Name: "pubsub", Kind: loadgen.KindPubSub, EntryBytes: 1000, Count: 3000, InFlight: 64},
 	} {
-		t.Run(spec.Name, func(t *testing.T) {
-			spec, err := spec.Normalize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt, err := openTernTarget(t.Context(), t.TempDir(), spec.Logs, tern.LogOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tt.Close()
-			r, err := loadgen.Run(t.Context(), spec, tt, loadgen.RunOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Errors != 0 || r.Entries == 0 {
-				t.Fatalf("%d entries, %d errors: %s", r.Entries, r.Errors, r.FirstError)
-			}
-		})
+		for _, via := range []string{"embedded", "grpc"} {
+			t.Run(spec.Name+"/"+via, func(t *testing.T) {
+				spec, err := spec.Normalize()
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts := tern.Options{Dir: t.TempDir()}
+				if via == "grpc" {
+					s, err := startLoopbackServer(t.Context(), t.TempDir())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer s.Close()
+					opts = tern.Options{Server: s.addr}
+				}
+				tt, err := openTernTarget(t.Context(), opts, "bench-", spec.Logs, tern.LogOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tt.Close()
+				r, err := loadgen.Run(t.Context(), spec, tt, loadgen.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Errors != 0 || r.Entries == 0 {
+					t.Fatalf("%d entries, %d errors: %s", r.Entries, r.Errors, r.FirstError)
+				}
+			})
+		}
 	}
 }
 

@@ -4,8 +4,11 @@ package meta
 //
 // StartEtcd runs a single-member etcd inside the process, listening on
 // loopback only. Its data directory is the dir it is given; besides etcd's
-// own member/ directory, dir holds one file of Tern's:
+// own member/ directory, dir holds two files of Tern's:
 //
+//	LOCK              flock(2)ed while the etcd runs, so that a second
+//	                  start on dir fails at once with ErrLocked (etcd
+//	                  itself would wait for ever on its database's lock)
 //	tern-etcd-ports   "<client port> <peer port>\n": the ports of the last
 //	                  start, asked for again by the next start on dir, so
 //	                  that clients that outlive a restart find the server
@@ -20,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -36,6 +40,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // portsFile is the name, in the data directory, of the file described above.
@@ -48,6 +54,7 @@ const startAttempts = 3
 // EmbeddedEtcd is an etcd server running in this process, for `tern serve`
 // and for tests. Its methods are safe for concurrent use.
 type EmbeddedEtcd struct {
+	lock      io.Closer // dir/LOCK, held while etcd runs
 	etcd      *embed.Etcd
 	endpoints []string
 	logger    *slog.Logger
@@ -70,6 +77,20 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("meta: start etcd: %w", err)
 	}
+	// etcd itself would wait for ever on its database's lock: fail at once.
+	lock, err := vfs.OS.Lock(filepath.Join(dir, "LOCK"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("meta: start etcd: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Close()
+		}
+	}()
 	client, peer, err := loadPorts(dir)
 	if err != nil {
 		return nil, err
@@ -114,7 +135,9 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 			return nil, err
 		}
 	}
+	started = true
 	ee := &EmbeddedEtcd{
+		lock:      lock,
 		etcd:      e,
 		endpoints: []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(client))},
 		logger:    logger,
@@ -137,6 +160,7 @@ func (e *EmbeddedEtcd) Close() error {
 		e.closing.Store(true)
 		e.etcd.Close()
 		<-e.etcd.Server.StopNotify()
+		e.lock.Close()
 		e.logger.Info("meta: etcd stopped", "endpoints", e.endpoints)
 	})
 	return nil

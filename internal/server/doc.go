@@ -37,6 +37,11 @@
 // About 1024 requests are in flight per stream; beyond that the server stops
 // receiving (back-pressure, not an error).
 //
+// Read and Subscribe send the response headers as soon as the reader or
+// subscriber is open (and, for Subscribe, has taken the subscription over),
+// before any entry: a client that waits for them knows that every tick sent
+// from then on reaches it.
+//
 // Read sends entries in offset order, at most max_batch (default 1024, at
 // most 65536) and about 1 MiB of payload per response; a time tick comes
 // alone in its own response, in its place. Without follow the stream ends at

@@ -49,6 +49,9 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 		return wire(err)
 	}
 	defer r.Close()
+	if err := stream.SendHeader(nil); err != nil { // the reader is open: ticks reach it from now on
+		return wire(s.streamErr("read", err))
+	}
 	info, err := l.Info(ctx)
 	if err != nil {
 		return wire(err)
@@ -192,6 +195,10 @@ func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
 	sub, err := l.Subscribe(ctx, start.GetName(), opts...)
 	if err != nil {
 		return wire(err)
+	}
+	if err := stream.SendHeader(nil); err != nil { // the subscriber is open and has taken over
+		sub.Close()
+		return wire(s.streamErr("subscribe", err))
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)

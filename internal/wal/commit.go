@@ -175,7 +175,7 @@ func (l *Log) commit(groups []*group) {
 	epoch, failed := l.epoch, l.failed
 	l.mu.Unlock()
 	if failed == nil && l.owned != nil && !l.owned() {
-		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (its metadata lease lapsed)", ErrFenced)
+		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", ErrFenced)
 	}
 	live := groups[:0]
 	entries := false

@@ -107,7 +107,7 @@ type Log struct {
 	closed   bool
 
 	tickReaders map[*Reader]struct{} // the readers that take ticks
-	failed   error
+	failed      error
 
 	wake     chan struct{}
 	finished chan struct{} // closed when the committer exits
@@ -130,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		wake:     make(chan struct{}, 1),
 
 		tickReaders: map[*Reader]struct{}{},
-		finished: make(chan struct{}),
+		finished:    make(chan struct{}),
 	}
 	if err := l.recover(); err != nil {
 		return nil, err
