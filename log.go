@@ -26,8 +26,9 @@ type Log struct {
 	opts    LogOptions
 	wal     *wal.Log
 
-	subsMu sync.Mutex
-	subs   map[string]*subState // the log's subscriptions, by name
+	subsMu     sync.Mutex
+	subs       map[string]*subState // the log's subscriptions, by name
+	subsClosed bool                 // the log is closing: no more commits are scheduled
 }
 
 // LogInfo describes a log.

@@ -446,6 +446,10 @@ func (l *Log) commitSub(s *subState) {
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	if err != nil {
+		if l.subsClosed {
+			l.c.opts.Logger.Error("committing a subscription's cursor failed as the log closed; the acknowledgements since the last commit will be delivered again", "log", l.name, "sub", name, "err", err)
+			return
+		}
 		l.c.opts.Logger.Warn("committing a subscription's cursor failed; retrying", "log", l.name, "sub", name, "err", err)
 		if s.timer == nil && !s.deleted {
 			s.timer = time.AfterFunc(l.c.opts.CommitInterval, func() { l.commitSub(s) })
@@ -490,6 +494,7 @@ func (s *Subscriber) Close() error {
 // closeSubs ends the log's subscribers and commits their cursors.
 func (l *Log) closeSubs() error {
 	l.subsMu.Lock()
+	l.subsClosed = true
 	var states []*subState
 	for _, s := range l.subs {
 		if s.active != nil {
