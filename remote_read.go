@@ -1,6 +1,7 @@
 package tern
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,29 +160,23 @@ type remoteReader struct {
 	loop   *recvLoop
 }
 
-// OpenReader checks from against the log's bounds first, so that a bad from
-// fails here as it does on an embedded log; the stream reports the same
-// errors later if the log changes meanwhile.
+// OpenReader returns once the server has opened the reader, so that a bad
+// from fails here as it does on an embedded log.
 func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) (*Reader, error) {
-	info, err := l.describe(ctx)
-	if err != nil {
-		return nil, err
+	if l.c.isClosed() {
+		return nil, ErrClosed
 	}
-	switch {
-	case uint64(from) < info.GetStart():
-		return nil, &TruncatedError{Offset: uint64(from), Start: info.GetStart()}
-	case uint64(from) > info.GetEnd():
-		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, info.GetEnd())
-	}
+	// The stream outlives ctx, which bounds only the opening.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopOpening := context.AfterFunc(ctx, cancel)
 	stream, err := l.c.api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
 	if err != nil {
 		cancel()
-		return nil, l.c.err(err)
+		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
-	if err := opened(stream); err != nil {
+	if err := opened(stream); err != nil || !stopOpening() {
 		cancel()
-		return nil, l.c.err(err)
+		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
 	r := &remoteReader{c: l.c, cancel: cancel}
 	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })
@@ -227,9 +222,10 @@ type remoteSubscriber struct {
 	closed    bool
 }
 
-// Subscribe describes the subscription and the log first, so that a missing
-// subscription or a cursor below the log's start fails here as it does on
-// an embedded log, and so that Ack knows which offsets were delivered.
+// Subscribe describes the subscription first, so that Ack knows which
+// offsets were delivered, and returns once the server has opened the
+// subscriber, so that a missing subscription or a cursor below the log's
+// start fails here as it does on an embedded log.
 func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (*Subscriber, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
@@ -238,14 +234,9 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 	if err != nil {
 		return nil, l.c.err(err)
 	}
-	info, err := l.describe(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if sub.GetCursor() < info.GetStart() {
-		return nil, &TruncatedError{Offset: sub.GetCursor(), Start: info.GetStart()}
-	}
+	// The stream outlives ctx, which bounds only the opening.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopOpening := context.AfterFunc(ctx, cancel)
 	stream, err := l.c.api.Subscribe(sctx)
 	if err == nil {
 		err = stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{
@@ -255,9 +246,9 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 	if err == nil {
 		err = opened(stream)
 	}
-	if err != nil {
+	if err != nil || !stopOpening() {
 		cancel()
-		return nil, l.c.err(err)
+		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
 	s := &remoteSubscriber{c: l.c, name: name, stream: stream, cancel: cancel, delivered: sub.GetCursor(), acked: sub.GetCursor()}
 	s.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "subscription stream", err) })
