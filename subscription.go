@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,16 +166,8 @@ func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
 	for _, s := range l.subs {
 		infos = append(infos, l.subInfo(s, end))
 	}
-	sortSubs(infos)
+	slices.SortFunc(infos, func(a, b SubInfo) int { return strings.Compare(a.Name, b.Name) })
 	return infos, nil
-}
-
-func sortSubs(infos []SubInfo) {
-	for i := 1; i < len(infos); i++ {
-		for j := i; j > 0 && infos[j].Name < infos[j-1].Name; j-- {
-			infos[j], infos[j-1] = infos[j-1], infos[j]
-		}
-	}
 }
 
 // DeleteSubscription deletes a subscription. Its subscriber, if any, fails
