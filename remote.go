@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
@@ -25,10 +26,6 @@ import (
 // Every error of a gRPC call goes through remoteClient.err, which maps the
 // server's status back to Tern's sentinels (rpcerr.Error), so callers branch
 // on them as they do on an embedded client's.
-
-// maxMessageBytes bounds one gRPC message each way: a response of the Read
-// and Subscribe streams, and one append request (one batch).
-const maxMessageBytes = 64 << 20
 
 // probeTimeout bounds the reachability check of Open when ctx has no earlier
 // deadline.
@@ -54,9 +51,7 @@ type remoteCloser interface{ Close() error }
 // so the server must be reached over a trusted network.
 func openRemote(ctx context.Context, opts Options) (*Client, error) {
 	conn, err := grpc.NewClient(opts.Server,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
-	)
+		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/server"
 )
 
@@ -42,7 +43,7 @@ func startServer(t testing.TB, dir, addr string) *testServer {
 		t.Fatal(err)
 	}
 	srv := server.New(c, server.Options{})
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxMessageBytes))
+	g := grpc.NewServer(grpcopts.Server()...)
 	srv.Register(g)
 	served := make(chan struct{})
 	go func() {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
@@ -129,8 +130,8 @@ func (w *remoteWriter) batch(es []Entry) (*ternpb.Batch, error) {
 		}
 		req.Entries[i] = pe
 	}
-	if n := proto.Size(req) + len(w.l.name) + 64; n > maxMessageBytes {
-		return nil, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, maxMessageBytes)
+	if n := proto.Size(req) + len(w.l.name) + 64; n > grpcopts.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, grpcopts.MaxMessageBytes)
 	}
 	return req, nil
 }

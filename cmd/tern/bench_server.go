@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/server"
 )
@@ -43,7 +44,7 @@ func startLoopbackServer(ctx context.Context, dir string) (_ *loopbackServer, er
 		return nil, err
 	}
 	s.srv = server.New(s.c, server.Options{})
-	s.gs = grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxMessageBytes))
+	s.gs = grpc.NewServer(grpcopts.Server()...)
 	s.srv.Register(s.gs)
 	go s.gs.Serve(lis)
 	s.addr = lis.Addr().String()

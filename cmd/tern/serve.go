@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/server"
 )
@@ -232,7 +233,7 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 	undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 
 	srv := server.New(c, server.Options{Logger: logger, Registerer: reg})
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxMessageBytes))
+	gs := grpc.NewServer(grpcopts.Server()...)
 	srv.Register(gs)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(grpcLis) }()

@@ -1,13 +1,13 @@
 // Package server is the gRPC service of tern serve: the Tern API of
 // api/ternpb, implemented on an embedded tern.Client.
 //
-// The caller builds and runs the grpc.Server, with its own options, and calls
-// Register. A gRPC server receives messages of at most 4 MiB by default, less
-// than one entry may be (tern.DefaultMaxEntryBytes, 8 MiB): set
-// grpc.MaxRecvMsgSize on the server, and grpc.MaxCallRecvMsgSize and
-// MaxCallSendMsgSize on clients, to MaxMessageBytes (at least
-// tern.DefaultMaxEntryBytes plus headroom). A log whose MaxEntryBytes is over
-// the message limit can hold entries that cannot be sent.
+// The caller builds and runs the grpc.Server with grpcopts.Server(), and
+// calls Register. A gRPC server receives messages of at most 4 MiB by
+// default, less than one entry may be (tern.DefaultMaxEntryBytes, 8 MiB);
+// grpcopts.Server and grpcopts.Dial raise the limit to
+// grpcopts.MaxMessageBytes, and set the flow-control windows and buffer pool the
+// append streams need. A log whose MaxEntryBytes is over the message limit
+// can hold entries that cannot be sent.
 //
 // # Errors
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/grpcopts"
 )
 
 const (
@@ -124,8 +125,8 @@ func (s *Server) send(stream sender, es []tern.Entry) error {
 		for k, v := range e.Properties {
 			n += entryOverhead + len(k) + len(v)
 		}
-		if n > MaxMessageBytes {
-			return fmt.Errorf("%w: entry %d has %d bytes, over the %d bytes a message can carry", tern.ErrTooLarge, e.Offset, n, MaxMessageBytes)
+		if n > grpcopts.MaxMessageBytes {
+			return fmt.Errorf("%w: entry %d has %d bytes, over the %d bytes a message can carry", tern.ErrTooLarge, e.Offset, n, grpcopts.MaxMessageBytes)
 		}
 		if size+n > maxResponseBytes {
 			if err := flush(); err != nil {

@@ -18,12 +18,6 @@ import (
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
-// MaxMessageBytes is the gRPC message size limit that tern serve and the
-// remote client set (grpc.MaxRecvMsgSize, grpc.MaxCallRecvMsgSize and
-// grpc.MaxCallSendMsgSize): room for a batch of entries of
-// tern.DefaultMaxEntryBytes and more.
-const MaxMessageBytes = 64 << 20
-
 // Options configure a Server.
 type Options struct {
 	// Logger receives state changes: writers opened and fenced, streams that

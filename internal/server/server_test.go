@@ -18,6 +18,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
@@ -38,7 +39,7 @@ func start(t *testing.T) *testServer {
 	}
 	reg := prometheus.NewRegistry()
 	srv := New(c, Options{Registerer: reg})
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	g := grpc.NewServer(grpcopts.Server()...)
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,8 +48,7 @@ func start(t *testing.T) *testServer {
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

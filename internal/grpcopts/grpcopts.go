@@ -1,0 +1,59 @@
+// Package grpcopts holds what the remote client and the server agree on about
+// their gRPC connections: message limits, flow-control windows, and the
+// buffer pool both sides parse and encode messages with.
+package grpcopts
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
+)
+
+// MaxMessageBytes bounds one gRPC message each way: an append request, and
+// a response of the Read and Subscribe streams. It leaves room for a batch
+// of entries of tern.DefaultMaxEntryBytes and more.
+const MaxMessageBytes = 64 << 20
+
+// WindowBytes is the HTTP/2 flow-control window, per stream and per
+// connection, that both sides advertise. gRPC's default starts at 64 KiB and
+// grows with its bandwidth estimate; an append stream keeps several requests
+// of up to a few MiB in flight, and at the default window its sender would
+// stop for a window update on most round trips.
+const WindowBytes = 16 << 20
+
+// bufferPool replaces gRPC's default pool, whose tiers jump from 32 KiB to
+// 1 MiB: a request of 33 KiB (32 entries of 1 KiB, a common group) took a
+// 1 MiB buffer, zeroed on every Get. Tiers at every power of two up to
+// 16 MiB keep the zeroing within twice the message.
+var bufferPool = func() mem.BufferPool {
+	exps := make([]uint8, 0, 17)
+	for e := uint8(8); e <= 24; e++ {
+		exps = append(exps, e)
+	}
+	p, err := mem.NewBinaryTieredBufferPool(exps...)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// Server returns the options of a gRPC server of the Tern service.
+func Server() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		experimental.BufferPool(bufferPool),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.InitialWindowSize(WindowBytes),
+		grpc.InitialConnWindowSize(WindowBytes),
+	}
+}
+
+// Dial returns the options of a client connection to a Tern server,
+// besides its credentials.
+func Dial() []grpc.DialOption {
+	return []grpc.DialOption{
+		experimental.WithBufferPool(bufferPool),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithInitialWindowSize(WindowBytes),
+		grpc.WithInitialConnWindowSize(WindowBytes),
+	}
+}
