@@ -21,6 +21,14 @@ package meta
 //	                          DeleteLog deletes it with the log
 //	    <sub> -> <sub record> one key per subscription: its name as is (keys
 //	                          sort bytewise, the order ListSubs returns)
+//	segments                  bucket
+//	  <log ID>                bucket, one per log that has had a segment,
+//	                          keyed and deleted as in subs
+//	    <seq> -> <segment record>
+//	                          one key per segment: its Seq, 8 bytes
+//	                          big-endian, so keys sort by Seq (the order
+//	                          Segments returns and the one CreateSegment
+//	                          finds the newest segment by)
 //
 // A record is a JSON object, version 1:
 //
@@ -42,9 +50,30 @@ package meta
 //	cursor      Sub.Cursor
 //	pin         Sub.Pin
 //
-// Names are not repeated in the records. Every change is one read-write
-// transaction, which bbolt syncs to disk before it commits. The etcd store
-// (etcd.go) keeps the same two records.
+// A segment record is a JSON object, version 1 (here on several lines):
+//
+//	{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,
+//	 "sealed":true,"end":250,"bytes":4096,"max_time_ns":1700000000500000000,
+//	 "objects":[{"key":"0","base":100,"bytes":3000},{"key":"1","base":180,"bytes":1096}]}
+//
+//	v            record version, always 1; any other value is rejected
+//	epoch        Segment.Epoch
+//	base         Segment.Base
+//	created_ns   Segment.Created as nanoseconds since the Unix epoch; null
+//	             for the zero time. Kept to the nanosecond because the
+//	             caller sets it and compares what SealSegment returns; a
+//	             time outside the years 1678-2262 is refused
+//	sealed       Segment.Sealed
+//	end          Segment.End
+//	bytes        Segment.Bytes
+//	max_time_ns  Segment.MaxTime
+//	objects      Segment.Objects in order, null for nil; each object has
+//	             key (a UTF-8 string; other keys are refused, as JSON
+//	             would replace their bytes), base and bytes
+//
+// Names and Seqs are not repeated in the records. Every change is one
+// read-write transaction, which bbolt syncs to disk before it commits. The
+// etcd store (etcd.go) keeps the same three records.
 //
 // Writer claims are not in the file: the file lock makes this process the
 // only one that can store an epoch, so the store tracks its claims in memory
@@ -75,8 +104,9 @@ const lockTimeout = 100 * time.Millisecond
 const recordVersion = 1
 
 var (
-	logsBucket = []byte("logs")
-	subsBucket = []byte("subs")
+	logsBucket     = []byte("logs")
+	subsBucket     = []byte("subs")
+	segmentsBucket = []byte("segments")
 )
 
 // errClosed is returned by ClaimWriter on a closed store.
@@ -110,11 +140,12 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(logsBucket); err != nil {
-			return err
+		for _, name := range [][]byte{logsBucket, subsBucket, segmentsBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
 		}
-		_, err := tx.CreateBucketIfNotExists(subsBucket)
-		return err
+		return nil
 	})
 	if err != nil {
 		_ = db.Close() // the init error is the one to report
@@ -209,7 +240,8 @@ func (b *Bolt) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 }
 
 // DeleteLog implements Store. The log's ID is not reused. The log's
-// subscriptions are deleted with it and its claim, if any, is lost.
+// subscriptions and segments are deleted with it and its claim, if any, is
+// lost.
 func (b *Bolt) DeleteLog(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -223,9 +255,11 @@ func (b *Bolt) DeleteLog(ctx context.Context, name string) error {
 		if err := bk.Delete([]byte(name)); err != nil {
 			return err
 		}
-		err = tx.Bucket(subsBucket).DeleteBucket(idKey(l.ID))
-		if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
-			return err
+		for _, name := range [][]byte{subsBucket, segmentsBucket} {
+			err := tx.Bucket(name).DeleteBucket(idKey(l.ID))
+			if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+				return err
+			}
 		}
 		b.fence(l.ID)
 		return nil
@@ -524,7 +558,7 @@ func subs(tx *bolt.Tx, log string) (*bolt.Bucket, error) {
 	return tx.Bucket(subsBucket).Bucket(idKey(l.ID)), nil
 }
 
-// idKey is a log ID as a key of the subs bucket.
+// idKey is a log ID as a key of the subs and segments buckets.
 func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -131,6 +132,106 @@ func FuzzDecodeSub(f *testing.F) {
 			t.Fatalf("decodeSub(%s): %v", enc, err)
 		}
 		if back != s {
+			t.Fatalf("round trip of %s: %#v, want %#v", v, back, s)
+		}
+	})
+}
+
+func TestSegmentRecordFormat(t *testing.T) {
+	s := Segment{
+		Seq:     9, // the key, not stored
+		Epoch:   3,
+		Base:    100,
+		Created: time.Unix(0, 1700000000000000001).UTC(),
+		Sealed:  true,
+		End:     250,
+		Bytes:   4096,
+		MaxTime: 1700000000500000000,
+		Objects: []SegmentObject{{Key: "0", Base: 100, Bytes: 3000}, {Key: "1", Base: 180, Bytes: 1096}},
+	}
+	const want = `{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,` +
+		`"sealed":true,"end":250,"bytes":4096,"max_time_ns":1700000000500000000,` +
+		`"objects":[{"key":"0","base":100,"bytes":3000},{"key":"1","base":180,"bytes":1096}]}`
+	got, err := encodeSegment(s)
+	if err != nil {
+		t.Fatalf("encodeSegment: %v", err)
+	}
+	if string(got) != want {
+		t.Fatalf("encodeSegment =\n%s\nwant\n%s", got, want)
+	}
+	back, err := decodeSegment(got)
+	if err != nil {
+		t.Fatalf("decodeSegment: %v", err)
+	}
+	s.Seq = 0
+	if !reflect.DeepEqual(back, s) {
+		t.Fatalf("decodeSegment(encodeSegment(s)) = %#v, want %#v", back, s)
+	}
+
+	// The zero time and nil objects are null; empty objects stay empty.
+	open := Segment{Epoch: 1, Base: 5, Objects: []SegmentObject{}}
+	const wantOpen = `{"v":1,"epoch":1,"base":5,"created_ns":null,"sealed":false,"end":0,"bytes":0,"max_time_ns":0,"objects":[]}`
+	if got, err := encodeSegment(open); err != nil || string(got) != wantOpen {
+		t.Fatalf("encodeSegment(%#v) = %s, %v, want %s", open, got, err, wantOpen)
+	}
+	for _, s := range []Segment{open, {Epoch: 1}} {
+		enc, _ := encodeSegment(s)
+		if back, err := decodeSegment(enc); err != nil || !reflect.DeepEqual(back, s) {
+			t.Errorf("round trip of %#v: %#v, %v", s, back, err)
+		}
+	}
+
+	for _, bad := range []Segment{
+		{Created: time.Date(1677, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Created: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Objects: []SegmentObject{{Key: "ok"}, {Key: "\xff"}}},
+	} {
+		if got, err := encodeSegment(bad); err == nil {
+			t.Errorf("encodeSegment(%#v) = %s, want an error", bad, got)
+		}
+	}
+	if _, err := encodeNewSegment(Segment{Sealed: true}); err == nil {
+		t.Error("encodeNewSegment of a sealed segment succeeded, want an error")
+	}
+
+	for _, bad := range []string{
+		``,
+		`{}`,
+		`{"v":2,"epoch":1}`,
+		`{"v":1,"epoch":-1}`,
+		`{"v":1,"created_ns":"now"}`,
+		`{"v":1,"created_ns":1e30}`,
+		`{"v":1,"sealed":1}`,
+		`{"v":1,"objects":{}}`,
+		`{"v":1,"objects":[{"key":1}]}`,
+		`{"v":1} x`,
+		`[]`,
+	} {
+		if _, err := decodeSegment([]byte(bad)); err == nil {
+			t.Errorf("decodeSegment(%s) succeeded, want an error", bad)
+		}
+	}
+}
+
+func FuzzDecodeSegment(f *testing.F) {
+	f.Add([]byte(`{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,"sealed":true,"end":250,"bytes":4096,"max_time_ns":1,"objects":[{"key":"0","base":100,"bytes":3000}]}`))
+	f.Add([]byte(`{"v":1,"epoch":1,"base":5,"created_ns":null,"sealed":false,"end":0,"bytes":0,"max_time_ns":0,"objects":[]}`))
+	f.Add([]byte(`{"v":1,"created_ns":-9223372036854775808,"objects":[{"key":"\ud800"}]}`))
+	f.Add([]byte(`{"v":2}`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := decodeSegment(v)
+		if err != nil {
+			return
+		}
+		enc, err := encodeSegment(s)
+		if err != nil {
+			t.Fatalf("encodeSegment(%#v): %v", s, err)
+		}
+		back, err := decodeSegment(enc)
+		if err != nil {
+			t.Fatalf("decodeSegment(%s): %v", enc, err)
+		}
+		if !reflect.DeepEqual(back, s) {
 			t.Fatalf("round trip of %s: %#v, want %#v", v, back, s)
 		}
 	})

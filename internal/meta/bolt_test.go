@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/meta/metatest"
@@ -47,6 +48,10 @@ func TestBoltPersists(t *testing.T) {
 		t.Fatalf("AdvanceStart: %v", err)
 	}
 	want[1].Epoch, want[1].Start = 1, 99
+	seg := meta.Segment{Seq: 1, Epoch: 1, Base: 99, Created: time.Unix(5, 6)}
+	if err := s.CreateSegment(ctx, "a/b", seg); err != nil {
+		t.Fatalf("CreateSegment: %v", err)
+	}
 	// Delete the newest log, so only the stored sequence keeps its ID from
 	// being handed out again.
 	if err := s.DeleteLog(ctx, "b"); err != nil {
@@ -83,6 +88,9 @@ func TestBoltPersists(t *testing.T) {
 	}
 	if l.ID <= lastID {
 		t.Errorf("after reopening, new ID = %d, want > %d", l.ID, lastID)
+	}
+	if segs, err := s.Segments(ctx, "a/b"); err != nil || len(segs) != 1 || !metatest.SegmentEqual(segs[0], seg) {
+		t.Errorf("after reopening, Segments = %+v, %v, want [%+v]", segs, err, seg)
 	}
 	if e, err := s.BumpEpoch(ctx, "a/b"); err != nil || e != 2 {
 		t.Errorf("after reopening, BumpEpoch = %d, %v, want 2", e, err)

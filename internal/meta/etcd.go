@@ -18,6 +18,13 @@ package meta
 //	<root>logs/<id>/subs/<sub>     a subscription's sub record (bolt.go);
 //	                               keyed by ID, so a log created again under
 //	                               a deleted one's name starts with none
+//	<root>logs/<id>/segments/<seq> a segment's segment record (bolt.go);
+//	                               <seq> is its Seq in decimal, zero-padded
+//	                               to 20 digits so that keys sort by Seq
+//	<root>logs/<id>/segtail        the Seq of the segment CreateSegment
+//	                               stored last, decimal, kept when that
+//	                               segment is deleted: the only segment that
+//	                               can be open (etcd_segment.go)
 //
 // <id> is the log ID in decimal. DeleteLog deletes the record and everything
 // under logs/<id>/ in one transaction.
@@ -187,6 +194,9 @@ func (e *Etcd) logPrefix(id uint64) string {
 func (e *Etcd) writerKey(id uint64) string          { return e.logPrefix(id) + "writer" }
 func (e *Etcd) subPrefix(id uint64) string          { return e.logPrefix(id) + "subs/" }
 func (e *Etcd) subKey(id uint64, sub string) string { return e.subPrefix(id) + sub }
+func (e *Etcd) segPrefix(id uint64) string          { return e.logPrefix(id) + "segments/" }
+func (e *Etcd) segKey(id, seq uint64) string        { return e.segPrefix(id) + fmt.Sprintf("%020d", seq) }
+func (e *Etcd) segTailKey(id uint64) string         { return e.logPrefix(id) + "segtail" }
 
 // CreateLog implements Store. Only l.Name and l.Options are used. Created is
 // this process's clock, truncated to microseconds.
@@ -262,8 +272,8 @@ func (e *Etcd) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 	return logs, nil
 }
 
-// DeleteLog implements Store. The log's ID is not reused. Its subscriptions
-// and writer key go with it, and claims on it are lost.
+// DeleteLog implements Store. The log's ID is not reused. Its subscriptions,
+// segments and writer key go with it, and claims on it are lost.
 func (e *Etcd) DeleteLog(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err

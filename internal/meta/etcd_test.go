@@ -85,6 +85,29 @@ func TestEtcdKeys(t *testing.T) {
 		t.Errorf("log record = %s", v)
 	}
 
+	// Segment keys sort by Seq; segtail names the one created last.
+	for _, seq := range []uint64{9, 10} {
+		seg := meta.Segment{Seq: seq, Epoch: 1, Base: seq}
+		if err := s.CreateSegment(ctx, "a/b", seg); err != nil {
+			t.Fatalf("CreateSegment(%d): %v", seq, err)
+		}
+		seg.Sealed, seg.End = true, seq
+		if _, err := s.SealSegment(ctx, "a/b", seg); err != nil {
+			t.Fatalf("SealSegment(%d): %v", seq, err)
+		}
+	}
+	kvs = dump(t, cli, "/r/logs/1/seg")
+	want = []string{"/r/logs/1/segments/00000000000000000009", "/r/logs/1/segments/00000000000000000010", "/r/logs/1/segtail"}
+	if got := keys(kvs); !slices.Equal(got, want) {
+		t.Fatalf("segment keys = %q, want %q", got, want)
+	}
+	if v := string(kvs[1].Value); !strings.HasPrefix(v, `{"v":1,"epoch":1,"base":10,`) || !strings.Contains(v, `"sealed":true`) {
+		t.Errorf("segment record = %s", v)
+	}
+	if v := string(kvs[2].Value); v != "10" {
+		t.Errorf("segtail = %q, want 10", v)
+	}
+
 	if err := c.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

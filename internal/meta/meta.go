@@ -1,7 +1,8 @@
 // Package meta keeps Tern's metadata: which logs exist, their options, their
-// writer epochs and truncation points, and their subscriptions' cursors.
-// Metadata changes at log creation and deletion, writer changes,
-// truncations and cursor commits, never per append.
+// writer epochs and truncation points, their subscriptions' cursors, and the
+// segments of the logs kept in object storage. Metadata changes at log
+// creation and deletion, writer changes, truncations, cursor commits and
+// segment boundaries, never per append.
 //
 // Store is implemented on etcd (OpenEtcd), for servers, and on a bbolt file
 // in the data directory (OpenBolt), for a program that embeds Tern without
@@ -27,6 +28,18 @@ var (
 	// ErrSubExist is returned when creating a subscription whose name is
 	// taken on its log.
 	ErrSubExist = errors.New("meta: subscription already exists")
+	// ErrStaleEpoch is returned when creating a segment for an epoch that
+	// is no longer the log's newest: its writer was fenced.
+	ErrStaleEpoch = errors.New("meta: the writer's epoch is no longer the log's newest")
+	// ErrSegmentExist is returned when creating a segment whose Seq is
+	// taken, or while the log has a segment that is not sealed.
+	ErrSegmentExist = errors.New("meta: segment already exists, or an earlier one is open")
+	// ErrSegmentNotFound is returned for a segment that does not exist (of a
+	// log that does).
+	ErrSegmentNotFound = errors.New("meta: segment not found")
+	// ErrConflict is returned when a segment's objects are not the ones a
+	// compare-and-swap expected: someone else changed them first.
+	ErrConflict = errors.New("meta: segment changed concurrently")
 )
 
 // Log is the metadata of one log.
@@ -51,6 +64,33 @@ type Sub struct {
 	Cursor uint64
 	// Pin says retention keeps the entries at and above Cursor.
 	Pin bool
+}
+
+// Segment is the metadata of one segment of a log kept in object storage
+// (the object mode). Segments of local logs are files found by listing the
+// log's directory and have no metadata. A segment is written by one writer
+// epoch; it is created open, when its writer starts it, and sealed once,
+// when it is full or when a newer writer fences it.
+type Segment struct {
+	Seq     uint64    // 1, 2, ... in log order
+	Epoch   uint64    // the writer epoch that created it
+	Base    uint64    // the offset of its first entry
+	Created time.Time // set by the caller
+	Sealed  bool
+
+	// Set when Sealed:
+	End     uint64          // the offset after its last entry (Base if it is empty)
+	Bytes   int64           // the bytes of its objects
+	MaxTime int64           // the newest entry time, Unix nanoseconds; 0 if none
+	Objects []SegmentObject // the objects that hold its entries, in offset order
+}
+
+// SegmentObject is one object holding a contiguous run of a segment's
+// entries.
+type SegmentObject struct {
+	Key   string // relative to the segment's prefix in the bucket
+	Base  uint64 // the offset of its first entry
+	Bytes int64
 }
 
 // Claim is a writer's hold on the epoch it was given by ClaimWriter. A Claim
@@ -111,6 +151,29 @@ type Store interface {
 	CommitCursor(ctx context.Context, log, name string, cursor uint64) (uint64, error)
 	// SeekCursor sets a subscription's cursor to cursor, up or down.
 	SeekCursor(ctx context.Context, log, name string, cursor uint64) error
+
+	// CreateSegment stores s, which must not be Sealed, as the log's newest
+	// segment. It fails with ErrNotFound if the log does not exist,
+	// ErrStaleEpoch if the log's Epoch is not s.Epoch, and ErrSegmentExist if
+	// a segment with s.Seq exists, or one with a higher Seq, or one that is
+	// not sealed. The checks and the write are one atomic step.
+	CreateSegment(ctx context.Context, log string, s Segment) error
+	// SealSegment seals the stored open segment s.Seq with s, which must be
+	// Sealed and have the stored Epoch and Base, and returns s. If the
+	// stored segment is sealed already it is left as it is and returned, with
+	// no error: the caller compares. ErrNotFound / ErrSegmentNotFound.
+	SealSegment(ctx context.Context, log string, s Segment) (Segment, error)
+	// ReplaceObjects swaps the objects of the sealed segment seq from old to
+	// new (and its Bytes to their sum) if its objects are old, and fails with
+	// ErrConflict otherwise. ErrNotFound / ErrSegmentNotFound.
+	ReplaceObjects(ctx context.Context, log string, seq uint64, old, new []SegmentObject) error
+	// Segments returns the log's segments by Seq (nil if none), or
+	// ErrNotFound.
+	Segments(ctx context.Context, log string) ([]Segment, error)
+	// DeleteSegment removes the segment seq. Deleting one that does not
+	// exist is not an error; ErrNotFound if the log does not exist.
+	// DeleteLog removes a log's segments with it.
+	DeleteSegment(ctx context.Context, log string, seq uint64) error
 
 	// Close releases the store. Claims made through it are lost.
 	Close() error

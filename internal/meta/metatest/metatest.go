@@ -58,6 +58,24 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ClaimRelease", testClaimRelease},
 		{"ClaimLostToDeleteLog", testClaimLostToDeleteLog},
 		{"CanceledContextClaims", testCanceledContextClaims},
+
+		{"Segments", testSegments},
+		{"SegmentRoundTrip", testSegmentRoundTrip},
+		{"SegmentNotFound", testSegmentNotFound},
+		{"CreateSegmentStaleEpoch", testCreateSegmentStaleEpoch},
+		{"CreateSegmentExist", testCreateSegmentExist},
+		{"SegmentArguments", testSegmentArguments},
+		{"SealSegmentTwice", testSealSegmentTwice},
+		{"ReplaceObjects", testReplaceObjects},
+		{"DeleteSegment", testDeleteSegment},
+		{"SegmentsDeletedWithLog", testSegmentsDeletedWithLog},
+		{"SegmentsOfTwoLogs", testSegmentsOfTwoLogs},
+		{"ConcurrentCreateSegment", testConcurrentCreateSegment},
+		{"ConcurrentCreateSegmentSeqs", testConcurrentCreateSegmentSeqs},
+		{"CreateSegmentRacesEpoch", testCreateSegmentRacesEpoch},
+		{"ConcurrentSealSegment", testConcurrentSealSegment},
+		{"ConcurrentReplaceObjects", testConcurrentReplaceObjects},
+		{"CanceledContextSegments", testCanceledContextSegments},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
