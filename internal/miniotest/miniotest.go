@@ -46,6 +46,46 @@ type Server struct {
 	Client *minio.Client
 	// PID is the server's process ID.
 	PID int
+
+	bin, data, console string
+	stop               func() // stops the running process; nil after Stop
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10s), keeping its data,
+// to simulate an outage of the object store. Restart starts it again.
+func (s *Server) Stop() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
+
+// Kill stops the server with SIGKILL, keeping its data.
+func (s *Server) Kill() {
+	if s.stop != nil {
+		syscall.Kill(s.PID, syscall.SIGKILL)
+		s.stop()
+		s.stop = nil
+	}
+}
+
+// Restart starts a stopped server again on the same address and data. It
+// fails t if it cannot.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.stop != nil {
+		t.Fatal("miniotest: Restart of a running server")
+	}
+	var err error
+	for attempt := 1; attempt <= 20; attempt++ {
+		var n *Server
+		if n, err = run(t, s.bin, s.data, s.Endpoint, s.console); err == nil {
+			s.PID, s.stop = n.PID, n.stop
+			return
+		}
+		time.Sleep(250 * time.Millisecond) // the port may still be held
+	}
+	t.Fatalf("miniotest: restart: %v", err)
 }
 
 // Binary returns the path where scripts/install-minio puts the pinned MinIO:
@@ -127,10 +167,14 @@ func start(t testing.TB, bin, data string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	endpoint := fmt.Sprintf("127.0.0.1:%d", api)
+	return run(t, bin, data, fmt.Sprintf("127.0.0.1:%d", api), fmt.Sprintf("127.0.0.1:%d", console))
+}
+
+// run starts the server on the given addresses.
+func run(t testing.TB, bin, data, endpoint, console string) (*Server, error) {
 	cmd := exec.Command(bin, "server", "--quiet",
 		"--address", endpoint,
-		"--console-address", fmt.Sprintf("127.0.0.1:%d", console),
+		"--console-address", console,
 		data)
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+AccessKey,
@@ -160,8 +204,11 @@ func start(t testing.TB, bin, data string) (*Server, error) {
 		stop()
 		return nil, fmt.Errorf("miniotest: %w; its output:\n%s", err, out.String())
 	}
-	t.Cleanup(stop)
-	return &Server{Endpoint: endpoint, AccessKey: AccessKey, SecretKey: SecretKey, PID: cmd.Process.Pid}, nil
+	var once sync.Once
+	stopOnce := func() { once.Do(stop) }
+	t.Cleanup(stopOnce)
+	return &Server{Endpoint: endpoint, AccessKey: AccessKey, SecretKey: SecretKey, PID: cmd.Process.Pid,
+		bin: bin, data: data, console: console, stop: stopOnce}, nil
 }
 
 // waitLive polls MinIO's liveness probe until it answers 200, the process

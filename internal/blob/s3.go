@@ -1,0 +1,349 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+)
+
+// S3Options says where an S3 bucket is and how to reach it.
+type S3Options struct {
+	// Endpoint is the store's host:port, without a scheme.
+	Endpoint string
+	Bucket   string
+	// Prefix is prepended to every key. OpenS3 adds a final slash if it is
+	// missing.
+	Prefix string
+	// Region is the bucket's region; empty asks the store.
+	Region string
+	// The credentials. When all three are empty they come from the
+	// environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+	// AWS_SESSION_TOKEN.
+	AccessKey, SecretKey, SessionToken string
+	// TLS selects https.
+	TLS bool
+	// CAFile is a PEM file of the roots to trust instead of the system's.
+	// It needs TLS.
+	CAFile string
+	// SSE selects server-side encryption of new objects: "" for none (or
+	// the bucket's default), "s3" for keys the store manages (SSE-S3), "c"
+	// for SSECKey (SSE-C).
+	SSE string
+	// SSECKey is the 32-byte key for SSE "c", sent with every PUT and GET.
+	// SSE-C needs TLS, since the key travels with each request.
+	SSECKey []byte
+}
+
+// S3 is a Bucket on an S3-compatible object store, through minio-go with
+// its default retries.
+//
+// PutIfAbsent is one PUT with If-None-Match: *, never a multipart upload,
+// so objects are at most the store's single-PUT limit (5 GiB on AWS). A PUT
+// that minio-go retries after its response was lost fails with ErrExist,
+// as the contract allows.
+type S3 struct {
+	client    *minio.Client
+	transport *http.Transport
+	bucket    string
+	prefix    string
+	put       encrypt.ServerSide // for PUT; nil for none
+	get       encrypt.ServerSide // for GET and HEAD: only SSE-C needs it
+}
+
+// OpenS3 checks o, connects to the store and checks that the bucket exists
+// and that the credentials are accepted.
+func OpenS3(ctx context.Context, o S3Options) (*S3, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	s := &S3{bucket: o.Bucket, prefix: o.Prefix}
+	var err error
+	switch o.SSE {
+	case "s3":
+		s.put = encrypt.NewSSE()
+	case "c":
+		if s.put, err = encrypt.NewSSEC(o.SSECKey); err != nil {
+			return nil, fmt.Errorf("blob: s3: SSECKey: %w", err)
+		}
+		s.get = s.put
+	}
+	if s.transport, err = minio.DefaultTransport(o.TLS); err != nil {
+		return nil, fmt.Errorf("blob: s3: %w", err)
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("blob: s3: CAFile: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("blob: s3: CAFile %s holds no PEM certificate", o.CAFile)
+		}
+		s.transport.TLSClientConfig.RootCAs = roots
+	}
+	creds, from := o.credentials()
+	s.client, err = minio.New(o.Endpoint, &minio.Options{
+		Creds:     creds,
+		Secure:    o.TLS,
+		Region:    o.Region,
+		Transport: s.transport,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob: s3: Endpoint %q: %w", o.Endpoint, err)
+	}
+	ok, err := s.client.BucketExists(ctx, o.Bucket)
+	if err != nil {
+		s.transport.CloseIdleConnections()
+		switch minio.ToErrorResponse(err).Code {
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+			return nil, fmt.Errorf("blob: s3: %s refused the credentials from %s for bucket %q: %w", o.Endpoint, from, o.Bucket, err)
+		}
+		return nil, fmt.Errorf("blob: s3: check bucket %q at %s: %w", o.Bucket, o.Endpoint, err)
+	}
+	if !ok {
+		s.transport.CloseIdleConnections()
+		return nil, fmt.Errorf("blob: s3: bucket %q does not exist at %s", o.Bucket, o.Endpoint)
+	}
+	return s, nil
+}
+
+// normalize checks o and adds the slash to its prefix.
+func (o *S3Options) normalize() error {
+	switch {
+	case o.Endpoint == "":
+		return errors.New("blob: s3: Endpoint is empty; give the store's host:port")
+	case strings.Contains(o.Endpoint, "://") || strings.Contains(o.Endpoint, "/"):
+		return fmt.Errorf("blob: s3: Endpoint %q is not a host:port (choose https with TLS, not a scheme)", o.Endpoint)
+	case o.Bucket == "":
+		return errors.New("blob: s3: Bucket is empty")
+	}
+	if err := s3utils.CheckValidBucketName(o.Bucket); err != nil {
+		return fmt.Errorf("blob: s3: Bucket %q: %w", o.Bucket, err)
+	}
+	if o.Prefix != "" && !strings.HasSuffix(o.Prefix, "/") {
+		o.Prefix += "/"
+	}
+	if o.Prefix != "" {
+		if why := keyProblem(strings.TrimSuffix(o.Prefix, "/")); why != "" {
+			return fmt.Errorf("blob: s3: Prefix %q %s", o.Prefix, why)
+		}
+	}
+	if (o.AccessKey == "") != (o.SecretKey == "") {
+		return errors.New("blob: s3: give AccessKey and SecretKey together, or neither to use the environment's")
+	}
+	if o.SessionToken != "" && o.AccessKey == "" {
+		return errors.New("blob: s3: SessionToken needs AccessKey and SecretKey")
+	}
+	if o.CAFile != "" && !o.TLS {
+		return errors.New("blob: s3: CAFile needs TLS")
+	}
+	switch o.SSE {
+	case "", "s3":
+		if len(o.SSECKey) > 0 {
+			return fmt.Errorf("blob: s3: SSECKey is set but SSE is %q, not \"c\"", o.SSE)
+		}
+	case "c":
+		if len(o.SSECKey) != 32 {
+			return fmt.Errorf("blob: s3: SSE \"c\" needs a 32-byte SSECKey, not %d bytes", len(o.SSECKey))
+		}
+		if !o.TLS {
+			return errors.New("blob: s3: SSE \"c\" needs TLS: the key travels with every request, and stores refuse it over plain http")
+		}
+	default:
+		return fmt.Errorf("blob: s3: SSE %q is not \"\", \"s3\" or \"c\"", o.SSE)
+	}
+	return nil
+}
+
+// credentials returns the credentials o selects and says where they are
+// from.
+func (o *S3Options) credentials() (*credentials.Credentials, string) {
+	if o.AccessKey == "" {
+		return credentials.NewEnvAWS(), "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)"
+	}
+	return credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken), "the options (AccessKey " + o.AccessKey + ")"
+}
+
+// PutIfAbsent retries, with backoff, a PUT that the store refuses with 409
+// ConditionalRequestConflict: AWS does when another conditional PUT of the
+// key is in flight, and asks to retry, since that PUT may still fail. The
+// retry then ends with 412, ErrExist, or stores the object.
+func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ServerSideEncryption: s.put, DisableMultipart: true}
+	opts.SetMatchETagExcept("*")
+	backoff := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
+		if err == nil {
+			return nil
+		}
+		r := minio.ToErrorResponse(err)
+		switch {
+		case r.StatusCode == http.StatusPreconditionFailed || r.Code == "PreconditionFailed":
+			return fmt.Errorf("%w: %s", ErrExist, key)
+		case r.Code == "ConditionalRequestConflict" && attempt < 10:
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("blob: s3 put %s: %w", key, ctx.Err())
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Second)
+		default:
+			return fmt.Errorf("blob: s3 put %s: %w", key, err)
+		}
+	}
+}
+
+// Get returns the whole object; the caller owns the result.
+func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := check(ctx, key); err != nil {
+		return nil, err
+	}
+	body, info, _, err := s.core().GetObject(ctx, s.bucket, s.prefix+key, s.getOptions())
+	if err != nil {
+		return nil, s.readErr("get", key, err)
+	}
+	defer body.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, max(info.Size, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(body); err != nil {
+		return nil, s.readErr("get", key, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *S3) GetRange(ctx context.Context, key string, off int64, p []byte) (int, error) {
+	if err := check(ctx, key); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("blob: get range of %s: negative offset %d", key, off)
+	}
+	if len(p) == 0 {
+		_, err := s.Stat(ctx, key)
+		return 0, err
+	}
+	opts := s.getOptions()
+	if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
+		return 0, fmt.Errorf("blob: s3 get range of %s: %w", key, err)
+	}
+	body, _, header, err := s.core().GetObject(ctx, s.bucket, s.prefix+key, opts)
+	if err != nil {
+		if r := minio.ToErrorResponse(err); r.StatusCode == http.StatusRequestedRangeNotSatisfiable || r.Code == "InvalidRange" {
+			return 0, io.EOF // the object ends at or before off
+		}
+		return 0, s.readErr("get range of", key, err)
+	}
+	defer body.Close()
+	if off > 0 && header.Get("Content-Range") == "" {
+		// The store sent the whole object, as it may for a range it
+		// does not satisfy.
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
+			if err == io.EOF {
+				return 0, io.EOF
+			}
+			return 0, s.readErr("get range of", key, err)
+		}
+	}
+	n, err := io.ReadFull(body, p)
+	switch err {
+	case nil:
+		return n, nil
+	case io.EOF, io.ErrUnexpectedEOF:
+		return n, io.EOF
+	}
+	return n, s.readErr("get range of", key, err)
+}
+
+func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
+	if err := check(ctx, key); err != nil {
+		return Info{}, err
+	}
+	info, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, s.getOptions())
+	if err != nil {
+		return Info{}, s.readErr("stat", key, err)
+	}
+	return Info{Key: key, Size: info.Size}, nil
+}
+
+// List skips objects under the prefix whose names are not valid keys, such
+// as the "folder/" markers some consoles make.
+func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx) // stops the listing if we return early
+	defer cancel()
+	var infos []Info
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("blob: s3 list %q: %w", prefix, obj.Err)
+		}
+		key, ok := strings.CutPrefix(obj.Key, s.prefix)
+		if !ok || checkKey(key) != nil {
+			continue
+		}
+		infos = append(infos, Info{Key: key, Size: obj.Size})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("blob: s3 list %q: %w", prefix, err)
+	}
+	sortInfos(infos)
+	return infos, nil
+}
+
+func (s *S3) Delete(ctx context.Context, key string) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	err := s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("blob: s3 delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// Close closes idle connections.
+func (s *S3) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+func (s *S3) core() minio.Core { return minio.Core{Client: s.client} }
+
+func (s *S3) getOptions() minio.GetObjectOptions {
+	return minio.GetObjectOptions{ServerSideEncryption: s.get}
+}
+
+func (s *S3) readErr(op, key string, err error) error {
+	if isNotFound(err) {
+		return fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return fmt.Errorf("blob: s3 %s %s: %w", op, key, err)
+}
+
+// isNotFound reports whether err says the object does not exist. A missing
+// bucket is a different error.
+func isNotFound(err error) bool {
+	r := minio.ToErrorResponse(err)
+	return r.Code == "NoSuchKey" || r.StatusCode == http.StatusNotFound && r.Code != "NoSuchBucket"
+}
