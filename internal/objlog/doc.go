@@ -1,0 +1,52 @@
+// Package objlog is the write path and read path of one log kept in object
+// storage (the object mode): nothing on local disk, entries acknowledged once
+// the object holding them is stored.
+//
+// # Layout
+//
+// A log is a chain of segments, each recorded in metadata (meta.Segment) when
+// it is created and when it is sealed, never in between. A segment's objects
+// live under "<prefix><seq>/" (seq as 8 digits). While a segment is open its
+// writer adds fragments "<seq>/<n>" (n = 00000000, 00000001, ...), each the
+// concatenation of whole record batches (the bytes a local segment would
+// hold), with consecutive offsets from one fragment to the next. Compaction
+// later rewrites a sealed segment's fragments into a few large objects
+// "<seq>/c<n>" and deletes the fragments.
+//
+// # Write path
+//
+// Appenders encode their entries into batches (groups) as the local write
+// path does. A flusher cuts the queued batches into a fragment when they reach
+// FlushBytes, when the oldest has waited FlushInterval, or at Close, gives
+// them their offsets, and uploads it with a conditional PUT (If-None-Match:
+// *), with up to MaxInFlight uploads at once. A fragment is acknowledged when
+// its PUT and those of every earlier fragment have succeeded, in offset
+// order, so the acknowledged entries are always a prefix of the log. A PUT
+// whose outcome is unknown is retried; when the retry finds the object
+// already there it reads it back, and only identical bytes count as success.
+// An upload that keeps failing for RetryTimeout fails the log: no later
+// append is acknowledged until a new writer recovers it.
+//
+// # Fencing and recovery
+//
+// A writer epoch owns the open segment it created; creating a segment is a
+// metadata transaction that fails for any epoch but the log's newest. A new
+// writer fences the previous open segment by storing a fence object at the
+// first fragment number that has no object (conditionally, so it loses to a
+// fragment stored first and then tries the next number). From then on the old
+// writer can neither overwrite a fragment nor add one that would be read:
+// readers stop at the first missing fragment or fence. The new writer then
+// seals the segment in metadata with the fragments before the fence, and
+// starts its own segment after it. Since the old writer acknowledges
+// fragments in order and its PUT at the fence's number fails, every entry it
+// acknowledged lies before the fence.
+//
+// # Read path
+//
+// Readers at the tail are served from the acknowledged fragments the writer
+// keeps in memory (CacheBytes). A reader further back reads the segment's
+// objects with ranged GETs of ChunkBytes, ReadAhead of them in flight, and
+// decodes the batches in order; its memory is bounded by ReadAhead chunks.
+// An object that disappears under a reader (compaction, truncation) makes it
+// look the offset up again.
+package objlog

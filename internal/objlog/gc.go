@@ -1,0 +1,206 @@
+package objlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Truncate raises the start to before, which the caller has stored durably,
+// and deletes the sealed segments wholly below it: their objects, then their
+// metadata. The start never moves back.
+func (l *Log) Truncate(before uint64) error {
+	l.mu.Lock()
+	if before > l.end {
+		end := l.end
+		l.mu.Unlock()
+		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", wal.ErrOutOfRange, before, end)
+	}
+	l.start = max(l.start, before)
+	l.mu.Unlock()
+	return l.deleteSealed(func(*seg, wal.Stats) bool { return false })
+}
+
+// ApplyRetention deletes the oldest sealed segments that r says may go, and
+// those wholly below the start, with the rules of wal.Retention.
+func (l *Log) ApplyRetention(now time.Time, r wal.Retention) error {
+	return l.deleteSealed(func(s *seg, rest wal.Stats) bool {
+		if s.end > r.Keep {
+			return false
+		}
+		return (r.Age > 0 && now.Sub(time.Unix(0, s.maxTime)) > r.Age) ||
+			(r.Bytes > 0 && rest.Bytes >= r.Bytes) ||
+			(r.Entries > 0 && rest.End-rest.Start >= r.Entries)
+	})
+}
+
+// deleteSealed deletes sealed segments from the oldest on while they lie
+// wholly below the start or expired says they may go. It keeps the last
+// segment. A segment whose deletion fails stays in metadata, below the
+// start, and the next pass deletes it.
+func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
+	l.gcMu.Lock()
+	defer l.gcMu.Unlock()
+	l.mu.Lock()
+	st := wal.Stats{Start: l.start, End: l.end}
+	for _, s := range l.segs {
+		st.Bytes += s.bytes
+	}
+	n := 0
+	for ; n < len(l.segs)-1 && l.segs[n].sealed(); n++ {
+		s := l.segs[n]
+		rest := wal.Stats{Start: max(st.Start, s.end), End: st.End, Bytes: st.Bytes - s.bytes}
+		if s.end > st.Start && !expired(s, rest) {
+			break
+		}
+		st = rest
+	}
+	drop := l.segs[:n:n]
+	l.segs = l.segs[n:]
+	l.start = st.Start
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*metaTimeout)
+	defer cancel()
+	for _, s := range drop {
+		if err := l.deleteSegment(ctx, s.m.Seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteSegment deletes every object under segment seq's prefix, then its
+// metadata.
+func (l *Log) deleteSegment(ctx context.Context, seq uint64) error {
+	if err := DeleteAll(ctx, l.opts.Bucket, l.segPrefix(seq)); err != nil {
+		return err
+	}
+	if err := l.opts.Meta.DeleteSegment(ctx, seq); err != nil {
+		return fmt.Errorf("objlog: delete segment %d of %s: %w", seq, l.opts.Prefix, err)
+	}
+	return nil
+}
+
+// DeleteAll deletes every object whose key starts with prefix.
+func DeleteAll(ctx context.Context, b blob.Bucket, prefix string) error {
+	infos, err := b.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("objlog: list %s: %w", prefix, err)
+	}
+	for _, in := range infos {
+		if err := b.Delete(ctx, in.Key); err != nil {
+			return fmt.Errorf("objlog: delete %s: %w", in.Key, err)
+		}
+	}
+	return nil
+}
+
+// Compact rewrites the fragments of every sealed segment into objects of
+// about CompactBytes, records them in metadata, then deletes the fragments,
+// the fence and whatever else lies under the segment's prefix. Readers that
+// were reading a deleted fragment look their offset up again. It reports
+// how many segments it compacted.
+func (l *Log) Compact(ctx context.Context) (int, error) {
+	l.gcMu.Lock()
+	defer l.gcMu.Unlock()
+	l.mu.Lock()
+	var todo []*seg
+	for _, s := range l.segs {
+		if s.sealed() && needsCompaction(s) {
+			todo = append(todo, s)
+		}
+	}
+	l.mu.Unlock()
+	done := 0
+	for _, s := range todo {
+		if err := l.compact(ctx, s); err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
+}
+
+// needsCompaction reports whether a sealed segment is in more than one
+// fragment. Compacted objects have keys that start with "c".
+func needsCompaction(s *seg) bool {
+	return len(s.objs) > 1 && !strings.HasPrefix(s.objs[0].key, "c")
+}
+
+func (l *Log) compact(ctx context.Context, s *seg) error {
+	prefix := l.segPrefix(s.m.Seq)
+	l.mu.Lock()
+	objs := append([]object(nil), s.objs...)
+	old := s.m.Objects
+	l.mu.Unlock()
+
+	var out []meta.SegmentObject
+	for i := 0; i < len(objs); {
+		// The run of objects from i that fits in CompactBytes (at least one).
+		j, size := i, int64(0)
+		for j < len(objs) && (j == i || size+objs[j].bytes <= l.opts.CompactBytes) {
+			size += objs[j].bytes
+			j++
+		}
+		data := make([]byte, 0, size)
+		for _, o := range objs[i:j] {
+			b, err := l.opts.Bucket.Get(ctx, prefix+o.key)
+			if err != nil {
+				return fmt.Errorf("objlog: compact segment %d of %s: read %s: %w", s.m.Seq, l.opts.Prefix, o.key, err)
+			}
+			data = append(data, b...)
+		}
+		key := "c" + objs[i].key
+		err := l.opts.Bucket.PutIfAbsent(ctx, prefix+key, data)
+		if errors.Is(err, blob.ErrExist) {
+			// An earlier pass stored it and stopped before recording it.
+			got, gerr := l.opts.Bucket.Get(ctx, prefix+key)
+			if gerr != nil {
+				err = gerr
+			} else if bytes.Equal(got, data) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("objlog: compact segment %d of %s: write %s: %w", s.m.Seq, l.opts.Prefix, key, err)
+		}
+		out = append(out, meta.SegmentObject{Key: key, Base: objs[i].base, Bytes: size})
+		i = j
+	}
+	if err := l.opts.Meta.ReplaceObjects(ctx, s.m.Seq, old, out); err != nil {
+		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+	}
+	l.mu.Lock()
+	s.m.Objects = out
+	s.m.Bytes = 0
+	for _, o := range out {
+		s.m.Bytes += o.Bytes
+	}
+	fresh := sealedSeg(s.m)
+	s.objs, s.bytes = fresh.objs, fresh.bytes
+	l.mu.Unlock()
+
+	keep := map[string]bool{}
+	for _, o := range out {
+		keep[prefix+o.Key] = true
+	}
+	infos, err := l.opts.Bucket.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+	}
+	for _, in := range infos {
+		if !keep[in.Key] {
+			if err := l.opts.Bucket.Delete(ctx, in.Key); err != nil {
+				return fmt.Errorf("objlog: compact segment %d of %s: delete %s: %w", s.m.Seq, l.opts.Prefix, in.Key, err)
+			}
+		}
+	}
+	return nil
+}

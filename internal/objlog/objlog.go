@@ -1,0 +1,316 @@
+package objlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// Meta is the metadata of one log's segments: meta.Store's segment methods
+// bound to the log.
+type Meta interface {
+	CreateSegment(ctx context.Context, s meta.Segment) error
+	SealSegment(ctx context.Context, s meta.Segment) (meta.Segment, error)
+	ReplaceObjects(ctx context.Context, seq uint64, old, new []meta.SegmentObject) error
+	Segments(ctx context.Context) ([]meta.Segment, error)
+	DeleteSegment(ctx context.Context, seq uint64) error
+}
+
+// StoreMeta binds a meta.Store's segment methods to the named log.
+func StoreMeta(s meta.Store, log string) Meta { return storeMeta{s, log} }
+
+type storeMeta struct {
+	s   meta.Store
+	log string
+}
+
+func (m storeMeta) CreateSegment(ctx context.Context, s meta.Segment) error {
+	return m.s.CreateSegment(ctx, m.log, s)
+}
+func (m storeMeta) SealSegment(ctx context.Context, s meta.Segment) (meta.Segment, error) {
+	return m.s.SealSegment(ctx, m.log, s)
+}
+func (m storeMeta) ReplaceObjects(ctx context.Context, seq uint64, old, new []meta.SegmentObject) error {
+	return m.s.ReplaceObjects(ctx, m.log, seq, old, new)
+}
+func (m storeMeta) Segments(ctx context.Context) ([]meta.Segment, error) {
+	return m.s.Segments(ctx, m.log)
+}
+func (m storeMeta) DeleteSegment(ctx context.Context, seq uint64) error {
+	return m.s.DeleteSegment(ctx, m.log, seq)
+}
+
+// Options configure a Log. Zero values take the defaults noted.
+type Options struct {
+	Bucket blob.Bucket
+	Meta   Meta
+	// Prefix starts the keys of the log's objects; it ends in "/".
+	Prefix string
+
+	FlushBytes    int           // cut a fragment once this many bytes are queued; default 4 MiB
+	FlushInterval time.Duration // or once the oldest queued append waited this long; default 20ms
+	MaxInFlight   int           // fragment uploads at once; default 4
+	RetryTimeout  time.Duration // an upload retried this long fails the log; default 30s
+	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
+	MaxFragments  int           // or that has this many fragments; default 1000
+	SegmentAge    time.Duration // or this old, at the next flush; 0: never
+	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
+	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 64 MiB
+	ChunkBytes    int           // a catch-up reader's ranged GET; default 4 MiB
+	ReadAhead     int           // a catch-up reader's GETs in flight; default 4
+	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
+
+	Epoch  uint64 // the newest writer epoch, from metadata
+	Start  uint64 // the truncation point, from metadata
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.FlushBytes, 4<<20)
+	def(&o.MaxInFlight, 4)
+	def(&o.MaxFragments, 1000)
+	def(&o.MaxBatchBytes, 4<<20)
+	def(&o.ChunkBytes, 4<<20)
+	def(&o.ReadAhead, 4)
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 20 * time.Millisecond
+	}
+	if o.RetryTimeout <= 0 {
+		o.RetryTimeout = 30 * time.Second
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 1 << 30
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.CompactBytes <= 0 {
+		o.CompactBytes = 128 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// metaTimeout bounds each metadata and bucket call the log makes on its own
+// (not on behalf of a caller's context).
+const metaTimeout = 30 * time.Second
+
+// object is one object of a segment, as readers locate it.
+type object struct {
+	key   string // relative to the segment's prefix
+	base  uint64 // offset of its first entry
+	end   uint64 // offset after its last entry
+	bytes int64
+}
+
+// seg is a segment as the log knows it.
+type seg struct {
+	m       meta.Segment // as stored in metadata
+	objs    []object     // the objects holding its entries, in order
+	end     uint64       // offset after its last known entry
+	bytes   int64
+	maxTime int64
+	frags   int // fragments written: the next fragment's number, for the open segment
+}
+
+func (s *seg) sealed() bool { return s.m.Sealed }
+
+// Log is one log in object storage. It is safe for concurrent use.
+type Log struct {
+	opts   Options
+	ctx    context.Context // canceled at Close, after the last upload
+	cancel context.CancelFunc
+
+	gcMu sync.Mutex // one truncation, retention pass or compaction at a time
+
+	mu          sync.Mutex
+	closed      bool
+	failed      error // set when an upload failed for good; cleared by Fence
+	epoch       uint64
+	owned       func() bool
+	start, end  uint64 // end: the offset after the last acknowledged entry
+	segs        []*seg // oldest first; the last may be open
+	open        *seg   // the current epoch's open segment, or nil
+	advanced    chan struct{}
+	tickReaders map[*Reader]struct{}
+	cache       []cached // acknowledged fragments, oldest first
+	cacheBytes  int64
+
+	queue      []*group // appended, not yet cut into a fragment
+	queueBytes int
+	queuedAt   time.Time // when the oldest queued group was queued
+	next       uint64    // the offset the next entry cut into a fragment gets
+	inflight   []*frag   // cut, not yet acknowledged, in order
+	fencing    bool      // Fence is under way: the flusher waits
+	wake       chan struct{}
+	flushed    chan struct{} // closed when the flusher has exited
+	uploads    sync.WaitGroup
+}
+
+// cached is an acknowledged fragment kept for tail readers.
+type cached struct {
+	base, end uint64
+	data      []byte
+}
+
+// Open opens the log: it loads its segments from metadata and finds how far
+// an open segment left by an earlier writer reaches, without fencing it.
+func Open(ctx context.Context, opts Options) (*Log, error) {
+	opts.setDefaults()
+	l := &Log{
+		opts:        opts,
+		epoch:       opts.Epoch,
+		advanced:    make(chan struct{}),
+		tickReaders: map[*Reader]struct{}{},
+		wake:        make(chan struct{}, 1),
+		flushed:     make(chan struct{}),
+	}
+	if err := l.load(ctx, false); err != nil {
+		return nil, err
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	go l.flusher()
+	return l, nil
+}
+
+// load reads the segments from metadata and, for an open last segment, the
+// bucket; with fence it fences and seals that segment first. The caller
+// owns the log's segment state (Open, or Fence with the flusher paused).
+func (l *Log) load(ctx context.Context, fence bool) error {
+	ms, err := l.opts.Meta.Segments(ctx)
+	if err != nil {
+		return fmt.Errorf("objlog: read the segments of %s: %w", l.opts.Prefix, err)
+	}
+	segs := make([]*seg, 0, len(ms))
+	for i, m := range ms {
+		var s *seg
+		switch {
+		case m.Sealed:
+			s = sealedSeg(m)
+		case i != len(ms)-1:
+			return fmt.Errorf("objlog: segment %d of %s is open but not the last", m.Seq, l.opts.Prefix)
+		case fence:
+			sealed, err := l.fenceSegment(ctx, m)
+			if err != nil {
+				return err
+			}
+			s = sealedSeg(sealed)
+		default:
+			if s, _, err = l.scan(ctx, m); err != nil {
+				return err
+			}
+		}
+		if len(segs) > 0 && segs[len(segs)-1].end != s.m.Base {
+			return fmt.Errorf("objlog: segments of %s are not contiguous: segment %d starts at offset %d, the one before ends at %d", l.opts.Prefix, s.m.Seq, s.m.Base, segs[len(segs)-1].end)
+		}
+		segs = append(segs, s)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.segs, l.open = segs, nil
+	l.end, l.start = l.opts.Start, l.opts.Start
+	if len(segs) > 0 {
+		l.end = segs[len(segs)-1].end
+		l.start = max(l.start, segs[0].m.Base)
+	}
+	l.start = min(l.start, l.end)
+	l.next = l.end
+	l.cache, l.cacheBytes = nil, 0
+	return nil
+}
+
+func sealedSeg(m meta.Segment) *seg {
+	s := &seg{m: m, end: m.End, bytes: m.Bytes, maxTime: m.MaxTime, frags: len(m.Objects)}
+	for i, o := range m.Objects {
+		end := m.End
+		if i+1 < len(m.Objects) {
+			end = m.Objects[i+1].Base
+		}
+		s.objs = append(s.objs, object{key: o.Key, base: o.Base, end: end, bytes: o.Bytes})
+	}
+	return s
+}
+
+// Stats returns the log's current extent.
+func (l *Log) Stats() wal.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := wal.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
+	for _, sg := range l.segs {
+		s.Bytes += sg.bytes
+	}
+	return s
+}
+
+// Close uploads what is queued, waits for the uploads, seals the open segment
+// in metadata, and wakes the readers waiting at the tail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.signal()
+	<-l.flushed
+	l.uploads.Wait()
+	var err error
+	l.mu.Lock()
+	open, failed := l.open, l.failed
+	l.mu.Unlock()
+	if open != nil && failed == nil && open.frags > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
+		err = l.seal(ctx, open)
+		cancel()
+	}
+	l.cancel()
+	l.mu.Lock()
+	close(l.advanced)
+	l.mu.Unlock()
+	return err
+}
+
+// segPrefix is the key prefix of segment seq's objects.
+func (l *Log) segPrefix(seq uint64) string { return fmt.Sprintf("%s%08d/", l.opts.Prefix, seq) }
+
+// fragKey is the key of fragment n of a segment, relative to its prefix.
+func fragKey(n int) string { return fmt.Sprintf("%08d", n) }
+
+// locate returns the segment and the index of the object holding off, as
+// acknowledged. The caller holds mu.
+func (l *Log) locate(off uint64) (*seg, int, bool) {
+	k := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end > off })
+	if k == len(l.segs) || off < l.segs[k].m.Base {
+		return nil, 0, false
+	}
+	s := l.segs[k]
+	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].end > off })
+	if i == len(s.objs) {
+		return nil, 0, false
+	}
+	return s, i, true
+}
+
+// isNotFound reports whether err says an object or segment is gone.
+func isNotFound(err error) bool {
+	return errors.Is(err, blob.ErrNotFound)
+}

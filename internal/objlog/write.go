@@ -1,0 +1,701 @@
+package objlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// group is a batch being built by appenders, committed as one, or a time
+// tick, which takes a place in the queue but writes nothing.
+type group struct {
+	b       *record.Builder // from builders; nil for a tick and once cut
+	isTick  bool
+	tick    uint64
+	epoch   uint64
+	maxTime int64
+	done    chan struct{} // closed when base and err are set
+	base    uint64
+	err     error
+}
+
+var builders = sync.Pool{New: func() any { return new(record.Builder) }}
+
+func (g *group) finish(err error) {
+	g.err = err
+	close(g.done)
+	g.release()
+}
+
+// release recycles the group's buffer, once its bytes are copied or dropped.
+func (g *group) release() {
+	if g.b != nil {
+		g.b.Reset()
+		builders.Put(g.b)
+		g.b = nil
+	}
+}
+
+// Pending is an append waiting for its acknowledgement.
+type Pending struct {
+	g   *group
+	rel uint64
+}
+
+// Wait blocks until the append is acknowledged or has failed, or ctx ends,
+// and returns the offset of the append's first entry. A ctx that ends first
+// does not cancel the append: its outcome is then unknown to the caller.
+func (p Pending) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-p.g.done:
+	default:
+		select {
+		case <-p.g.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if p.g.err != nil {
+		return 0, p.g.err
+	}
+	return p.g.base + p.rel, nil
+}
+
+// Done is closed when the outcome is known.
+func (p Pending) Done() <-chan struct{} { return p.g.done }
+
+// frag is a fragment: the groups cut together, uploaded as one object.
+type frag struct {
+	seg     *seg // nil for a fragment of ticks only, which uploads nothing
+	n       int  // its number in seg
+	epoch   uint64
+	groups  []*group
+	data    []byte
+	base    uint64
+	end     uint64
+	maxTime int64
+	done    bool
+	err     error
+}
+
+// check refuses an append or tick from epoch. The caller holds mu.
+func (l *Log) check(epoch uint64) error {
+	switch {
+	case l.closed:
+		return wal.ErrClosed
+	case l.failed != nil:
+		return l.failed
+	case epoch != l.epoch || l.fencing:
+		return wal.ErrFenced
+	}
+	return nil
+}
+
+// Append queues entries, written by the writer of the given epoch, to be
+// uploaded together in one batch, and returns at once.
+func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
+	if len(entries) == 0 {
+		return Pending{}, errors.New("objlog: append of no entries")
+	}
+	size := 0
+	for _, e := range entries {
+		size += record.EncodedBytes(e)
+	}
+	l.mu.Lock()
+	if err := l.check(epoch); err != nil {
+		l.mu.Unlock()
+		return Pending{}, err
+	}
+	var g *group
+	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
+		g = l.queue[n-1]
+	} else {
+		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, done: make(chan struct{})}
+		l.queue = append(l.queue, g)
+	}
+	p := Pending{g: g, rel: uint64(g.b.Count())}
+	before := g.b.Bytes()
+	for _, e := range entries {
+		g.b.Add(e)
+		g.maxTime = max(g.maxTime, e.Time)
+	}
+	wasEmpty := l.queueBytes == 0 && len(l.queue) == 1 && p.rel == 0
+	if wasEmpty {
+		l.queuedAt = l.opts.Now()
+	}
+	l.queueBytes += g.b.Bytes() - before
+	full := l.queueBytes >= l.opts.FlushBytes
+	l.mu.Unlock()
+	if wasEmpty || full {
+		l.signal()
+	}
+	return p, nil
+}
+
+// AppendTick queues a time tick from the writer of the given epoch, as
+// wal.Log.AppendTick does: it is delivered after every entry queued before
+// it, and writes nothing.
+func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
+	l.mu.Lock()
+	if err := l.check(epoch); err != nil {
+		l.mu.Unlock()
+		return Pending{}, err
+	}
+	g := &group{isTick: true, tick: t, epoch: epoch, done: make(chan struct{})}
+	l.queue = append(l.queue, g)
+	if len(l.queue) == 1 {
+		l.queuedAt = l.opts.Now()
+	}
+	l.mu.Unlock()
+	l.signal()
+	return Pending{g: g}, nil
+}
+
+func (l *Log) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failQueued fails every queued group with err. The caller holds mu.
+func (l *Log) failQueued(err error) {
+	for _, g := range l.queue {
+		g.finish(err)
+	}
+	l.queue, l.queueBytes = nil, 0
+}
+
+// failLog makes every queued and later append fail with err until a new
+// writer recovers the log. The caller holds mu.
+func (l *Log) failLog(err error) {
+	if l.failed == nil {
+		l.failed = err
+		l.opts.Logger.Error("log failed; a new writer recovers it", "prefix", l.opts.Prefix, "err", err)
+	}
+	l.failQueued(l.failed)
+}
+
+type stepKind int
+
+const (
+	stepWait stepKind = iota
+	stepExit
+	stepCreate
+	stepSeal
+	stepUpload
+)
+
+// flusher cuts queued groups into fragments and starts their uploads, and
+// creates and seals segments as they fill, until the log is closed and its
+// queue empty.
+func (l *Log) flusher() {
+	defer close(l.flushed)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		l.mu.Lock()
+		kind, f, wait := l.step()
+		open := l.open
+		l.mu.Unlock()
+		switch kind {
+		case stepExit:
+			return
+		case stepWait:
+			if wait > 0 {
+				timer.Reset(wait)
+			}
+			select {
+			case <-l.wake:
+			case <-timer.C:
+			}
+			timer.Stop()
+		case stepCreate:
+			l.create()
+		case stepSeal:
+			ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
+			if err := l.seal(ctx, open); err != nil {
+				l.mu.Lock()
+				l.failQueued(err)
+				l.mu.Unlock()
+			}
+			cancel()
+		case stepUpload:
+			if f.data == nil {
+				l.complete(f)
+				continue
+			}
+			go l.upload(f)
+		}
+	}
+}
+
+// step decides the flusher's next move. The caller holds mu. For stepUpload
+// it has cut the fragment and queued it in inflight, with l.uploads counted.
+func (l *Log) step() (stepKind, *frag, time.Duration) {
+	if len(l.queue) == 0 {
+		if l.closed {
+			return stepExit, nil, 0
+		}
+		return stepWait, nil, 0
+	}
+	if l.fencing {
+		return stepWait, nil, 0
+	}
+	ticks := l.queue[0].isTick
+	if !ticks {
+		if o := l.open; o != nil && o.frags > 0 && l.mustRoll(o) {
+			if len(l.inflight) > 0 {
+				return stepWait, nil, 0
+			}
+			return stepSeal, nil, 0
+		}
+		if l.open == nil {
+			return stepCreate, nil, 0
+		}
+	}
+	if !ticks && !l.closed && l.queueBytes < l.opts.FlushBytes {
+		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queuedAt); wait > 0 {
+			return stepWait, nil, wait
+		}
+	}
+	if len(l.inflight) >= l.opts.MaxInFlight {
+		return stepWait, nil, 0
+	}
+	if !ticks && l.owned != nil && !l.owned() {
+		l.failLog(fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", wal.ErrFenced))
+		return stepWait, nil, 0
+	}
+	f := l.cut()
+	l.inflight = append(l.inflight, f)
+	if f.data != nil {
+		l.uploads.Add(1)
+	}
+	return stepUpload, f, 0
+}
+
+// mustRoll reports whether the open segment o is full or old. The caller
+// holds mu.
+func (l *Log) mustRoll(o *seg) bool {
+	return o.bytes+int64(l.queueBytes) > l.opts.SegmentBytes ||
+		o.frags >= l.opts.MaxFragments ||
+		(l.opts.SegmentAge > 0 && l.opts.Now().Sub(o.m.Created) >= l.opts.SegmentAge)
+}
+
+// cut takes the leading ticks, or the queued groups up to FlushBytes (at
+// least one), gives them their offsets, and makes them a fragment. The
+// caller holds mu.
+func (l *Log) cut() *frag {
+	f := &frag{epoch: l.epoch, base: l.next}
+	n := 0
+	if l.queue[0].isTick {
+		for n < len(l.queue) && l.queue[n].isTick {
+			l.queue[n].base = l.next
+			n++
+		}
+	} else {
+		size := 0
+		for n < len(l.queue) {
+			g := l.queue[n]
+			if !g.isTick {
+				if n > 0 && size+g.b.Bytes() > l.opts.FlushBytes {
+					break
+				}
+				size += g.b.Bytes()
+			}
+			n++
+		}
+		f.seg, f.n = l.open, l.open.frags
+		l.open.frags++
+		f.data = make([]byte, 0, size)
+		for _, g := range l.queue[:n] {
+			g.base = l.next
+			if g.isTick {
+				continue
+			}
+			f.data = append(f.data, g.b.Finish(l.next, g.epoch)...)
+			l.next += uint64(g.b.Count())
+			f.maxTime = max(f.maxTime, g.maxTime)
+			l.queueBytes -= g.b.Bytes()
+			g.release()
+		}
+	}
+	f.end = l.next
+	f.groups = l.queue[:n:n]
+	l.queue = l.queue[n:]
+	if len(l.queue) == 0 {
+		l.queueBytes = 0
+	} else {
+		l.queuedAt = l.opts.Now()
+	}
+	return f
+}
+
+// create starts a segment for the current epoch at the next offset.
+func (l *Log) create() {
+	l.mu.Lock()
+	m := meta.Segment{Seq: 1, Epoch: l.epoch, Base: l.next, Created: l.opts.Now()}
+	if n := len(l.segs); n > 0 {
+		m.Seq = l.segs[n-1].m.Seq + 1
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
+	defer cancel()
+	err := l.opts.Meta.CreateSegment(ctx, m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case errors.Is(err, meta.ErrStaleEpoch):
+		l.failLog(fmt.Errorf("%w: epoch %d of %s is no longer the newest", wal.ErrFenced, m.Epoch, l.opts.Prefix))
+	case err != nil:
+		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
+	case m.Epoch != l.epoch:
+		// Fenced meanwhile: Fence reloads the segments.
+	default:
+		s := &seg{m: m, end: m.Base}
+		l.segs = append(l.segs, s)
+		l.open = s
+	}
+}
+
+// seal records the open segment s, whose uploads have all completed, as
+// sealed in metadata.
+func (l *Log) seal(ctx context.Context, s *seg) error {
+	l.mu.Lock()
+	m := s.m
+	m.Sealed, m.End, m.Bytes, m.MaxTime = true, s.end, s.bytes, s.maxTime
+	m.Objects = make([]meta.SegmentObject, len(s.objs))
+	for i, o := range s.objs {
+		m.Objects[i] = meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes}
+	}
+	l.mu.Unlock()
+	stored, err := l.opts.Meta.SealSegment(ctx, m)
+	if err != nil {
+		return fmt.Errorf("objlog: seal segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open == s {
+		l.open = nil
+	}
+	if stored.End != m.End || len(stored.Objects) != len(m.Objects) {
+		// A newer writer fenced and sealed the segment first.
+		err := fmt.Errorf("%w: segment %d of %s was sealed by a newer writer", wal.ErrFenced, m.Seq, l.opts.Prefix)
+		l.failLog(err)
+		return err
+	}
+	s.m = stored
+	return nil
+}
+
+// upload stores f's fragment and completes it.
+func (l *Log) upload(f *frag) {
+	defer l.uploads.Done()
+	f.err = l.put(l.segPrefix(f.seg.m.Seq)+fragKey(f.n), f.data)
+	l.complete(f)
+}
+
+// put stores data at key with a conditional PUT, retrying failures for up
+// to RetryTimeout. An object found at key counts as stored only if it holds
+// data: then an earlier attempt stored it and its response was lost.
+func (l *Log) put(key string, data []byte) error {
+	deadline := time.Now().Add(l.opts.RetryTimeout)
+	backoff := 10 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.RetryTimeout)
+		err := l.opts.Bucket.PutIfAbsent(ctx, key, data)
+		if errors.Is(err, blob.ErrExist) {
+			var got []byte
+			if got, err = l.opts.Bucket.Get(ctx, key); err == nil {
+				cancel()
+				if bytes.Equal(got, data) {
+					return nil
+				}
+				return fmt.Errorf("%w: %s holds a newer writer's fence or data", wal.ErrFenced, key)
+			}
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("objlog: storing %s failed for %v (last error: %w); the appends in it may or may not have been stored", key, l.opts.RetryTimeout, err)
+		}
+		l.opts.Logger.Warn("object upload failed; retrying", "key", key, "err", err, "in", backoff)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// complete records that f's upload ended, and acknowledges (or fails) the
+// fragments at the head of inflight whose outcome is known, in order.
+func (l *Log) complete(f *frag) {
+	l.mu.Lock()
+	f.done = true
+	for len(l.inflight) > 0 && l.inflight[0].done {
+		h := l.inflight[0]
+		l.inflight[0] = nil
+		l.inflight = l.inflight[1:]
+		err := h.err
+		switch {
+		case err != nil:
+		case l.failed != nil:
+			err = l.failed
+		case h.epoch != l.epoch || (h.data != nil && l.owned != nil && !l.owned()):
+			err = fmt.Errorf("%w: the writer can no longer prove it owns the log; the appends of %s may or may not have been stored", wal.ErrFenced, l.opts.Prefix)
+		}
+		if err != nil {
+			l.failLog(err)
+			for _, g := range h.groups {
+				g.finish(err)
+			}
+			continue
+		}
+		l.publish(h)
+	}
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+	l.mu.Unlock()
+	l.signal()
+}
+
+// publish makes an uploaded fragment readable and acknowledges its appends.
+// The caller holds mu.
+func (l *Log) publish(f *frag) {
+	if f.data != nil {
+		s := f.seg
+		s.objs = append(s.objs, object{key: fragKey(f.n), base: f.base, end: f.end, bytes: int64(len(f.data))})
+		s.end = f.end
+		s.bytes += int64(len(f.data))
+		s.maxTime = max(s.maxTime, f.maxTime)
+		l.end = f.end
+		l.cache = append(l.cache, cached{base: f.base, end: f.end, data: f.data})
+		l.cacheBytes += int64(len(f.data))
+		for len(l.cache) > 1 && l.cacheBytes > l.opts.CacheBytes {
+			l.cacheBytes -= int64(len(l.cache[0].data))
+			l.cache[0] = cached{}
+			l.cache = l.cache[1:]
+		}
+	}
+	for _, g := range f.groups {
+		if g.isTick {
+			for r := range l.tickReaders {
+				r.addTick(wal.Tick{Time: g.tick, Offset: g.base})
+			}
+		}
+		g.finish(nil)
+	}
+}
+
+// Fence makes epoch the log's writer epoch; the caller has stored it durably
+// first. It waits for the uploads in flight (their appends are acknowledged
+// under the old epoch), fails the queued ones with ErrFenced, then fences
+// the open segment left by any earlier writer, here or in another process,
+// and seals it. When Fence returns no append of an older epoch will be
+// acknowledged, and a log that had failed works again.
+//
+// owned, if not nil, is asked before every upload and acknowledgement
+// whether the writer can still prove it holds epoch. It must be cheap.
+func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error {
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return wal.ErrClosed
+	case epoch <= l.epoch:
+		cur := l.epoch
+		l.mu.Unlock()
+		return fmt.Errorf("objlog: fence with epoch %d, which is not above the current %d", epoch, cur)
+	case l.fencing:
+		l.mu.Unlock()
+		return fmt.Errorf("objlog: another writer of %s is being opened; retry", l.opts.Prefix)
+	}
+	l.fencing = true
+	l.failQueued(wal.ErrFenced)
+	for len(l.inflight) > 0 {
+		advanced := l.advanced
+		l.mu.Unlock()
+		<-advanced
+		l.mu.Lock()
+	}
+	l.epoch, l.owned = epoch, owned
+	l.mu.Unlock()
+
+	// The flusher is idle now (fencing, nothing queued or in flight) and
+	// starts nothing until fencing ends.
+	err := l.load(ctx, true)
+	l.mu.Lock()
+	l.fencing = false
+	l.failed = nil
+	if err != nil {
+		l.failed = fmt.Errorf("objlog: recovering %s for writer epoch %d: %w", l.opts.Prefix, epoch, err)
+	}
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+	l.mu.Unlock()
+	l.signal()
+	return err
+}
+
+// fenceSize is the size of a fence object: "TRNFENCE" and the epoch that
+// stored it. A fragment is never this small (a batch header alone is 48
+// bytes), so a listing tells them apart.
+const fenceSize = 16
+
+func fenceObject(epoch uint64) []byte {
+	return binary.LittleEndian.AppendUint64([]byte("TRNFENCE"), epoch)
+}
+
+// fenceSegment fences the open segment m, at the first fragment number with
+// no object, and seals it in metadata with the fragments before the fence.
+// It returns the segment as stored.
+func (l *Log) fenceSegment(ctx context.Context, m meta.Segment) (meta.Segment, error) {
+	for {
+		s, fenced, err := l.scan(ctx, m)
+		if err != nil {
+			return meta.Segment{}, err
+		}
+		if !fenced {
+			key := l.segPrefix(m.Seq) + fragKey(s.frags)
+			err := l.opts.Bucket.PutIfAbsent(ctx, key, fenceObject(l.epochNow()))
+			if errors.Is(err, blob.ErrExist) {
+				continue // a fragment got there first: the segment is longer
+			}
+			if err != nil {
+				return meta.Segment{}, fmt.Errorf("objlog: fence segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
+			}
+		}
+		sealed := m
+		sealed.Sealed, sealed.End, sealed.Bytes, sealed.MaxTime = true, s.end, s.bytes, s.maxTime
+		for _, o := range s.objs {
+			sealed.Objects = append(sealed.Objects, meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes})
+		}
+		stored, err := l.opts.Meta.SealSegment(ctx, sealed)
+		if err != nil {
+			return meta.Segment{}, fmt.Errorf("objlog: seal segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
+		}
+		return stored, nil
+	}
+}
+
+func (l *Log) epochNow() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// scan lists the open segment m's objects and reads the fragments'
+// headers (the last one whole, for where it ends). It reports whether a
+// fence ends the fragments.
+func (l *Log) scan(ctx context.Context, m meta.Segment) (*seg, bool, error) {
+	prefix := l.segPrefix(m.Seq)
+	infos, err := l.opts.Bucket.List(ctx, prefix)
+	if err != nil {
+		return nil, false, fmt.Errorf("objlog: list segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
+	}
+	sizes := map[string]int64{}
+	for _, in := range infos {
+		sizes[in.Key[len(prefix):]] = in.Size
+	}
+	s := &seg{m: m, end: m.Base}
+	fenced := false
+	for {
+		size, ok := sizes[fragKey(s.frags)]
+		if !ok {
+			break
+		}
+		if size == fenceSize {
+			fenced = true
+			break
+		}
+		s.objs = append(s.objs, object{key: fragKey(s.frags), bytes: size})
+		s.frags++
+	}
+	if len(s.objs) == 0 {
+		return s, fenced, nil
+	}
+	// Each fragment's first offset, from its first batch header.
+	errs := make([]error, len(s.objs))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range s.objs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var h [record.HeaderBytes]byte
+			key := prefix + s.objs[i].key
+			if _, err := l.opts.Bucket.GetRange(ctx, key, 0, h[:]); err != nil {
+				errs[i] = fmt.Errorf("objlog: read %s: %w", key, err)
+				return
+			}
+			hd, err := record.ParseHeader(h[:])
+			if err != nil {
+				errs[i] = fmt.Errorf("objlog: %s: %w", key, err)
+				return
+			}
+			s.objs[i].base = hd.BaseOffset
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, false, err
+	}
+	// Where the last fragment ends, and its newest entry.
+	last := &s.objs[len(s.objs)-1]
+	data, err := l.opts.Bucket.Get(ctx, prefix+last.key)
+	if err != nil {
+		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
+	}
+	end, maxTime, err := scanBatches(data)
+	if err != nil {
+		return nil, false, fmt.Errorf("objlog: %s: %w", prefix+last.key, err)
+	}
+	for i := range s.objs {
+		if i+1 < len(s.objs) {
+			s.objs[i].end = s.objs[i+1].base
+		} else {
+			s.objs[i].end = end
+		}
+		s.bytes += s.objs[i].bytes
+	}
+	if s.objs[0].base != m.Base {
+		return nil, false, fmt.Errorf("objlog: segment %d of %s starts at offset %d, its first fragment at %d", m.Seq, l.opts.Prefix, m.Base, s.objs[0].base)
+	}
+	for i := range s.objs {
+		if s.objs[i].end <= s.objs[i].base {
+			return nil, false, fmt.Errorf("objlog: fragments of segment %d of %s are out of order at %s", m.Seq, l.opts.Prefix, s.objs[i].key)
+		}
+	}
+	s.end, s.maxTime = end, maxTime
+	return s, fenced, nil
+}
+
+// scanBatches checks the batches filling data and returns the offset after
+// the last one and the newest entry time.
+func scanBatches(data []byte) (end uint64, maxTime int64, err error) {
+	for len(data) > 0 {
+		b, err := record.Decode(data)
+		if err != nil {
+			return 0, 0, err
+		}
+		err = b.Each(func(_ uint64, e record.Entry) error {
+			maxTime = max(maxTime, e.Time)
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		end = b.NextOffset()
+		data = data[b.Header.Length:]
+	}
+	return end, maxTime, nil
+}
