@@ -22,6 +22,7 @@ package tern
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -59,6 +62,13 @@ type Options struct {
 	// EtcdRoot is the key prefix of the metadata in etcd. Default "/tern/".
 	EtcdRoot string
 
+	// Storage is the object store of the logs in object mode. Without it,
+	// only local logs can be created and opened.
+	Storage StorageOptions
+	// DefaultMode is the mode of the logs created with none. Default:
+	// ModeLocal.
+	DefaultMode Mode
+
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC, and the
 	// other options are not used.
@@ -71,9 +81,10 @@ type Options struct {
 type Client struct {
 	remote *remoteClient // set for a client of a server; the fields below are then unused
 
-	opts Options
-	fs   vfs.FS
-	meta meta.Store
+	opts   Options
+	fs     vfs.FS
+	meta   meta.Store
+	bucket blob.Bucket // the object store, or nil
 
 	mu     sync.Mutex
 	logs   map[string]*Log // opened logs, by name
@@ -112,13 +123,26 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("tern: create data directory: %w", err)
 	}
-	store, err := openMeta(ctx, opts)
+	if _, err := ParseMode(string(opts.DefaultMode)); err != nil {
+		return nil, err
+	}
+	if opts.DefaultMode == ModeObject && opts.Storage.URL == "" {
+		return nil, fmt.Errorf("%w: the default mode is object, and Options.Storage names no object store", ErrInvalid)
+	}
+	bucket, err := opts.Storage.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, fs: fs, meta: store, logs: map[string]*Log{}, stop: make(chan struct{})}
+	store, err := openMeta(ctx, opts)
+	if err != nil {
+		if bucket != nil {
+			bucket.Close()
+		}
+		return nil, err
+	}
+	c := &Client{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*Log{}, stop: make(chan struct{})}
 	if err := c.removeOrphans(ctx); err != nil {
-		store.Close()
+		c.closeStores()
 		return nil, err
 	}
 	c.wg.Add(1)
@@ -209,6 +233,11 @@ func (s *lockedStore) Close() error {
 	return errors.Join(s.Store.Close(), s.lock.Close())
 }
 
+func (c *Client) exists(path string) bool {
+	_, err := c.fs.Stat(path)
+	return err == nil
+}
+
 func (c *Client) logsDir() string { return filepath.Join(c.opts.Dir, "logs") }
 
 func (c *Client) logDir(id uint64) string {
@@ -219,6 +248,11 @@ func (c *Client) logDir(id uint64) string {
 // removes the log's metadata: only a directory so marked is data that may be
 // removed at Open when its log is gone from the metadata.
 const deletedMark = "DELETED"
+
+// objectsMark, next to deletedMark, says the deleted log was in object
+// storage: its objects go before its directory, and a client with no object
+// store leaves both.
+const objectsMark = "OBJECTS"
 
 // removeOrphans finishes the deletions a crash interrupted: it removes the
 // directories of deleted logs (marked, and gone from the metadata). A
@@ -251,10 +285,16 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 			if err := c.fs.Remove(filepath.Join(dir, deletedMark)); err != nil {
 				return fmt.Errorf("tern: %w", err)
 			}
+		case !live[name] && marked && c.bucket == nil && c.exists(filepath.Join(dir, objectsMark)):
+			c.opts.Logger.Warn("keeping a deleted log's directory until a client with its object store removes its objects", "dir", dir)
 		case !live[name] && marked:
 			c.opts.Logger.Info("removing the data of a deleted log", "dir", dir)
-			if err := c.fs.RemoveAll(dir); err != nil {
-				return fmt.Errorf("tern: remove deleted log's data: %w", err)
+			id, err := strconv.ParseUint(name, 10, 64)
+			if err != nil {
+				return fmt.Errorf("tern: %s is marked deleted but is not a log's directory", dir)
+			}
+			if err := c.removeData(ctx, id); err != nil {
+				return err
 			}
 		case !live[name]:
 			c.opts.Logger.Warn("keeping a log directory that the metadata does not know; remove it by hand if it is not needed", "dir", dir)
@@ -263,7 +303,8 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 	return nil
 }
 
-// retainLoop applies retention to the open logs every RetentionInterval.
+// retainLoop applies retention to the open logs every RetentionInterval,
+// and compacts those in object storage.
 func (c *Client) retainLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.RetentionInterval)
@@ -283,6 +324,9 @@ func (c *Client) retainLoop() {
 		for _, l := range logs {
 			if err := l.applyRetention(); err != nil {
 				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
+			}
+			if err := l.compact(); err != nil {
+				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
 			}
 		}
 	}
@@ -309,7 +353,15 @@ func (c *Client) Close() error {
 	for _, l := range logs {
 		err = errors.Join(err, l.close())
 	}
-	return errors.Join(err, c.meta.Close())
+	return errors.Join(err, c.closeStores())
+}
+
+func (c *Client) closeStores() error {
+	err := c.meta.Close()
+	if c.bucket != nil {
+		err = errors.Join(err, c.bucket.Close())
+	}
+	return err
 }
 
 // CreateLog creates a log and returns it, opened.
@@ -320,9 +372,15 @@ func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*
 	if c.remote != nil {
 		return c.remote.CreateLog(ctx, name, opts)
 	}
+	if opts.Mode == "" {
+		opts.Mode = cmp.Or(c.opts.DefaultMode, ModeLocal)
+	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Mode == ModeObject && c.bucket == nil {
+		return nil, errNoStorage(name)
 	}
 	enc, err := encodeOptions(opts)
 	if err != nil {
@@ -367,6 +425,12 @@ func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
 	return c.openLocked(ctx, m)
 }
 
+// errNoStorage refuses to create, open or delete an object log on a client
+// with no object store.
+func errNoStorage(name string) error {
+	return fmt.Errorf("%w: log %q is in object storage, and this client has no object store: set Options.Storage (tern --storage, tern serve --storage)", ErrInvalid, name)
+}
+
 func (c *Client) metaErr(name string, err error) error {
 	if errors.Is(err, meta.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotFound, name)
@@ -392,36 +456,60 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	if err != nil {
 		return c.metaErr(name, err)
 	}
+	var opts LogOptions
+	object := json.Unmarshal(m.Options, &opts) == nil && opts.Mode == ModeObject
+	if object && c.bucket == nil {
+		return errNoStorage(name) // its objects would stay behind, unknown to anyone
+	}
 	if l, ok := c.logs[name]; ok {
 		delete(c.logs, name)
 		l.close()
 	}
-	if err := c.markDeleted(m.ID); err != nil {
+	if err := c.markDeleted(m.ID, object); err != nil {
 		return err
 	}
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
 		return c.metaErr(name, err)
 	}
-	// A crash from here on leaves an orphan directory, removed at next Open.
-	if err := c.fs.RemoveAll(c.logDir(m.ID)); err != nil {
-		return fmt.Errorf("tern: delete data of log %q: %w", name, err)
+	// A crash from here on leaves an orphan directory, whose data is
+	// removed at next Open.
+	return c.removeData(ctx, m.ID)
+}
+
+// removeData removes the data of a deleted log: its objects, if the client
+// has an object store, then its directory and the mark in it.
+func (c *Client) removeData(ctx context.Context, id uint64) error {
+	if c.bucket != nil {
+		if err := objlog.DeleteAll(ctx, c.bucket, fmt.Sprintf("%d/", id)); err != nil {
+			return fmt.Errorf("tern: delete the objects of log %d: %w", id, err)
+		}
+	}
+	if err := c.fs.RemoveAll(c.logDir(id)); err != nil {
+		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)
 	}
 	return nil
 }
 
-// markDeleted durably marks a log's directory as data to remove.
-func (c *Client) markDeleted(id uint64) error {
+// markDeleted durably marks a log's directory as data to remove, and, for
+// a log in object storage, as one whose objects are to be removed too.
+func (c *Client) markDeleted(id uint64, objects bool) error {
 	dir := c.logDir(id)
 	if err := c.fs.MkdirAll(dir); err != nil {
 		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 	}
-	f, err := c.fs.Create(filepath.Join(dir, deletedMark))
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	marks := []string{deletedMark}
+	if objects {
+		marks = []string{objectsMark, deletedMark}
 	}
-	if err == nil {
-		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+	for _, mark := range marks {
+		f, err := c.fs.Create(filepath.Join(dir, mark))
+		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+		}
+		if err == nil {
+			if err := errors.Join(f.Sync(), f.Close()); err != nil {
+				return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+			}
 		}
 	}
 	if err := c.fs.SyncDir(dir); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -24,7 +25,7 @@ type Log struct {
 	id      uint64
 	created time.Time
 	opts    LogOptions
-	wal     *wal.Log
+	eng     engine // the write and read path of the log's mode
 
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
@@ -39,7 +40,7 @@ type LogInfo struct {
 	Options  LogOptions
 	Start    Offset // the first offset that can be read
 	End      Offset // the offset the next append gets
-	Bytes    int64  // bytes on disk
+	Bytes    int64  // bytes of its segments, in files or objects
 	Segments int
 	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
 }
@@ -58,28 +59,54 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 	if err := json.Unmarshal(m.Options, &opts); err != nil {
 		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
 	}
-	mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
-	w, err := wal.Open(ctx, wal.Options{
-		FS:           c.fs,
-		Dir:          c.logDir(m.ID),
-		Sync:         mode[opts.Fsync.Mode],
-		SyncEvery:    opts.Fsync.Interval,
-		SegmentBytes: opts.SegmentBytes,
-		SegmentAge:   opts.SegmentAge,
-		Epoch:        m.Epoch,
-		Start:        m.Start,
-		Logger:       c.opts.Logger.With("log", m.Name),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
+	var eng engine
+	switch opts.Mode {
+	case ModeObject:
+		if c.bucket == nil {
+			return nil, errNoStorage(m.Name)
+		}
+		ol, err := objlog.Open(ctx, objlog.Options{
+			Bucket:        c.bucket,
+			Meta:          objlog.StoreMeta(c.meta, m.Name),
+			Prefix:        fmt.Sprintf("%d/", m.ID),
+			FlushBytes:    opts.FlushBytes,
+			FlushInterval: opts.FlushInterval,
+			MaxInFlight:   opts.UploadsInFlight,
+			SegmentBytes:  opts.SegmentBytes,
+			SegmentAge:    opts.SegmentAge,
+			Epoch:         m.Epoch,
+			Start:         m.Start,
+			Logger:        c.opts.Logger.With("log", m.Name),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
+		}
+		eng = objectEngine{ol}
+	default:
+		mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
+		w, err := wal.Open(ctx, wal.Options{
+			FS:           c.fs,
+			Dir:          c.logDir(m.ID),
+			Sync:         mode[opts.Fsync.Mode],
+			SyncEvery:    opts.Fsync.Interval,
+			SegmentBytes: opts.SegmentBytes,
+			SegmentAge:   opts.SegmentAge,
+			Epoch:        m.Epoch,
+			Start:        m.Start,
+			Logger:       c.opts.Logger.With("log", m.Name),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
+		}
+		eng = localEngine{w}
 	}
-	l := &Log{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, wal: w}
+	l := &Log{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, eng: eng}
 	if err := l.loadSubs(ctx); err != nil {
-		w.Close()
+		eng.Close()
 		return nil, err
 	}
 	if err := l.applyRetention(); err != nil {
-		w.Close()
+		eng.Close()
 		return nil, err
 	}
 	c.logs[m.Name] = l
@@ -90,7 +117,7 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 // write path.
 func (l *Log) close() error {
 	err := l.closeSubs()
-	return errors.Join(err, l.wal.Close())
+	return errors.Join(err, l.eng.Close())
 }
 
 // Name is the log's name.
@@ -117,7 +144,7 @@ func (l *Log) Info(ctx context.Context) (LogInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return LogInfo{}, err
 	}
-	s := l.wal.Stats()
+	s := l.eng.Stats()
 	return LogInfo{
 		Name: l.name, ID: l.id, Created: l.created, Options: l.opts,
 		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
@@ -140,7 +167,7 @@ func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
 	if err != nil {
 		return nil, l.c.metaErr(l.name, err)
 	}
-	if err := l.wal.Fence(claim.Epoch(), claim.Valid); err != nil {
+	if err := l.eng.Fence(ctx, claim.Epoch(), claim.Valid); err != nil {
 		claim.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -177,7 +204,7 @@ func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := l.wal.NewReader(uint64(from), readOpts(opts).ticks)
+	r, err := l.eng.NewReader(uint64(from), readOpts(opts).ticks)
 	if err != nil {
 		return nil, err // says which offset, and where the log starts or ends
 	}
@@ -192,13 +219,13 @@ func (l *Log) Truncate(ctx context.Context, before Offset) error {
 	if l.remote != nil {
 		return l.remote.Truncate(ctx, before)
 	}
-	if end := l.wal.Stats().End; uint64(before) > end {
+	if end := l.eng.Stats().End; uint64(before) > end {
 		return fmt.Errorf("%w: cannot truncate %q before offset %d, the log ends at %d", ErrOutOfRange, l.name, before, end)
 	}
 	if _, err := l.c.meta.AdvanceStart(ctx, l.name, uint64(before)); err != nil {
 		return l.c.metaErr(l.name, err)
 	}
-	if err := l.wal.Truncate(uint64(before)); err != nil {
+	if err := l.eng.Truncate(uint64(before)); err != nil {
 		return fmt.Errorf("tern: truncate %q: %w", l.name, err)
 	}
 	return nil
@@ -208,12 +235,30 @@ func (l *Log) applyRetention() error {
 	if l.opts.RetentionAge == 0 && l.opts.RetentionBytes == 0 && l.opts.RetentionEntries == 0 {
 		return nil
 	}
-	err := l.wal.ApplyRetention(time.Now(), wal.Retention{
+	err := l.eng.ApplyRetention(time.Now(), wal.Retention{
 		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
 		Keep: l.pinnedFrom(),
 	})
 	if err != nil {
 		return fmt.Errorf("tern: apply retention to %q: %w", l.name, err)
+	}
+	return nil
+}
+
+// compactTimeout bounds one compaction pass of a log.
+const compactTimeout = 10 * time.Minute
+
+// compact rewrites the small objects of an object log's sealed segments into
+// large ones. Local logs have nothing to compact.
+func (l *Log) compact() error {
+	oe, ok := l.eng.(objectEngine)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), compactTimeout)
+	defer cancel()
+	if _, err := oe.Compact(ctx); err != nil {
+		return fmt.Errorf("tern: compact %q: %w", l.name, err)
 	}
 	return nil
 }

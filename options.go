@@ -1,6 +1,7 @@
 package tern
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -69,11 +70,39 @@ func (f *Fsync) UnmarshalText(b []byte) error {
 	return err
 }
 
+// Mode is where a log keeps its entries, chosen when it is created.
+type Mode string
+
+const (
+	// ModeLocal keeps segment files in the data directory; an append is
+	// acknowledged after the fdatasync that covers it (see Fsync).
+	ModeLocal Mode = "local"
+	// ModeObject keeps the entries in the client's object store
+	// (Options.Storage) and nothing on local disk: appends are buffered in
+	// memory and uploaded together as one object, and each is acknowledged
+	// once its object is stored. See FlushBytes and FlushInterval.
+	ModeObject Mode = "object"
+)
+
+// ParseMode parses a mode's name; "" is the client's default.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case "", ModeLocal, ModeObject:
+		return m, nil
+	}
+	return "", fmt.Errorf("%w: mode %q: use local or object", ErrInvalid, s)
+}
+
 // Defaults of LogOptions' zero fields.
 const (
 	DefaultSegmentBytes  = 256 << 20
 	DefaultSegmentAge    = time.Hour
 	DefaultMaxEntryBytes = 8 << 20
+	// Object mode: an upload once 4 MiB are queued or the oldest append
+	// waited 20ms, and up to 4 uploads at once.
+	DefaultFlushBytes      = 4 << 20
+	DefaultFlushInterval   = 20 * time.Millisecond
+	DefaultUploadsInFlight = 4
 	// MaxBatchBytes bounds the entries of one AppendBatch call.
 	MaxBatchBytes = 1 << 30
 )
@@ -81,13 +110,25 @@ const (
 // LogOptions are a log's settings, fixed when it is created. Zero fields take
 // the defaults above; a zero retention field keeps everything.
 type LogOptions struct {
-	Fsync            Fsync         `json:"fsync"`
+	// Mode is where the log keeps its entries; "" takes the client's
+	// DefaultMode (tern serve --mode), or ModeLocal.
+	Mode             Mode          `json:"mode,omitempty"`
+	Fsync            Fsync         `json:"fsync"`             // local mode
 	SegmentBytes     int64         `json:"segment_bytes"`     // a segment is sealed when it reaches this size
 	SegmentAge       time.Duration `json:"segment_age"`       // ... or this age, at the next append
 	RetentionAge     time.Duration `json:"retention_age"`     // delete segments whose newest entry is older
 	RetentionBytes   int64         `json:"retention_bytes"`   // keep at least this many bytes, deleting older segments
 	RetentionEntries int64         `json:"retention_entries"` // keep at least this many entries, deleting older segments
 	MaxEntryBytes    int           `json:"max_entry_bytes"`   // payload plus property keys and values
+
+	// Object mode: the appends queued are uploaded as one object once they
+	// reach FlushBytes or the oldest has waited FlushInterval, with up to
+	// UploadsInFlight uploads at once. Every upload is a PUT request: a
+	// shorter interval lowers the latency of a lightly loaded log and
+	// raises its request count.
+	FlushBytes      int           `json:"flush_bytes,omitempty"`
+	FlushInterval   time.Duration `json:"flush_interval,omitempty"`
+	UploadsInFlight int           `json:"uploads_in_flight,omitempty"`
 }
 
 // withDefaults fills zero fields and checks the others.
@@ -101,7 +142,21 @@ func (o LogOptions) withDefaults() (LogOptions, error) {
 	if o.MaxEntryBytes == 0 {
 		o.MaxEntryBytes = DefaultMaxEntryBytes
 	}
+	if o.Mode == ModeObject {
+		o.FlushBytes = cmp.Or(o.FlushBytes, DefaultFlushBytes)
+		o.FlushInterval = cmp.Or(o.FlushInterval, DefaultFlushInterval)
+		o.UploadsInFlight = cmp.Or(o.UploadsInFlight, DefaultUploadsInFlight)
+	}
+	if _, err := ParseMode(string(o.Mode)); err != nil {
+		return o, err
+	}
 	switch {
+	case o.FlushBytes < 0 || o.FlushInterval < 0 || o.UploadsInFlight < 0:
+		return o, fmt.Errorf("%w: flush size, flush interval and uploads in flight cannot be negative", ErrInvalid)
+	case o.Mode == ModeLocal && (o.FlushBytes != 0 || o.FlushInterval != 0 || o.UploadsInFlight != 0):
+		return o, fmt.Errorf("%w: flush size, flush interval and uploads in flight apply to object logs, and this log is local", ErrInvalid)
+	case o.Mode == ModeObject && o.Fsync.Mode != FsyncAlways:
+		return o, fmt.Errorf("%w: fsync %s applies to local logs; an object log acknowledges once its object is stored", ErrInvalid, o.Fsync)
 	case o.SegmentBytes < 4096:
 		return o, fmt.Errorf("%w: segment size %d is too small: use at least 4096 bytes", ErrInvalid, o.SegmentBytes)
 	case o.SegmentAge < 0 || o.RetentionAge < 0 || o.RetentionBytes < 0 || o.RetentionEntries < 0:

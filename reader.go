@@ -15,7 +15,7 @@ import (
 type Reader struct {
 	remote *remoteReader // set for a reader on a server
 
-	r *wal.Reader
+	r entryReader
 }
 
 // Next returns the next entry, waiting at the tail until one is appended or

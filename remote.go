@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ternwal/tern/api/ternpb"
 	"github.com/ternwal/tern/internal/grpcopts"
@@ -157,7 +156,7 @@ func (c *remoteClient) CreateLog(ctx context.Context, name string, opts LogOptio
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: optionsToProto(opts)})
+	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
 	if err != nil {
 		return nil, c.err(err)
 	}
@@ -318,42 +317,12 @@ func (l *remoteLog) Seek(ctx context.Context, name string, to Offset) error {
 	return l.c.err(err)
 }
 
-// optionsToProto gives the wire form of o, whose zero fields are filled.
-func optionsToProto(o LogOptions) *ternpb.LogOptions {
-	return &ternpb.LogOptions{
-		Fsync:            o.Fsync.String(),
-		SegmentBytes:     o.SegmentBytes,
-		SegmentAge:       durationProto(o.SegmentAge),
-		RetentionAge:     durationProto(o.RetentionAge),
-		RetentionBytes:   o.RetentionBytes,
-		RetentionEntries: o.RetentionEntries,
-		MaxEntryBytes:    int64(o.MaxEntryBytes),
-	}
-}
-
-// durationProto leaves a zero duration out.
-func durationProto(d time.Duration) *durationpb.Duration {
-	if d == 0 {
-		return nil
-	}
-	return durationpb.New(d)
-}
-
 // optionsFromProto reads the options a server describes, filling the fields
 // it left zero with the defaults.
 func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
-	fsync, err := ParseFsync(p.GetFsync())
+	o, err := LogOptionsFromProto(p)
 	if err != nil {
 		return LogOptions{}, err
-	}
-	o := LogOptions{
-		Fsync:            fsync,
-		SegmentBytes:     p.GetSegmentBytes(),
-		SegmentAge:       p.GetSegmentAge().AsDuration(),
-		RetentionAge:     p.GetRetentionAge().AsDuration(),
-		RetentionBytes:   p.GetRetentionBytes(),
-		RetentionEntries: p.GetRetentionEntries(),
-		MaxEntryBytes:    int(p.GetMaxEntryBytes()),
 	}
 	return o.withDefaults()
 }

@@ -33,7 +33,13 @@ type testServer struct {
 // port) until stop, which t.Cleanup also calls.
 func startServer(t testing.TB, dir, addr string) *testServer {
 	t.Helper()
-	c, err := tern.Open(t.Context(), tern.Options{Dir: dir})
+	return startServerWith(t, tern.Options{Dir: dir}, addr)
+}
+
+// startServerWith serves a client opened with opts.
+func startServerWith(t testing.TB, opts tern.Options, addr string) *testServer {
+	t.Helper()
+	c, err := tern.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,20 +84,33 @@ func openRemote(t *testing.T, addr string) *tern.Client {
 }
 
 // forEachMode runs f as the subtests "embedded", on a client of a data
-// directory, and "remote", on a client of a server of one.
+// directory, and "remote", on a client of a server of one; and again as
+// "embedded-object" and "remote-object", where the logs are created in
+// object mode by default, on a local directory standing in for the object
+// store.
 func forEachMode(t *testing.T, f func(t *testing.T, c *tern.Client)) {
-	t.Run("embedded", func(t *testing.T) {
-		c, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
+	for _, object := range []bool{false, true} {
+		opts := func(t *testing.T) tern.Options {
+			o := tern.Options{Dir: t.TempDir()}
+			if object {
+				o.Storage.URL, o.DefaultMode = "dir://"+t.TempDir(), tern.ModeObject
+			}
+			return o
 		}
-		t.Cleanup(func() { c.Close() })
-		f(t, c)
-	})
-	t.Run("remote", func(t *testing.T) {
-		s := startServer(t, t.TempDir(), "127.0.0.1:0")
-		f(t, openRemote(t, s.addr))
-	})
+		suffix := map[bool]string{false: "", true: "-object"}[object]
+		t.Run("embedded"+suffix, func(t *testing.T) {
+			c, err := tern.Open(t.Context(), opts(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			f(t, c)
+		})
+		t.Run("remote"+suffix, func(t *testing.T) {
+			s := startServerWith(t, opts(t), "127.0.0.1:0")
+			f(t, openRemote(t, s.addr))
+		})
+	}
 }
 
 func mustCreate(t *testing.T, c *tern.Client, name string, opts tern.LogOptions) (*tern.Log, *tern.Writer) {
@@ -158,9 +177,18 @@ func TestModeLogs(t *testing.T) {
 			SegmentBytes: 1 << 20, SegmentAge: time.Minute, RetentionAge: time.Hour,
 			RetentionBytes: 1 << 30, RetentionEntries: 1000, MaxEntryBytes: 4096,
 		}
+		if strings.HasSuffix(t.Name(), "-object") {
+			opts.Fsync = tern.Fsync{}
+			opts.FlushBytes, opts.FlushInterval, opts.UploadsInFlight = 1<<20, 5*time.Millisecond, 2
+		}
 		l, err := c.CreateLog(ctx, "tenant/db/ch-1", opts)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The mode not given is the client's default.
+		opts.Mode = tern.ModeLocal
+		if strings.HasSuffix(t.Name(), "-object") {
+			opts.Mode = tern.ModeObject
 		}
 		if l.Name() != "tenant/db/ch-1" || l.Options() != opts {
 			t.Fatalf("created %q with %+v, want %+v", l.Name(), l.Options(), opts)

@@ -99,7 +99,7 @@ func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptio
 	if l.remote != nil {
 		return l.remote.CreateSubscription(ctx, name, opts)
 	}
-	st := l.wal.Stats()
+	st := l.eng.Stats()
 	from := uint64(opts.From)
 	if opts.FromEnd {
 		from = st.End
@@ -141,7 +141,7 @@ func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return SubInfo{}, err
 	}
-	end := l.wal.Stats().End
+	end := l.eng.Stats().End
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	s, ok := l.subs[name]
@@ -159,7 +159,7 @@ func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	end := l.wal.Stats().End
+	end := l.eng.Stats().End
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	infos := make([]SubInfo, 0, len(l.subs))
@@ -208,7 +208,7 @@ func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
 	if l.remote != nil {
 		return l.remote.Seek(ctx, name, to)
 	}
-	st := l.wal.Stats()
+	st := l.eng.Stats()
 	switch {
 	case uint64(to) < st.Start:
 		return &TruncatedError{Offset: uint64(to), Start: st.Start}
@@ -251,7 +251,7 @@ type Subscriber struct {
 	name  string
 	ticks bool
 
-	r   *wal.Reader
+	r   entryReader
 	gen uint64 // the generation r reads for
 
 	done   context.Context // canceled when the Subscriber is superseded or closed
@@ -285,7 +285,7 @@ func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*
 	if !ok {
 		return nil, l.subErr(name, meta.ErrSubNotFound)
 	}
-	r, err := l.wal.NewReader(s.acked, readOpts(opts).ticks)
+	r, err := l.eng.NewReader(s.acked, readOpts(opts).ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (s *Subscriber) reposition() (context.Context, error) {
 	if s.gen == s.state.gen {
 		return s.seeked, nil
 	}
-	r, err := l.wal.NewReader(s.state.acked, s.ticks)
+	r, err := l.eng.NewReader(s.state.acked, s.ticks)
 	if err != nil {
 		return nil, err
 	}

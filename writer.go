@@ -8,7 +8,6 @@ import (
 
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Entry is one entry of a log.
@@ -53,7 +52,7 @@ type Writer struct {
 type Pending struct {
 	remote *remotePending // set for an append to a server
 
-	p   wal.Pending
+	p   pending
 	err error
 }
 
@@ -133,7 +132,7 @@ func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	p, err := w.l.wal.AppendTick(w.epoch, t)
+	p, err := w.l.eng.AppendTick(w.epoch, t)
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -176,7 +175,7 @@ func (w *Writer) appendAsync(es []Entry) *Pending {
 	if w.closed {
 		return &Pending{err: ErrClosed}
 	}
-	p, err := w.l.wal.Append(w.epoch, recs)
+	p, err := w.l.eng.Append(w.epoch, recs)
 	if err != nil {
 		return &Pending{err: err}
 	}

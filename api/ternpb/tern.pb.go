@@ -47,8 +47,15 @@ type LogOptions struct {
 	RetentionBytes   int64                `protobuf:"varint,5,opt,name=retention_bytes,json=retentionBytes,proto3" json:"retention_bytes,omitempty"`
 	RetentionEntries int64                `protobuf:"varint,6,opt,name=retention_entries,json=retentionEntries,proto3" json:"retention_entries,omitempty"`
 	MaxEntryBytes    int64                `protobuf:"varint,7,opt,name=max_entry_bytes,json=maxEntryBytes,proto3" json:"max_entry_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// "local" or "object"; empty when creating: the server's default mode.
+	Mode string `protobuf:"bytes,8,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Object mode: an upload once flush_bytes are queued or the oldest
+	// append waited flush_interval, with uploads_in_flight uploads at once.
+	FlushBytes      int64                `protobuf:"varint,9,opt,name=flush_bytes,json=flushBytes,proto3" json:"flush_bytes,omitempty"`
+	FlushInterval   *durationpb.Duration `protobuf:"bytes,10,opt,name=flush_interval,json=flushInterval,proto3" json:"flush_interval,omitempty"`
+	UploadsInFlight int64                `protobuf:"varint,11,opt,name=uploads_in_flight,json=uploadsInFlight,proto3" json:"uploads_in_flight,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LogOptions) Reset() {
@@ -126,6 +133,34 @@ func (x *LogOptions) GetRetentionEntries() int64 {
 func (x *LogOptions) GetMaxEntryBytes() int64 {
 	if x != nil {
 		return x.MaxEntryBytes
+	}
+	return 0
+}
+
+func (x *LogOptions) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LogOptions) GetFlushBytes() int64 {
+	if x != nil {
+		return x.FlushBytes
+	}
+	return 0
+}
+
+func (x *LogOptions) GetFlushInterval() *durationpb.Duration {
+	if x != nil {
+		return x.FlushInterval
+	}
+	return nil
+}
+
+func (x *LogOptions) GetUploadsInFlight() int64 {
+	if x != nil {
+		return x.UploadsInFlight
 	}
 	return 0
 }
@@ -2079,7 +2114,7 @@ var File_tern_proto protoreflect.FileDescriptor
 const file_tern_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc1\x02\n" +
+	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe4\x03\n" +
 	"\n" +
 	"LogOptions\x12\x14\n" +
 	"\x05fsync\x18\x01 \x01(\tR\x05fsync\x12#\n" +
@@ -2089,7 +2124,13 @@ const file_tern_proto_rawDesc = "" +
 	"\rretention_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\fretentionAge\x12'\n" +
 	"\x0fretention_bytes\x18\x05 \x01(\x03R\x0eretentionBytes\x12+\n" +
 	"\x11retention_entries\x18\x06 \x01(\x03R\x10retentionEntries\x12&\n" +
-	"\x0fmax_entry_bytes\x18\a \x01(\x03R\rmaxEntryBytes\"\xf8\x01\n" +
+	"\x0fmax_entry_bytes\x18\a \x01(\x03R\rmaxEntryBytes\x12\x12\n" +
+	"\x04mode\x18\b \x01(\tR\x04mode\x12\x1f\n" +
+	"\vflush_bytes\x18\t \x01(\x03R\n" +
+	"flushBytes\x12@\n" +
+	"\x0eflush_interval\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12*\n" +
+	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\"\xf8\x01\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
@@ -2288,58 +2329,59 @@ var file_tern_proto_goTypes = []any{
 var file_tern_proto_depIdxs = []int32{
 	39, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
 	39, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
-	0,  // 2: tern.v1.LogInfo.options:type_name -> tern.v1.LogOptions
-	35, // 3: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
-	0,  // 4: tern.v1.CreateLogRequest.options:type_name -> tern.v1.LogOptions
-	1,  // 5: tern.v1.ListLogsResponse.logs:type_name -> tern.v1.LogInfo
-	2,  // 6: tern.v1.AppendRequest.entries:type_name -> tern.v1.Entry
-	16, // 7: tern.v1.AppendStreamRequest.batches:type_name -> tern.v1.Batch
-	2,  // 8: tern.v1.Batch.entries:type_name -> tern.v1.Entry
-	18, // 9: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
-	19, // 10: tern.v1.AppendResult.error:type_name -> tern.v1.Error
-	36, // 11: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
-	2,  // 12: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
-	24, // 13: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
-	25, // 14: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
-	37, // 15: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
-	38, // 16: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
-	3,  // 17: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
-	4,  // 18: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
-	5,  // 19: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
-	7,  // 20: tern.v1.Tern.DeleteLog:input_type -> tern.v1.DeleteLogRequest
-	9,  // 21: tern.v1.Tern.TruncateLog:input_type -> tern.v1.TruncateLogRequest
-	11, // 22: tern.v1.Tern.OpenWriter:input_type -> tern.v1.OpenWriterRequest
-	13, // 23: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
-	15, // 24: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendStreamRequest
-	20, // 25: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
-	22, // 26: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
-	26, // 27: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
-	27, // 28: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
-	28, // 29: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
-	30, // 30: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
-	32, // 31: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
-	34, // 32: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
-	1,  // 33: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
-	1,  // 34: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
-	6,  // 35: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
-	8,  // 36: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
-	10, // 37: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
-	12, // 38: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
-	14, // 39: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
-	17, // 40: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
-	21, // 41: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
-	23, // 42: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
-	25, // 43: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
-	25, // 44: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
-	29, // 45: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
-	31, // 46: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
-	33, // 47: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
-	23, // 48: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
-	33, // [33:49] is the sub-list for method output_type
-	17, // [17:33] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	39, // 2: tern.v1.LogOptions.flush_interval:type_name -> google.protobuf.Duration
+	0,  // 3: tern.v1.LogInfo.options:type_name -> tern.v1.LogOptions
+	35, // 4: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
+	0,  // 5: tern.v1.CreateLogRequest.options:type_name -> tern.v1.LogOptions
+	1,  // 6: tern.v1.ListLogsResponse.logs:type_name -> tern.v1.LogInfo
+	2,  // 7: tern.v1.AppendRequest.entries:type_name -> tern.v1.Entry
+	16, // 8: tern.v1.AppendStreamRequest.batches:type_name -> tern.v1.Batch
+	2,  // 9: tern.v1.Batch.entries:type_name -> tern.v1.Entry
+	18, // 10: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
+	19, // 11: tern.v1.AppendResult.error:type_name -> tern.v1.Error
+	36, // 12: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
+	2,  // 13: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
+	24, // 14: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
+	25, // 15: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
+	37, // 16: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
+	38, // 17: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
+	3,  // 18: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
+	4,  // 19: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
+	5,  // 20: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
+	7,  // 21: tern.v1.Tern.DeleteLog:input_type -> tern.v1.DeleteLogRequest
+	9,  // 22: tern.v1.Tern.TruncateLog:input_type -> tern.v1.TruncateLogRequest
+	11, // 23: tern.v1.Tern.OpenWriter:input_type -> tern.v1.OpenWriterRequest
+	13, // 24: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
+	15, // 25: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendStreamRequest
+	20, // 26: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
+	22, // 27: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
+	26, // 28: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
+	27, // 29: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
+	28, // 30: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
+	30, // 31: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
+	32, // 32: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
+	34, // 33: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
+	1,  // 34: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
+	1,  // 35: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
+	6,  // 36: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
+	8,  // 37: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
+	10, // 38: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
+	12, // 39: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
+	14, // 40: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
+	17, // 41: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
+	21, // 42: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
+	23, // 43: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
+	25, // 44: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
+	25, // 45: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
+	29, // 46: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
+	31, // 47: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
+	33, // 48: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
+	23, // 49: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
+	34, // [34:50] is the sub-list for method output_type
+	18, // [18:34] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tern_proto_init() }

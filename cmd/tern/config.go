@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ternwal/tern"
 )
 
 // serveConfig is the configuration of tern serve. Each field is set, from
@@ -34,11 +38,30 @@ type serveConfig struct {
 	EtcdRoot string `json:"etcd_root"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+
+	// Storage is the URL of the object store of the logs in object mode
+	// (tern.StorageOptions.URL). Empty: none, and only local logs.
+	Storage string `json:"storage"`
+	// Mode is the mode of the logs created without one: local or object.
+	Mode string `json:"mode"`
+	// StorageAccessKey and StorageSecretKey are the S3 credentials. Empty,
+	// the store takes $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and
+	// $AWS_SESSION_TOKEN. They have no flags, which any user could read in
+	// the process list, and marshal leaves the secret out.
+	StorageAccessKey string `json:"storage_access_key"`
+	StorageSecretKey string `json:"storage_secret_key,omitempty"`
+	// StorageSSECKeyFile is a file that holds the SSE-C key (sse=c in the
+	// URL): 32 bytes, or 64 hex digits.
+	StorageSSECKeyFile string `json:"storage_ssec_key_file"`
+
+	// ssecKey is the key read from StorageSSECKeyFile by resolve.
+	ssecKey []byte
 }
 
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
-var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level"}
+var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
+	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -48,6 +71,7 @@ func defaultServeConfig() serveConfig {
 		Etcd:     []string{},
 		EtcdRoot: "/tern/",
 		LogLevel: "info",
+		Mode:     string(tern.ModeLocal),
 	}
 }
 
@@ -102,6 +126,11 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.HTTP, "TERN_HTTP")
 	set(&cfg.EtcdRoot, "TERN_ETCD_ROOT")
 	set(&cfg.LogLevel, "TERN_LOG_LEVEL")
+	set(&cfg.Storage, "TERN_STORAGE")
+	set(&cfg.Mode, "TERN_MODE")
+	set(&cfg.StorageAccessKey, "TERN_STORAGE_ACCESS_KEY")
+	set(&cfg.StorageSecretKey, "TERN_STORAGE_SECRET_KEY")
+	set(&cfg.StorageSSECKeyFile, "TERN_STORAGE_SSEC_KEY_FILE")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -136,7 +165,10 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EtcdRoot, "etcd-root", d.EtcdRoot, "the key `prefix` of the metadata in etcd; $TERN_ETCD_ROOT")
 	fs.StringVar(&f.config, "config", "", "a YAML configuration `file`, overridden by $TERN_* and flags")
 	fs.StringVar(&f.LogLevel, "log-level", d.LogLevel, "the lowest `level` logged: debug, info, warn or error; $TERN_LOG_LEVEL")
-	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit")
+	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=true&ca=FILE&sse=s3|c) or dir:///PATH; $TERN_STORAGE (default: none)")
+	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local or object (needs --storage); $TERN_MODE")
+	fs.StringVar(&f.StorageSSECKeyFile, "storage-ssec-key-file", d.StorageSSECKeyFile, "a `file` holding the SSE-C key of sse=c: 32 bytes, or 64 hex digits; $TERN_STORAGE_SSEC_KEY_FILE")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
 // resolve is the configuration in effect: defaults < config file < env <
@@ -159,13 +191,21 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.HTTP, "http", f.HTTP)
 	set(&cfg.EtcdRoot, "etcd-root", f.EtcdRoot)
 	set(&cfg.LogLevel, "log-level", f.LogLevel)
+	set(&cfg.Storage, "storage", f.Storage)
+	set(&cfg.Mode, "mode", f.Mode)
+	set(&cfg.StorageSSECKeyFile, "storage-ssec-key-file", f.StorageSSECKeyFile)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
 	if cfg.Etcd == nil {
 		cfg.Etcd = []string{} // printed as [], not null
 	}
-	return cfg, cfg.check()
+	if err := cfg.check(); err != nil {
+		return cfg, err
+	}
+	var err error
+	cfg.ssecKey, err = readSSECKey(cfg.StorageSSECKeyFile, "--storage-ssec-key-file (or $TERN_STORAGE_SSEC_KEY_FILE, or storage_ssec_key_file: in the config file)")
+	return cfg, err
 }
 
 // check validates cfg, saying what to do about a bad value.
@@ -190,7 +230,61 @@ func (c serveConfig) check() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	return c.checkStorage()
+}
+
+// checkStorage validates the object store settings. The URL itself is
+// checked by tern.Open, which knows the schemes.
+func (c serveConfig) checkStorage() error {
+	mode, err := tern.ParseMode(c.Mode)
+	if err != nil {
+		return configErrorf("mode %q: use local or object, with --mode (or $TERN_MODE, or mode: in the config file)", c.Mode)
+	}
+	if c.Storage != "" {
+		if (c.StorageAccessKey == "") != (c.StorageSecretKey == "") {
+			return configErrorf("storage_access_key and storage_secret_key go together: set both ($TERN_STORAGE_ACCESS_KEY and $TERN_STORAGE_SECRET_KEY, or the keys in the config file), or neither to use $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY")
+		}
+		return nil
+	}
+	noStore := "set --storage (or $TERN_STORAGE, or storage: in the config file), such as --storage 's3://tern/wal?endpoint=127.0.0.1:9000'"
+	switch {
+	case mode == tern.ModeObject:
+		return configErrorf("mode object keeps the logs in an object store, and none is set: %s, or use --mode local", noStore)
+	case c.StorageAccessKey != "" || c.StorageSecretKey != "":
+		return configErrorf("object store credentials are set (storage_access_key, storage_secret_key), and no object store: %s, or leave the credentials out", noStore)
+	case c.StorageSSECKeyFile != "":
+		return configErrorf("an SSE-C key file is set (--storage-ssec-key-file), and no object store: %s, or leave the key file out", noStore)
+	}
 	return nil
+}
+
+// sseCKeyBytes is the size of an SSE-C key (AES-256).
+const sseCKeyBytes = 32
+
+// readSSECKey reads the SSE-C key in the file at path: sseCKeyBytes bytes,
+// or as many in hex. An empty path is no key. setting says where path was
+// set, for the errors.
+func readSSECKey(path, setting string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, configErrorf("SSE-C key file %s does not exist: check %s", path, setting)
+	}
+	if err != nil {
+		return nil, configErrorf("read SSE-C key file: %w", err)
+	}
+	if len(b) == sseCKeyBytes {
+		return b, nil
+	}
+	if h := bytes.TrimSpace(b); len(h) == 2*sseCKeyBytes {
+		if key, err := hex.DecodeString(string(h)); err == nil {
+			return key, nil
+		}
+	}
+	return nil, configErrorf("SSE-C key file %s holds %d bytes, not a key: it must hold the %d-byte key, or the key as %d hex digits (make one with \"openssl rand -hex %d > %s\")",
+		path, len(b), sseCKeyBytes, 2*sseCKeyBytes, sseCKeyBytes, path)
 }
 
 func checkAddr(addr string) error {
@@ -219,11 +313,17 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, configErrorf("log level %q: use debug, info, warn or error, with --log-level (or $TERN_LOG_LEVEL, or log_level: in the config file)", s)
 }
 
-// marshal is cfg as a config file.
+// marshal is cfg as a config file, without the secret key: a comment says
+// whether it is set.
 func (c serveConfig) marshal() ([]byte, error) {
+	secret := c.StorageSecretKey != ""
+	c.StorageSecretKey = ""
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("print config: %w", err)
+	}
+	if secret {
+		b = append(b, "# storage_secret_key is set, and not printed\n"...)
 	}
 	return b, nil
 }

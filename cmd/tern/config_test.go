@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 )
 
@@ -79,13 +80,14 @@ log_level: debug
 		Etcd:     []string{"env1:2379", "env2:2379"}, // env over file
 		EtcdRoot: "/file/",                           // file
 		LogLevel: "warn",                             // env over file
+		Mode:     "local",                            // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
 
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error"}
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
@@ -126,6 +128,156 @@ func TestConfigErrors(t *testing.T) {
 		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
 			r := ternEnv(t, tc.env, args...)
 			if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "tern: ") {
+				t.Errorf("tern %q: exit %d, stdout %q, stderr:\n%s", args, r.code, r.stdout, r.stderr)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("tern %q: stderr lacks %q:\n%s", args, w, r.stderr)
+				}
+			}
+		}
+	}
+}
+
+// TestConfigStoragePrecedence sets the object store keys in the file, the
+// environment and the flags.
+func TestConfigStoragePrecedence(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "ssec")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, `
+storage: s3://file/wal?endpoint=file:9000
+mode: object
+storage_access_key: file-access
+storage_secret_key: file-secret
+storage_ssec_key_file: /from/file
+`)
+	env := map[string]string{
+		"TERN_STORAGE":               "s3://env/wal?endpoint=env:9000",
+		"TERN_STORAGE_ACCESS_KEY":    "env-access",
+		"TERN_STORAGE_SECRET_KEY":    "env-secret",
+		"TERN_STORAGE_SSEC_KEY_FILE": keyFile,
+	}
+	got := printConfig(t, env, "--config", path)
+	want := defaultServeConfig()
+	want.Storage = "s3://env/wal?endpoint=env:9000" // env over file
+	want.Mode = "object"                            // file
+	want.StorageAccessKey = "env-access"            // env over file
+	want.StorageSSECKeyFile = keyFile               // env over file
+	// The secret key is not printed.
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config\n got %+v\nwant %+v", got, want)
+	}
+
+	env["TERN_MODE"] = "object"
+	got = printConfig(t, env, "--config", path, "--storage", "dir:///from/flag", "--mode", "local", "--storage-ssec-key-file", keyFile)
+	want.Storage, want.Mode = "dir:///from/flag", "local" // flags over env over file
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config\n got %+v\nwant %+v", got, want)
+	}
+
+	// resolve keeps what it does not print.
+	var f serveFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--config", path, "--storage-ssec-key-file", keyFile}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.resolve(fs, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StorageSecretKey != "env-secret" || string(cfg.ssecKey) != strings.Repeat("k", 32) {
+		t.Errorf("resolved secret key %q, SSE-C key %q", cfg.StorageSecretKey, cfg.ssecKey)
+	}
+}
+
+// TestConfigSecretNotPrinted checks that --print-config leaves the secret
+// key out, says it is set, and still prints a config file.
+func TestConfigSecretNotPrinted(t *testing.T) {
+	const secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+	for _, tc := range []struct {
+		env  map[string]string
+		file string
+	}{
+		{map[string]string{"TERN_STORAGE": "dir:///x", "TERN_STORAGE_ACCESS_KEY": "AKIA", "TERN_STORAGE_SECRET_KEY": secret}, ""},
+		{nil, writeConfig(t, "storage: dir:///x\nstorage_access_key: AKIA\nstorage_secret_key: "+secret+"\n")},
+	} {
+		args := []string{"serve", "--print-config"}
+		if tc.file != "" {
+			args = append(args, "--config", tc.file)
+		}
+		r := ternEnv(t, tc.env, args...)
+		if r.code != 0 || strings.Contains(r.stdout, secret) || !strings.Contains(r.stdout, "\n# storage_secret_key is set, and not printed\n") {
+			t.Errorf("tern %q: exit %d, printed:\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		var cfg serveConfig
+		if err := yaml.UnmarshalStrict([]byte(r.stdout), &cfg); err != nil || cfg.StorageAccessKey != "AKIA" || cfg.StorageSecretKey != "" {
+			t.Errorf("tern %q printed %+v (%v)", args, cfg, err)
+		}
+	}
+	if r := ternEnv(t, nil, "serve", "--print-config"); strings.Contains(r.stdout, "storage_secret_key") {
+		t.Errorf("serve --print-config with no secret key printed:\n%s", r.stdout)
+	}
+}
+
+func TestSSECKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	key := bytes.Repeat([]byte{0xa5}, 32)
+	write := func(name string, b []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, path := range []string{
+		write("raw", key),
+		write("hex", []byte(strings.Repeat("a5", 32)+"\n")),
+		write("HEX", []byte(strings.Repeat("A5", 32))),
+	} {
+		got, err := readSSECKey(path, "--storage-ssec-key-file")
+		if err != nil || !bytes.Equal(got, key) {
+			t.Errorf("readSSECKey(%s) = %x, %v", path, got, err)
+		}
+	}
+	if got, err := readSSECKey("", "--storage-ssec-key-file"); got != nil || err != nil {
+		t.Errorf("readSSECKey of no file = %x, %v", got, err)
+	}
+}
+
+func TestConfigStorageErrors(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	notHex := filepath.Join(dir, "nothex")
+	for path, body := range map[string]string{short: "0123456789abcdef\n", notHex: strings.Repeat("zz", 32) + "\n"} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(dir, "nope")
+	store := []string{"--storage", "dir://" + dir}
+	for _, tc := range []struct {
+		env   map[string]string
+		args  []string
+		wants []string
+	}{
+		{nil, []string{"--mode", "remote"}, []string{`mode "remote"`, "use local or object", "--mode"}},
+		{map[string]string{"TERN_MODE": "s3"}, nil, []string{`mode "s3"`, "$TERN_MODE"}},
+		{nil, []string{"--mode", "object"}, []string{"mode object", "none is set", "--storage", "$TERN_STORAGE", "--mode local"}},
+		{map[string]string{"TERN_MODE": "object"}, nil, []string{"mode object", "--storage"}},
+		{nil, []string{"--storage-ssec-key-file", short}, []string{"no object store", "--storage"}},
+		{map[string]string{"TERN_STORAGE_ACCESS_KEY": "a", "TERN_STORAGE_SECRET_KEY": "s"}, nil, []string{"credentials are set", "no object store", "--storage"}},
+		{map[string]string{"TERN_STORAGE_ACCESS_KEY": "a"}, store, []string{"storage_access_key and storage_secret_key go together", "$TERN_STORAGE_SECRET_KEY", "$AWS_ACCESS_KEY_ID"}},
+		{map[string]string{"TERN_STORAGE_SECRET_KEY": "s"}, store, []string{"go together"}},
+		{nil, append(store, "--storage-ssec-key-file", missing), []string{"SSE-C key file " + missing + " does not exist", "--storage-ssec-key-file", "$TERN_STORAGE_SSEC_KEY_FILE"}},
+		{map[string]string{"TERN_STORAGE_SSEC_KEY_FILE": short}, store, []string{"SSE-C key file " + short + " holds 17 bytes", "32-byte key", "64 hex digits", "openssl rand -hex 32"}},
+		{nil, append(store, "--storage-ssec-key-file", notHex), []string{"SSE-C key file " + notHex + " holds 65 bytes", "32-byte key"}},
+	} {
+		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
+			r := ternEnv(t, tc.env, args...)
+			if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "tern: ") || strings.Contains(r.stderr, "Usage:") {
 				t.Errorf("tern %q: exit %d, stdout %q, stderr:\n%s", args, r.code, r.stdout, r.stderr)
 			}
 			for _, w := range tc.wants {

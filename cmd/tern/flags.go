@@ -111,3 +111,24 @@ func (f fsyncFlag) Set(s string) error {
 }
 
 func (fsyncFlag) Type() string { return "mode" }
+
+// modeFlag is a pflag.Value parsed by tern.ParseMode.
+type modeFlag struct{ m *tern.Mode }
+
+func (f modeFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return string(*f.m)
+}
+
+func (f modeFlag) Set(s string) error {
+	v, err := tern.ParseMode(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "tern: "))
+	}
+	*f.m = v
+	return nil
+}
+
+func (modeFlag) Type() string { return "local|object" }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ func (a *app) logCreateCmd() *cobra.Command {
 	var (
 		opts          tern.LogOptions
 		maxEntryBytes int64
+		flushBytes    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -37,19 +39,42 @@ func (a *app) logCreateCmd() *cobra.Command {
 		Long: `Create a log. Its settings cannot be changed later.
 
 NAME is 1 to 255 bytes of letters, digits, '.', '_', '-' and '/', where '/'
-separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.`,
+separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.
+
+A local log keeps its segments in the data directory, and --fsync says when
+an append is acknowledged. An object log keeps them in the object store
+(--storage, or the server's): the appends are queued and uploaded together
+as one object, and acknowledged once it is stored; --flush-bytes,
+--flush-interval and --uploads-in-flight tune the uploads.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if maxEntryBytes > math.MaxInt {
 				return usagef(cmd, "--max-entry-bytes %d is too large", maxEntryBytes)
 			}
+			if flushBytes > math.MaxInt {
+				return usagef(cmd, "--flush-bytes %d is too large", flushBytes)
+			}
 			opts.MaxEntryBytes = int(maxEntryBytes)
+			opts.FlushBytes = int(flushBytes)
+			flush := changedFlag(cmd, "flush-bytes", "flush-interval", "uploads-in-flight")
+			switch {
+			case flush != "" && opts.Mode == tern.ModeLocal:
+				return usagef(cmd, "--%s applies to object logs, not to --mode local", flush)
+			case flush != "" && opts.Mode == "" && a.server == "":
+				// Here, unlike on a server, the default mode is local.
+				return usagef(cmd, "--%s applies to object logs: add --mode object", flush)
+			case opts.Mode == tern.ModeObject && a.server == "" && a.storage == "" && a.open == nil:
+				// Checked here since the library, without a store, would
+				// record the log before failing to open it.
+				return usagef(cmd, "--mode object keeps the log in an object store: name it with --storage URL (or $TERN_STORAGE)")
+			}
 			c, err := a.openClient(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer a.closeClient(c, &err)
-			if _, err := c.CreateLog(cmd.Context(), args[0], opts); err != nil {
+			_, err = c.CreateLog(cmd.Context(), args[0], opts)
+			if err != nil {
 				if errors.Is(err, tern.ErrExist) {
 					return fmt.Errorf("%w %s: see its settings with \"tern log describe %s\"", err, a.where(), args[0])
 				}
@@ -65,7 +90,11 @@ separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.`
 		},
 	}
 	f := cmd.Flags()
-	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
+	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory) or object (the object store) (default: the server's --mode, or local)")
+	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
+	f.DurationVar(&opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", formatDuration(tern.DefaultFlushInterval)))
+	f.IntVar(&opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "local mode: when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
 	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", formatBytes(tern.DefaultSegmentBytes)))
 	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", formatDuration(tern.DefaultSegmentAge)))
 	f.DurationVar(&opts.RetentionAge, "retention-age", 0, "delete segments whose newest entry is older than this, e.g. 72h (default: keep all)")
@@ -73,6 +102,17 @@ separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.`
 	f.Int64Var(&opts.RetentionEntries, "retention-entries", 0, "delete the oldest segments while the log has more than `N` entries (default: keep all)")
 	f.Var(sizeFlag{&maxEntryBytes}, "max-entry-bytes", fmt.Sprintf("the largest entry, payload and properties (default %s)", formatBytes(tern.DefaultMaxEntryBytes)))
 	return cmd
+}
+
+// changedFlag is the first of the named flags set on cmd's command line, or
+// "".
+func changedFlag(cmd *cobra.Command, names ...string) string {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return n
+		}
+	}
+	return ""
 }
 
 func (a *app) logListCmd() *cobra.Command {
@@ -83,7 +123,9 @@ func (a *app) logListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the logs",
-		Args:  exactArgs(),
+		Long: `List the logs. FSYNC applies to local logs; FLUSH (size/interval) and
+UPLOADS (in flight) to object logs.`,
+		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			c, err := a.openClient(cmd.Context(), false)
 			if err != nil {
@@ -104,9 +146,17 @@ func (a *app) logListCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTART\tEND\tENTRIES\tBYTES\tSEGMENTS\tFSYNC")
+			fmt.Fprintln(tw, "NAME\tSTART\tEND\tENTRIES\tBYTES\tSEGMENTS\tFSYNC\tMODE\tFLUSH\tUPLOADS")
 			for _, i := range infos {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\n", i.Name, i.Start, i.End, i.End-i.Start, formatBytes(i.Bytes), i.Segments, i.Options.Fsync)
+				o := i.Options
+				fsync, flush, uploads := o.Fsync.String(), "-", "-"
+				if modeOf(o) == tern.ModeObject {
+					fsync = "-"
+					flush = formatBytes(int64(o.FlushBytes)) + "/" + formatDuration(o.FlushInterval)
+					uploads = strconv.Itoa(o.UploadsInFlight)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n",
+					i.Name, i.Start, i.End, i.End-i.Start, formatBytes(i.Bytes), i.Segments, fsync, modeOf(o), flush, uploads)
 			}
 			return tw.Flush()
 		},
@@ -160,7 +210,14 @@ func describe(w io.Writer, i tern.LogInfo) error {
 	fmt.Fprintf(tw, "Bytes:\t%d (%s)\n", i.Bytes, formatBytes(i.Bytes))
 	fmt.Fprintf(tw, "Segments:\t%d\n", i.Segments)
 	fmt.Fprintf(tw, "Writer epoch:\t%d\n", i.Epoch)
-	fmt.Fprintf(tw, "Fsync:\t%s\n", o.Fsync)
+	fmt.Fprintf(tw, "Mode:\t%s\n", modeOf(o))
+	if modeOf(o) == tern.ModeObject {
+		fmt.Fprintf(tw, "Flush bytes:\t%s\n", formatBytes(int64(o.FlushBytes)))
+		fmt.Fprintf(tw, "Flush interval:\t%s\n", formatDuration(o.FlushInterval))
+		fmt.Fprintf(tw, "Uploads in flight:\t%d\n", o.UploadsInFlight)
+	} else {
+		fmt.Fprintf(tw, "Fsync:\t%s\n", o.Fsync)
+	}
 	fmt.Fprintf(tw, "Segment bytes:\t%s\n", formatBytes(o.SegmentBytes))
 	fmt.Fprintf(tw, "Segment age:\t%s\n", formatDuration(o.SegmentAge))
 	fmt.Fprintf(tw, "Retention age:\t%s\n", keep(formatDuration(o.RetentionAge), o.RetentionAge == 0))
@@ -170,9 +227,16 @@ func describe(w io.Writer, i tern.LogInfo) error {
 	return tw.Flush()
 }
 
+// modeOf is the mode of a log with options o: a log created before there
+// were modes has none, and is local.
+func modeOf(o tern.LogOptions) tern.Mode {
+	return cmp.Or(o.Mode, tern.ModeLocal)
+}
+
 // logJSON is a LogInfo as list --json and describe --json print it. Sizes
 // are bytes; durations are Go duration strings ("1h", "72h"); zero
-// retention limits keep everything.
+// retention limits keep everything. The flush fields are an object log's
+// only.
 type logJSON struct {
 	Name     string      `json:"name"`
 	ID       uint64      `json:"id"`
@@ -191,6 +255,10 @@ type logJSON struct {
 		RetentionBytes   int64  `json:"retention_bytes"`
 		RetentionEntries int64  `json:"retention_entries"`
 		MaxEntryBytes    int    `json:"max_entry_bytes"`
+		Mode             string `json:"mode"`
+		FlushBytes       int    `json:"flush_bytes,omitempty"`
+		FlushInterval    string `json:"flush_interval,omitempty"`
+		UploadsInFlight  int    `json:"uploads_in_flight,omitempty"`
 	} `json:"options"`
 }
 
@@ -207,6 +275,12 @@ func infoJSON(i tern.LogInfo) logJSON {
 	j.Options.RetentionBytes = o.RetentionBytes
 	j.Options.RetentionEntries = o.RetentionEntries
 	j.Options.MaxEntryBytes = o.MaxEntryBytes
+	j.Options.Mode = string(modeOf(o))
+	if modeOf(o) == tern.ModeObject {
+		j.Options.FlushBytes = o.FlushBytes
+		j.Options.FlushInterval = formatDuration(o.FlushInterval)
+		j.Options.UploadsInFlight = o.UploadsInFlight
+	}
 	return j
 }
 

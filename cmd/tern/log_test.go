@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +21,10 @@ func TestCreateListDescribe(t *testing.T) {
 
 	out := must(t, dir, "", "log", "list", "--prefix", "tenant/")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME START END ENTRIES BYTES SEGMENTS FSYNC" {
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME START END ENTRIES BYTES SEGMENTS FSYNC MODE FLUSH UPLOADS" {
 		t.Fatalf("log list printed:\n%s", out)
 	}
-	if f := strings.Fields(lines[1]); f[0] != "tenant/a" || f[1] != "0" || f[2] != "2" || f[3] != "2" || f[6] != "always" {
+	if f := strings.Fields(lines[1]); f[0] != "tenant/a" || f[1] != "0" || f[2] != "2" || f[3] != "2" || f[6] != "always" || f[7] != "local" {
 		t.Errorf("log list row %q", lines[1])
 	}
 
@@ -43,7 +44,7 @@ func TestCreateListDescribe(t *testing.T) {
 	out = must(t, dir, "", "log", "describe", "tenant/a")
 	for _, want := range []string{"Name:               tenant/a", "Entries:            2", "Segment bytes:      64KiB",
 		"Segment age:        30m", "Retention age:      72h", "Retention bytes:    1GiB", "Retention entries:  1000",
-		"Max entry bytes:    1KiB", "Fsync:              always", "Writer epoch:       1"} {
+		"Max entry bytes:    1KiB", "Fsync:              always", "Writer epoch:       1", "Mode:               local"} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("log describe lacks %q:\n%s", want, out)
 		}
@@ -58,7 +59,7 @@ func TestCreateListDescribe(t *testing.T) {
 	}
 	if j.End != 2 || j.Entries != 2 || j.Epoch != 1 || j.Bytes == 0 || j.Segments == 0 || time.Since(j.Created) > time.Hour ||
 		j.Options.SegmentBytes != 64<<10 || j.Options.SegmentAge != "30m" || j.Options.RetentionAge != "72h" ||
-		j.Options.RetentionBytes != 1<<30 || j.Options.RetentionEntries != 1000 || j.Options.MaxEntryBytes != 1024 || j.Options.Fsync != "always" {
+		j.Options.RetentionBytes != 1<<30 || j.Options.RetentionEntries != 1000 || j.Options.MaxEntryBytes != 1024 || j.Options.Fsync != "always" || j.Options.Mode != "local" || j.Options.FlushBytes != 0 {
 		t.Errorf("log describe --json: %+v", j)
 	}
 
@@ -119,5 +120,82 @@ func TestTruncateAndDelete(t *testing.T) {
 	fails(t, 1, dir, "", []string{"read", "x"}, `log not found: "x"`)
 	if out := must(t, dir, "", "log", "list"); strings.Count(out, "\n") != 1 {
 		t.Errorf("log list after delete:\n%s", out)
+	}
+}
+
+// TestObjectLogEmbedded creates, appends to and reads an object log of a
+// data directory opened by the command itself, with --storage or
+// $TERN_STORAGE.
+func TestObjectLogEmbedded(t *testing.T) {
+	dir, store := t.TempDir(), "dir://"+t.TempDir()
+	must(t, dir, "", "--storage", store, "log", "create", "x", "--mode", "object", "--flush-bytes", "64KiB", "--uploads-in-flight", "2")
+	if out := must(t, dir, "one\ntwo\n", "--storage", store, "append", "x"); out != "0\n1\n" {
+		t.Errorf("append printed %q", out)
+	}
+	env := map[string]string{"TERN_STORAGE": store}
+	if r := ternEnv(t, env, "--dir", dir, "read", "x"); r.code != 0 || r.stdout != "one\ntwo\n" {
+		t.Errorf("read with $TERN_STORAGE: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	out := must(t, dir, "", "--storage", store, "log", "describe", "x")
+	for _, want := range []string{"Mode:               object\n", "Flush bytes:        64KiB\n", "Flush interval:     20ms\n", "Uploads in flight:  2\n", "Entries:            2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log describe lacks %q:\n%s", want, out)
+		}
+	}
+	must(t, dir, "", "--storage", store, "log", "create", "l")
+	out = must(t, dir, "", "--storage", store, "log", "list")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME START END ENTRIES BYTES SEGMENTS FSYNC MODE FLUSH UPLOADS" ||
+		strings.Join(strings.Fields(lines[1])[6:], " ") != "always local - -" || strings.Join(strings.Fields(lines[2])[6:], " ") != "- object 64KiB/20ms 2" {
+		t.Errorf("log list printed:\n%s", out)
+	}
+	out = must(t, dir, "", "--storage", store, "log", "list", "--json")
+	if !strings.Contains(out, `"mode":"local"`) || !strings.Contains(out, `"mode":"object","flush_bytes":65536,"flush_interval":"20ms","uploads_in_flight":2}`) {
+		t.Errorf("log list --json printed:\n%s", out)
+	}
+
+	// Without its store, the object log cannot be opened.
+	for _, args := range [][]string{{"read", "x"}, {"append", "x"}, {"log", "describe", "x"}} {
+		fails(t, 1, dir, "two\n", args, `log "x" is in object storage`, "--storage")
+	}
+	fails(t, 2, dir, "", []string{"log", "create", "y", "--mode", "object"}, "--mode object keeps the log in an object store", "--storage URL (or $TERN_STORAGE)")
+	if out := must(t, dir, "", "--storage", store, "log", "list"); strings.Contains(out, "y ") {
+		t.Errorf("log create --mode object without --storage created the log:\n%s", out)
+	}
+	missing := filepath.Join(t.TempDir(), "nope")
+	r := ternEnv(t, map[string]string{"TERN_STORAGE": store, "TERN_STORAGE_SSEC_KEY_FILE": missing}, "--dir", dir, "read", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "tern: SSE-C key file "+missing+" does not exist: check $TERN_STORAGE_SSEC_KEY_FILE") {
+		t.Errorf("read with a missing $TERN_STORAGE_SSEC_KEY_FILE: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if out := must(t, dir, "", "log", "describe", "l"); !strings.Contains(out, "Mode:               local\n") {
+		t.Errorf("log describe of a local log:\n%s", out)
+	}
+}
+
+func TestCreateModeUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"--mode", "remote"}, []string{`invalid argument "remote" for "--mode"`, "use local or object"}},
+		{[]string{"--mode", "local", "--flush-bytes", "1MiB"}, []string{"--flush-bytes applies to object logs, not to --mode local"}},
+		{[]string{"--mode", "local", "--flush-interval", "5ms"}, []string{"--flush-interval applies to object logs"}},
+		{[]string{"--mode", "local", "--uploads-in-flight", "8"}, []string{"--uploads-in-flight applies to object logs"}},
+		{[]string{"--uploads-in-flight", "8"}, []string{"--uploads-in-flight applies to object logs: add --mode object"}},
+		{[]string{"--mode", "object", "--flush-bytes", "lots"}, []string{`size "lots"`}},
+	} {
+		stderr := fails(t, 2, dir, "", append([]string{"log", "create", "y"}, tc.args...), tc.wants...)
+		if !strings.Contains(stderr, "Usage:") {
+			t.Errorf("tern log create %q: no usage printed:\n%s", tc.args, stderr)
+		}
+	}
+	r := ternEnv(t, nil, "--storage", "dir://"+t.TempDir(), "--server", "127.0.0.1:7070", "log", "list")
+	if r.code != 2 || !strings.Contains(r.stderr, "tern: --server and --storage cannot be used together") || !strings.Contains(r.stderr, "Usage:") {
+		t.Errorf("tern --storage --server log list: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	// $TERN_STORAGE is for a data directory, and a server ignores it.
+	if r := ternEnv(t, map[string]string{"TERN_STORAGE": "dir:///x"}, "--server", freeAddr(t), "log", "list"); r.code != 1 || !strings.Contains(r.stderr, "cannot reach the tern server") {
+		t.Errorf("tern --server log list with $TERN_STORAGE: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }

@@ -58,6 +58,9 @@ type app struct {
 	// server is the address of the server the commands work on, from
 	// --server or $TERN_SERVER; empty for the data directory.
 	server string
+	// storage is the URL of the object store of the data directory's
+	// object logs, from --storage or $TERN_STORAGE; unused with server.
+	storage string
 	// open opens the data directory; nil means tern.Open. Tests replace it to
 	// share one Client between commands, since only one Client may have a
 	// directory open at a time.
@@ -109,7 +112,13 @@ func (a *app) rootCmd() *cobra.Command {
 server with --server; serve a data directory with "tern serve".
 
 Only one process may use a data directory at a time: while "tern serve" has
-it, reach its logs with --server.`,
+it, reach its logs with --server.
+
+The object logs of a data directory need its object store: --storage URL, as
+given to tern serve. The S3 credentials come from $TERN_STORAGE_ACCESS_KEY
+and $TERN_STORAGE_SECRET_KEY, or else $AWS_ACCESS_KEY_ID,
+$AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN; an SSE-C key from the file
+named by $TERN_STORAGE_SSEC_KEY_FILE.`,
 		Args: noSubcommand,
 		RunE: help,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -117,6 +126,8 @@ it, reach its logs with --server.`,
 			switch {
 			case f.Changed("server") && f.Changed("dir"):
 				return usagef(cmd, "--server and --dir cannot be used together: the server has its own data directory; leave one out")
+			case f.Changed("server") && cmd.Root().PersistentFlags().Changed("storage"): // not serve's own --storage
+				return usagef(cmd, "--server and --storage cannot be used together: the server has its own object store (tern serve --storage); leave one out")
 			case f.Changed("dir"):
 				a.server = "" // an explicit --dir beats $TERN_SERVER
 			}
@@ -132,6 +143,7 @@ it, reach its logs with --server.`,
 		return &usageError{cmd: cmd, err: err}
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
+	root.PersistentFlags().StringVar(&a.storage, "storage", a.getenv("TERN_STORAGE"), "the `URL` of the object store of the data directory's object logs, as for tern serve --storage; $TERN_STORAGE sets the default")
 	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port) instead of a data directory; $TERN_SERVER sets the default")
 	root.AddCommand(a.serveCmd(), a.logCmd(), a.appendCmd(), a.readCmd(), a.subCmd(), a.benchCmd(), a.doctorCmd(), versionCmd())
 	return root
@@ -223,8 +235,31 @@ func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error)
 			return nil, fmt.Errorf("data directory %s does not exist: create a log in it with \"tern log create NAME\", or point --dir (or $TERN_DIR) at an existing one", a.dir)
 		}
 	}
+	storage, err := a.storageOptions()
+	if err != nil {
+		return nil, err
+	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger})
+	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger, Storage: storage})
+}
+
+// storageOptions is the object store of a data directory opened here: the
+// URL of --storage, and the credentials and key from the environment that
+// tern serve reads too.
+func (a *app) storageOptions() (tern.StorageOptions, error) {
+	if a.storage == "" {
+		return tern.StorageOptions{}, nil
+	}
+	key, err := readSSECKey(a.getenv("TERN_STORAGE_SSEC_KEY_FILE"), "$TERN_STORAGE_SSEC_KEY_FILE")
+	if err != nil {
+		return tern.StorageOptions{}, err
+	}
+	return tern.StorageOptions{
+		URL:       a.storage,
+		AccessKey: a.getenv("TERN_STORAGE_ACCESS_KEY"),
+		SecretKey: a.getenv("TERN_STORAGE_SECRET_KEY"),
+		SSECKey:   key,
+	}, nil
 }
 
 // where names what the commands work on, for messages: "in DIR" or "on

@@ -97,6 +97,18 @@ func TestHelpAndVersion(t *testing.T) {
 	if out := must(t, dir, "", "log", "create", "--help"); !strings.Contains(out, "--retention-age") || !strings.Contains(out, "(default 256MiB)") {
 		t.Errorf("tern log create --help printed:\n%s", out)
 	}
+	out := must(t, dir, "", "log", "create", "--help")
+	for _, want := range []string{"--mode local|object", "--flush-bytes size", "(default 4MiB)", "more PUT requests (default 20ms)", "--uploads-in-flight N", "at once (default 4)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tern log create --help lacks %q:\n%s", want, out)
+		}
+	}
+	out = must(t, dir, "", "serve", "--help")
+	for _, want := range []string{"tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000' --mode object", "$AWS_ACCESS_KEY_ID", "$TERN_STORAGE_SECRET_KEY", "leaving out\nstorage_secret_key", "--storage-ssec-key-file file"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tern serve --help lacks %q:\n%s", want, out)
+		}
+	}
 	if out := must(t, dir, "", "version"); out != "tern devel\n" {
 		t.Errorf("tern version printed %q", out)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,10 +66,23 @@ serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
 /readyz (200 once it serves and the metadata store answers, 503 otherwise) and
 pprof on /debug/pprof/.
 
+Logs are local (segment files under --data) or, with --storage, in an object
+store: an S3 bucket or a directory standing in for one.
+
+  tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000' --mode object
+
+--mode sets the mode of the logs created without one. The S3 credentials are
+$AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN, or
+storage_access_key and storage_secret_key ($TERN_STORAGE_ACCESS_KEY,
+$TERN_STORAGE_SECRET_KEY), which have no flags: a command line is visible to
+every user.
+
 Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
-$TERN_LOG_LEVEL) and the flags. --print-config prints the result in the
-file's format:
+$TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
+$TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE) and the flags.
+--print-config prints the result in the file's format, leaving out
+storage_secret_key (a comment says when it is set):
 
   data: ./tern-data
   etcd: []
@@ -76,6 +90,10 @@ file's format:
   http: 127.0.0.1:7071
   listen: 127.0.0.1:7070
   log_level: info
+  mode: local
+  storage: ""
+  storage_access_key: ""
+  storage_ssec_key_file: ""
 
 SIGINT or SIGTERM stops the server gracefully: it stops taking calls, ends
 the open streams, syncs the logs and commits the subscriptions' cursors. A
@@ -226,7 +244,13 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 			strings.Join(endpoints, ","), etcdTimeout, err)
 	}
 
-	c, err := tern.Open(ctx, tern.Options{Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, Logger: logger})
+	c, err := tern.Open(ctx, tern.Options{
+		Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, Logger: logger,
+		Storage: tern.StorageOptions{
+			URL: cfg.Storage, AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
+		},
+		DefaultMode: tern.Mode(cfg.Mode),
+	})
 	if err != nil {
 		return startErr(ctx, fmt.Errorf("open data directory %s: %w", cfg.Data, err))
 	}
@@ -239,7 +263,7 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 	go func() { served <- gs.Serve(grpcLis) }()
 	undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
 	addr := grpcLis.Addr().String()
-	logger.Info("grpc listening", "addr", addr, "data", cfg.Data)
+	logger.Info("grpc listening", "addr", addr, "data", cfg.Data, "storage", storageForLog(cfg.Storage), "default_mode", cmp.Or(cfg.Mode, string(tern.ModeLocal)))
 	ready.set("", probe)
 	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on http://%s); try: tern --server %s log create hello\n",
 		addr, httpLis.Addr(), dialAddr(grpcLis.Addr()))
@@ -310,6 +334,19 @@ func stopGRPC(gs *grpc.Server, srv *server.Server, logger *slog.Logger) error {
 		return fmt.Errorf("stop the gRPC service: %w", err)
 	}
 	return nil
+}
+
+// storageForLog is an object store's URL as logged: "none" when empty, and
+// without a password in case one was put in it (tern.Open refuses those).
+func storageForLog(raw string) string {
+	if raw == "" {
+		return "none"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // startErr is err, or nil if ctx ended: an interrupted start-up stops the

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -462,4 +464,85 @@ func TestReadiness(t *testing.T) {
 			t.Errorf("readyz (%q): %d %q, want %d %q", tc.reason, rec.Code, rec.Body.String(), tc.code, tc.body)
 		}
 	}
+}
+
+// TestServeObjectMode serves with a directory for an object store and
+// object mode by default: a log created without --mode is an object log
+// whose entries are objects there.
+func TestServeObjectMode(t *testing.T) {
+	store := t.TempDir()
+	s := startServer(t, t.TempDir(), "--storage", "dir://"+store, "--mode", "object")
+	if want := "msg=\"grpc listening\" addr=" + s.addr; !strings.Contains(s.stderr.String(), want) ||
+		!strings.Contains(s.stderr.String(), "storage=dir://"+store+" default_mode=object") {
+		t.Errorf("serve did not log its store and default mode:\n%s", s.stderr.String())
+	}
+	s.must(t, "", "log", "create", "obj", "--flush-interval", "5ms")
+	s.must(t, "", "log", "create", "loc", "--mode", "local")
+	if out := s.must(t, "alpha\nbeta\n", "append", "obj"); out != "0\n1\n" {
+		t.Errorf("append printed %q", out)
+	}
+	if out := s.must(t, "", "read", "obj"); out != "alpha\nbeta\n" {
+		t.Errorf("read printed %q", out)
+	}
+	out := s.must(t, "", "log", "describe", "obj")
+	for _, want := range []string{"Mode:               object\n", "Flush bytes:        4MiB\n", "Flush interval:     5ms\n", "Uploads in flight:  4\n", "Entries:            2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log describe lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Fsync:") {
+		t.Errorf("log describe of an object log shows fsync:\n%s", out)
+	}
+	if out := s.must(t, "", "log", "describe", "loc"); !strings.Contains(out, "Mode:               local\n") || !strings.Contains(out, "Fsync:              always\n") {
+		t.Errorf("log describe of a local log:\n%s", out)
+	}
+	var j logJSON
+	if err := json.Unmarshal([]byte(s.must(t, "", "log", "describe", "obj", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if o := j.Options; o.Mode != "object" || o.FlushBytes != 4<<20 || o.FlushInterval != "5ms" || o.UploadsInFlight != 4 {
+		t.Errorf("log describe --json options: %+v", o)
+	}
+	if objects := countFiles(t, store); objects == 0 {
+		t.Errorf("no object in the store %s after an append", store)
+	}
+	s.stop(t)
+}
+
+// TestServeLocalDefaultFlushWarns creates a log with a flush flag on a
+// server whose logs are local by default.
+func TestServeLocalDefaultRefusesFlush(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--storage", "dir://"+t.TempDir())
+	if !strings.Contains(s.stderr.String(), "default_mode=local") {
+		t.Errorf("serve did not log its default mode:\n%s", s.stderr.String())
+	}
+	// The server's default mode is local, where the flush options mean
+	// nothing: the log is not created.
+	r := s.run(t, "", "log", "create", "x", "--flush-bytes", "1MiB")
+	if r.code != 1 || !strings.Contains(r.stderr, "apply to object logs, and this log is local") {
+		t.Errorf("log create --flush-bytes on a local server: exit %d, stderr %q", r.code, r.stderr)
+	}
+	s.must(t, "", "log", "create", "y", "--mode", "object", "--flush-bytes", "1MiB")
+	out := s.must(t, "", "log", "list")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "y 0 0 0 0B 0 - object 1MiB/20ms 4" {
+		t.Errorf("log list printed:\n%s", out)
+	}
+	s.fails(t, 2, []string{"--storage", "dir:///x", "log", "list"}, "--server and --storage cannot be used together")
+}
+
+// countFiles counts the regular files under dir.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -3,9 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
@@ -13,7 +10,7 @@ import (
 
 // CreateLog creates a log.
 func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*ternpb.LogInfo, error) {
-	opts, err := logOptions(req.GetOptions())
+	opts, err := tern.LogOptionsFromProto(req.GetOptions())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -75,70 +72,12 @@ func (s *Server) TruncateLog(ctx context.Context, req *ternpb.TruncateLogRequest
 	return &ternpb.TruncateLogResponse{}, nil
 }
 
-// logOptions converts the API's log options; nil is the defaults.
-func logOptions(o *ternpb.LogOptions) (tern.LogOptions, error) {
-	if o == nil {
-		return tern.LogOptions{}, nil
-	}
-	fsync, err := tern.ParseFsync(o.GetFsync())
-	if err != nil {
-		return tern.LogOptions{}, errInvalid("%v", err)
-	}
-	segAge, err := duration("segment_age", o.GetSegmentAge())
-	if err != nil {
-		return tern.LogOptions{}, err
-	}
-	retAge, err := duration("retention_age", o.GetRetentionAge())
-	if err != nil {
-		return tern.LogOptions{}, err
-	}
-	return tern.LogOptions{
-		Fsync:            fsync,
-		SegmentBytes:     o.GetSegmentBytes(),
-		SegmentAge:       segAge,
-		RetentionAge:     retAge,
-		RetentionBytes:   o.GetRetentionBytes(),
-		RetentionEntries: o.GetRetentionEntries(),
-		MaxEntryBytes:    int(o.GetMaxEntryBytes()),
-	}, nil
-}
-
-// duration converts an optional duration field; nil is zero.
-func duration(field string, d *durationpb.Duration) (time.Duration, error) {
-	if d == nil {
-		return 0, nil
-	}
-	if err := d.CheckValid(); err != nil {
-		return 0, errInvalid("%s: %v", field, err)
-	}
-	return d.AsDuration(), nil
-}
-
-func durationProto(d time.Duration) *durationpb.Duration {
-	if d == 0 {
-		return nil
-	}
-	return durationpb.New(d)
-}
-
-func logOptionsProto(o tern.LogOptions) *ternpb.LogOptions {
-	return &ternpb.LogOptions{
-		Fsync:            o.Fsync.String(),
-		SegmentBytes:     o.SegmentBytes,
-		SegmentAge:       durationProto(o.SegmentAge),
-		RetentionAge:     durationProto(o.RetentionAge),
-		RetentionBytes:   o.RetentionBytes,
-		RetentionEntries: o.RetentionEntries,
-		MaxEntryBytes:    int64(o.MaxEntryBytes),
-	}
-}
-
 func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
 	return &ternpb.LogInfo{
 		Name:            info.Name,
 		Id:              info.ID,
 		CreatedUnixNano: info.Created.UnixNano(),
-		Options:         logOptionsProto(info.Options),
+		Options:         info.Options.Proto(),
 		Start:           uint64(info.Start),
 		End:             uint64(info.End),
 		Bytes:           info.Bytes,

@@ -33,6 +33,8 @@ type server struct {
 	addr     string // gRPC
 	httpAddr string
 	stderr   *syncBuffer // of every run
+	args     []string    // more flags of tern serve
+	env      []string    // more environment variables of tern serve
 
 	cmd  *exec.Cmd // the current run
 	done chan struct{}
@@ -42,9 +44,15 @@ type server struct {
 // startServer starts `tern serve` on data with free ports and waits until it
 // is ready. The test's cleanup kills it if it still runs, and prints what it
 // logged if the test failed.
-func startServer(t *testing.T, data string) *server {
+func startServer(t *testing.T, data string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, data: data, addr: freeAddr(t), httpAddr: freeAddr(t), stderr: new(syncBuffer)}
+	return startServerEnv(t, data, nil, args...)
+}
+
+// startServerEnv is startServer with more environment variables.
+func startServerEnv(t *testing.T, data string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, data: data, addr: freeAddr(t), httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
 	t.Cleanup(func() {
 		s.kill()
 		checkRaces(t, "tern serve", s.stderr)
@@ -83,8 +91,10 @@ func freeAddr(t *testing.T) string {
 func (s *server) start() {
 	t := s.t
 	t.Helper()
-	fmt.Fprintf(s.stderr, "--- tern serve --data %s --listen %s --http %s\n", s.data, s.addr, s.httpAddr)
-	cmd := exec.Command(ternBin, "serve", "--data", s.data, "--listen", s.addr, "--http", s.httpAddr)
+	args := append([]string{"serve", "--data", s.data, "--listen", s.addr, "--http", s.httpAddr}, s.args...)
+	fmt.Fprintf(s.stderr, "--- tern %s\n", strings.Join(args, " "))
+	cmd := exec.Command(ternBin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

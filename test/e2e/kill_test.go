@@ -9,17 +9,32 @@ import (
 	"time"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/miniotest"
 )
 
 // TestServerKill9 kills the server with SIGKILL while a writer in another
 // process pipelines appends and a subscriber consumes, and restarts it on the
 // same data directory: every acknowledged entry is there, the subscription
-// goes on from a committed cursor, and the log takes appends again.
+// goes on from a committed cursor, and the log takes appends again. The log
+// is local ("local"), or in object mode on a real MinIO ("object"), where the
+// kill interrupts uploads in flight.
 func TestServerKill9(t *testing.T) {
-	srv := startServer(t, t.TempDir())
+	t.Run("local", func(t *testing.T) {
+		testServerKill9(t, startServer(t, t.TempDir()), tern.LogOptions{SegmentBytes: 64 << 10})
+	})
+	t.Run("object", func(t *testing.T) {
+		m := miniotest.Start(t)
+		srv := startServerEnv(t, t.TempDir(),
+			[]string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey},
+			"--storage", "s3://"+m.Bucket+"/e2e?endpoint="+m.Endpoint)
+		testServerKill9(t, srv, tern.LogOptions{Mode: tern.ModeObject, SegmentBytes: 64 << 10, FlushInterval: 2 * time.Millisecond})
+	})
+}
+
+func testServerKill9(t *testing.T, srv *server, opts tern.LogOptions) {
 	c := openClient(t, srv.addr)
 	ctx := deadline(t)
-	l, err := c.CreateLog(ctx, "kill", tern.LogOptions{SegmentBytes: 64 << 10})
+	l, err := c.CreateLog(ctx, "kill", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

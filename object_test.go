@@ -1,0 +1,100 @@
+package tern_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ternwal/tern"
+)
+
+// countFiles counts the regular files under dir.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestObjectLogDeleted: deleting an object log deletes its objects, and a
+// deletion interrupted after the metadata went is finished at the next Open
+// by a client with the store, not by one without.
+func TestObjectLogDeleted(t *testing.T) {
+	data, store := t.TempDir(), t.TempDir()
+	opts := tern.Options{Dir: data, Storage: tern.StorageOptions{URL: "dir://" + store}}
+	c, err := tern.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	for _, name := range []string{"a", "b"} {
+		_, w := mustCreate(t, c, name, tern.LogOptions{Mode: tern.ModeObject})
+		mustAppend(t, w, "x")
+		w.Close()
+	}
+	if n := countFiles(t, store); n < 2 {
+		t.Fatalf("%d objects after two appends", n)
+	}
+	if err := c.DeleteLog(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := countFiles(t, filepath.Join(store, "1")); n != 0 {
+		t.Fatalf("%d objects of the deleted log are left", n)
+	}
+	if n := countFiles(t, filepath.Join(store, "2")); n == 0 {
+		t.Fatal("deleting a removed the objects of b")
+	}
+	c.Close()
+
+	// A deletion interrupted after the metadata: the marks and the objects
+	// of a log the metadata no longer has.
+	dir := filepath.Join(data, "logs", "9")
+	os.MkdirAll(dir, 0o755)
+	for _, mark := range []string{"OBJECTS", "DELETED"} {
+		os.WriteFile(filepath.Join(dir, mark), nil, 0o644)
+	}
+	os.MkdirAll(filepath.Join(store, "9", "00000001"), 0o755)
+	os.WriteFile(filepath.Join(store, "9", "00000001", "00000000"), []byte("an orphan"), 0o644)
+
+	bare, err := tern.Open(t.Context(), tern.Options{Dir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("a client without the store removed the marks: %v", err)
+	}
+	if err := bare.DeleteLog(t.Context(), "b"); !errors.Is(err, tern.ErrInvalid) {
+		t.Fatalf("delete of an object log without the store: %v", err)
+	}
+	if _, err := bare.CreateLog(t.Context(), "c", tern.LogOptions{Mode: tern.ModeObject}); !errors.Is(err, tern.ErrInvalid) {
+		t.Fatalf("create of an object log without a store: %v", err)
+	}
+	if _, err := bare.OpenLog(t.Context(), "c"); !errors.Is(err, tern.ErrNotFound) {
+		t.Fatalf("the refused create left the log behind: %v", err)
+	}
+	bare.Close()
+
+	c, err = tern.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countFiles(t, filepath.Join(store, "9")); n != 0 {
+		t.Fatalf("%d orphan objects left after Open", n)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the deleted log's directory is still there: %v", err)
+	}
+	if _, err := c.OpenLog(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+}
