@@ -43,6 +43,10 @@ type LogInfo struct {
 	Bytes    int64  // bytes of its segments, in files or objects
 	Segments int
 	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
+	// Objects is the number of objects holding a log in object mode: one
+	// per upload until compaction rewrites a sealed segment's into a few
+	// large ones. 0 for a local log.
+	Objects int
 }
 
 func encodeOptions(o LogOptions) ([]byte, error) {
@@ -148,6 +152,7 @@ func (l *Log) Info(ctx context.Context) (LogInfo, error) {
 	return LogInfo{
 		Name: l.name, ID: l.id, Created: l.created, Options: l.opts,
 		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
+		Objects: s.Objects,
 	}, nil
 }
 
@@ -245,18 +250,25 @@ func (l *Log) applyRetention() error {
 	return nil
 }
 
-// compactTimeout bounds one compaction pass of a log.
+// compactTimeout bounds one compaction pass of a log in the background.
 const compactTimeout = 10 * time.Minute
 
-// compact rewrites the small objects of an object log's sealed segments into
-// large ones. Local logs have nothing to compact.
+// compact is Compact in the client's retention loop.
 func (l *Log) compact() error {
-	oe, ok := l.eng.(objectEngine)
-	if !ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), compactTimeout)
 	defer cancel()
+	return l.Compact(ctx)
+}
+
+// Compact rewrites the objects of an object log's sealed segments (one per
+// upload) into a few large ones now, as the client otherwise does every
+// RetentionInterval. A local log, and a remote one (its server compacts
+// it), have nothing to compact here.
+func (l *Log) Compact(ctx context.Context) error {
+	oe, ok := l.eng.(objectEngine)
+	if l.remote != nil || !ok {
+		return nil
+	}
 	if _, err := oe.Compact(ctx); err != nil {
 		return fmt.Errorf("tern: compact %q: %w", l.name, err)
 	}

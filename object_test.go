@@ -2,10 +2,12 @@ package tern_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ternwal/tern"
 )
@@ -96,5 +98,46 @@ func TestObjectLogDeleted(t *testing.T) {
 	}
 	if _, err := c.OpenLog(t.Context(), "b"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestObjectLogCompact: Info counts an object log's objects, and Compact
+// rewrites the sealed segments' many uploads into a few objects, the
+// entries unchanged.
+func TestObjectLogCompact(t *testing.T) {
+	c, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir(), Storage: tern.StorageOptions{URL: "dir://" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, w := mustCreate(t, c, "c", tern.LogOptions{Mode: tern.ModeObject, SegmentBytes: 4096, FlushInterval: time.Millisecond})
+	for i := range 200 {
+		mustAppend(t, w, fmt.Sprintf("entry-%03d", i)) // one upload each
+	}
+	before, err := l.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Objects < 200 || before.Segments < 2 {
+		t.Fatalf("after 200 appends one at a time: %d objects in %d segments", before.Objects, before.Segments)
+	}
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := l.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sealed segments (about 68 uploads each) become one object each;
+	// the open one is left.
+	if after.Objects > before.Objects-100 || after.Segments != before.Segments || after.Bytes != before.Bytes {
+		t.Fatalf("compaction took %+v to %+v", before, after)
+	}
+	r := mustReader(t, l, 0)
+	for i := range 200 {
+		e := mustNext(t, r)
+		if want := fmt.Sprintf("entry-%03d", i); string(e.Payload) != want || e.Offset != tern.Offset(i) {
+			t.Fatalf("after compaction offset %d holds %q at %d, want %q", i, e.Payload, e.Offset, want)
+		}
 	}
 }

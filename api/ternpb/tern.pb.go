@@ -176,8 +176,10 @@ type LogInfo struct {
 	Bytes           int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Segments        int64                  `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	Epoch           uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The objects holding a log in object mode; 0 for a local log.
+	Objects       int64 `protobuf:"varint,10,opt,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogInfo) Reset() {
@@ -269,6 +271,13 @@ func (x *LogInfo) GetSegments() int64 {
 func (x *LogInfo) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LogInfo) GetObjects() int64 {
+	if x != nil {
+		return x.Objects
 	}
 	return 0
 }
@@ -2130,7 +2139,7 @@ const file_tern_proto_rawDesc = "" +
 	"flushBytes\x12@\n" +
 	"\x0eflush_interval\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12*\n" +
-	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\"\xf8\x01\n" +
+	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\"\x92\x02\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
@@ -2140,7 +2149,9 @@ const file_tern_proto_rawDesc = "" +
 	"\x03end\x18\x06 \x01(\x04R\x03end\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x03R\bsegments\x12\x14\n" +
-	"\x05epoch\x18\t \x01(\x04R\x05epoch\"\xde\x01\n" +
+	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12\x18\n" +
+	"\aobjects\x18\n" +
+	" \x01(\x03R\aobjects\"\xde\x01\n" +
 	"\x05Entry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12>\n" +

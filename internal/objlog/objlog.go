@@ -256,6 +256,7 @@ func (l *Log) Stats() wal.Stats {
 	s := wal.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
 	for _, sg := range l.segs {
 		s.Bytes += sg.bytes
+		s.Objects += len(sg.objs)
 	}
 	return s
 }

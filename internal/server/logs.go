@@ -83,5 +83,6 @@ func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
 		Bytes:           info.Bytes,
 		Segments:        int64(info.Segments),
 		Epoch:           info.Epoch,
+		Objects:         int64(info.Objects),
 	}
 }

@@ -220,6 +220,9 @@ type Stats struct {
 	Segments int
 	Epoch    uint64
 	Syncs    uint64 // fdatasync calls on segments since Open
+	// Objects counts the objects that hold a log in object storage
+	// (fragments, or compacted objects); 0 for a local log.
+	Objects int
 }
 
 // Stats returns the log's current extent.
