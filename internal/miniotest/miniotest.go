@@ -9,8 +9,16 @@ package miniotest
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -46,8 +54,12 @@ type Server struct {
 	Client *minio.Client
 	// PID is the server's process ID.
 	PID int
+	// CAFile is, for a server started by StartTLS, the PEM file of its
+	// self-signed certificate, to trust; empty for plain HTTP.
+	CAFile string
 
 	bin, data, console string
+	certs              string // --certs-dir, for TLS
 	stop               func() // stops the running process; nil after Stop
 }
 
@@ -79,7 +91,7 @@ func (s *Server) Restart(t testing.TB) {
 	var err error
 	for attempt := 1; attempt <= 20; attempt++ {
 		var n *Server
-		if n, err = run(t, s.bin, s.data, s.Endpoint, s.console); err == nil {
+		if n, err = run(t, s.bin, s.data, s.certs, s.Endpoint, s.console); err == nil {
 			s.PID, s.stop = n.PID, n.stop
 			return
 		}
@@ -122,6 +134,18 @@ func InstallCommand() string {
 // ends. It fails t if the server cannot be started.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return startWith(t, false)
+}
+
+// StartTLS is Start with HTTPS, on a self-signed certificate for 127.0.0.1
+// whose PEM is in CAFile.
+func StartTLS(t testing.TB) *Server {
+	t.Helper()
+	return startWith(t, true)
+}
+
+func startWith(t testing.TB, tls bool) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
@@ -130,9 +154,16 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("miniotest: the pinned MinIO is not installed (%v): run %s from the repository root, which builds it in a few minutes", err, InstallCommand())
 	}
 	data := t.TempDir()
+	certs := ""
+	if tls {
+		certs = t.TempDir()
+		if err := writeCert(certs); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var s *Server
 	for attempt := 1; ; attempt++ {
-		s, err = start(t, bin, data)
+		s, err = start(t, bin, data, certs)
 		if err == nil || attempt == 3 {
 			break
 		}
@@ -144,7 +175,14 @@ func Start(t testing.TB) *Server {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.Client, err = minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, "")})
+	mo := &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, "")}
+	if tls {
+		if mo.Transport, err = s.transport(); err != nil {
+			t.Fatal(err)
+		}
+		mo.Secure = true
+	}
+	s.Client, err = minio.New(s.Endpoint, mo)
 	if err != nil {
 		t.Fatalf("miniotest: client: %v", err)
 	}
@@ -158,7 +196,7 @@ func Start(t testing.TB) *Server {
 // start runs one attempt to start the server on fresh ports. A port found
 // free may be taken by someone else before MinIO binds it; the caller
 // retries then.
-func start(t testing.TB, bin, data string) (*Server, error) {
+func start(t testing.TB, bin, data, certs string) (*Server, error) {
 	api, err := freePort()
 	if err != nil {
 		return nil, err
@@ -167,15 +205,17 @@ func start(t testing.TB, bin, data string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return run(t, bin, data, fmt.Sprintf("127.0.0.1:%d", api), fmt.Sprintf("127.0.0.1:%d", console))
+	return run(t, bin, data, certs, fmt.Sprintf("127.0.0.1:%d", api), fmt.Sprintf("127.0.0.1:%d", console))
 }
 
-// run starts the server on the given addresses.
-func run(t testing.TB, bin, data, endpoint, console string) (*Server, error) {
-	cmd := exec.Command(bin, "server", "--quiet",
-		"--address", endpoint,
-		"--console-address", console,
-		data)
+// run starts the server on the given addresses, with TLS if certs is a
+// directory holding its certificate.
+func run(t testing.TB, bin, data, certs, endpoint, console string) (*Server, error) {
+	args := []string{"server", "--quiet", "--address", endpoint, "--console-address", console}
+	if certs != "" {
+		args = append(args, "--certs-dir", certs)
+	}
+	cmd := exec.Command(bin, append(args, data)...)
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+AccessKey,
 		"MINIO_ROOT_PASSWORD="+SecretKey,
@@ -200,24 +240,83 @@ func run(t testing.TB, bin, data, endpoint, console string) (*Server, error) {
 			<-exited
 		}
 	}
-	if err := waitLive(endpoint, exited); err != nil {
+	s := &Server{Endpoint: endpoint, AccessKey: AccessKey, SecretKey: SecretKey, PID: cmd.Process.Pid,
+		bin: bin, data: data, console: console, certs: certs}
+	if certs != "" {
+		s.CAFile = filepath.Join(certs, "public.crt")
+	}
+	if err := s.waitLive(exited); err != nil {
 		stop()
 		return nil, fmt.Errorf("miniotest: %w; its output:\n%s", err, out.String())
 	}
 	var once sync.Once
-	stopOnce := func() { once.Do(stop) }
-	t.Cleanup(stopOnce)
-	return &Server{Endpoint: endpoint, AccessKey: AccessKey, SecretKey: SecretKey, PID: cmd.Process.Pid,
-		bin: bin, data: data, console: console, stop: stopOnce}, nil
+	s.stop = func() { once.Do(stop) }
+	t.Cleanup(s.stop)
+	return s, nil
+}
+
+// transport trusts the server's self-signed certificate.
+func (s *Server) transport() (*http.Transport, error) {
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("miniotest: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	return tr, nil
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key
+// where MinIO's --certs-dir looks for them.
+func writeCert(dir string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "tern-test MinIO"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "public.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "private.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
 // waitLive polls MinIO's liveness probe until it answers 200, the process
 // exits, or 30 seconds pass.
-func waitLive(endpoint string, exited <-chan struct{}) error {
+func (s *Server) waitLive(exited <-chan struct{}) error {
+	endpoint := s.Endpoint
 	client := &http.Client{Timeout: time.Second}
+	url := "http://" + endpoint + "/minio/health/live"
+	if s.CAFile != "" {
+		tr, err := s.transport()
+		if err != nil {
+			return err
+		}
+		client.Transport = tr
+		url = "https://" + endpoint + "/minio/health/live"
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := client.Get("http://" + endpoint + "/minio/health/live")
+		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -588,3 +588,44 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 		t.Fatalf("%d acknowledged, %d read", len(acked), len(got))
 	}
 }
+
+// TestFencedByEpoch: a writer whose segment was sealed before a newer writer
+// opened is stopped by metadata: it cannot start a segment.
+func TestFencedByEpoch(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
+		e := newEnv(t, b)
+		// One fragment per segment: every flush seals and starts one.
+		l1 := e.open(Options{FlushInterval: time.Millisecond, MaxFragments: 1})
+		defer l1.Close()
+		e1 := e.writer(l1)
+		appendN(t, l1, e1, "one", 3)
+
+		l2 := e.open(Options{})
+		defer l2.Close()
+		e2 := e.writer(l2)
+		p, err := l1.Append(e1, entry("stale"))
+		if err == nil {
+			_, err = p.Wait(context.Background())
+		}
+		if !errors.Is(err, wal.ErrFenced) || !strings.Contains(err.Error(), "no longer the newest") {
+			t.Fatalf("the fenced writer's append: %v, want ErrFenced from the metadata", err)
+		}
+		appendN(t, l2, e2, "two", 1)
+		got := readAll(t, l2, 0, l2.Stats().End)
+		if len(got) != 4 || got[2] != "one-2" || got[3] != "two-0" {
+			t.Fatalf("read %q", got)
+		}
+		segs, err := e.store.Segments(context.Background(), "l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range segs[:len(segs)-1] {
+			if s.Epoch != e1 || !s.Sealed {
+				t.Fatalf("segment %+v", s)
+			}
+		}
+		if last := segs[len(segs)-1]; last.Epoch != e2 {
+			t.Fatalf("the last segment is epoch %d's, want %d's", last.Epoch, e2)
+		}
+	})
+}
