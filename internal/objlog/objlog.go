@@ -63,7 +63,7 @@ type Options struct {
 	MaxFragments  int           // or that has this many fragments; default 1000
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
 	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
-	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 64 MiB
+	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 16 MiB
 	ChunkBytes    int           // a catch-up reader's ranged GET; default 4 MiB
 	ReadAhead     int           // a catch-up reader's GETs in flight; default 4
 	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
@@ -96,7 +96,7 @@ func (o *Options) setDefaults() {
 		o.SegmentBytes = 1 << 30
 	}
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 64 << 20
+		o.CacheBytes = 16 << 20
 	}
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 128 << 20
@@ -156,7 +156,6 @@ type Log struct {
 
 	queue      []*group // appended, not yet cut into a fragment
 	queueBytes int
-	queuedAt   time.Time // when the oldest queued group was queued
 	next       uint64    // the offset the next entry cut into a fragment gets
 	inflight   []*frag   // cut, not yet acknowledged, in order
 	fencing    bool      // Fence is under way: the flusher waits

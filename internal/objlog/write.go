@@ -23,6 +23,7 @@ type group struct {
 	tick    uint64
 	epoch   uint64
 	maxTime int64
+	at      time.Time     // when it was queued
 	done    chan struct{} // closed when base and err are set
 	base    uint64
 	err     error
@@ -116,11 +117,13 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 		return Pending{}, err
 	}
 	var g *group
+	added := false
 	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
 		g = l.queue[n-1]
 	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, done: make(chan struct{})}
+		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, at: l.opts.Now(), done: make(chan struct{})}
 		l.queue = append(l.queue, g)
+		added = true
 	}
 	p := Pending{g: g, rel: uint64(g.b.Count())}
 	before := g.b.Bytes()
@@ -128,15 +131,11 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 		g.b.Add(e)
 		g.maxTime = max(g.maxTime, e.Time)
 	}
-	wasEmpty := l.queueBytes == 0 && len(l.queue) == 1 && p.rel == 0
-	if wasEmpty {
-		l.queuedAt = l.opts.Now()
-	}
 	l.queueBytes += g.b.Bytes() - before
 	full := l.queueBytes >= l.opts.FlushBytes
 	l.mu.Unlock()
-	if wasEmpty || full {
-		l.signal()
+	if added || full {
+		l.signal() // a new oldest group for the flush interval, or enough to flush
 	}
 	return p, nil
 }
@@ -150,11 +149,8 @@ func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
 		l.mu.Unlock()
 		return Pending{}, err
 	}
-	g := &group{isTick: true, tick: t, epoch: epoch, done: make(chan struct{})}
+	g := &group{isTick: true, tick: t, epoch: epoch, at: l.opts.Now(), done: make(chan struct{})}
 	l.queue = append(l.queue, g)
-	if len(l.queue) == 1 {
-		l.queuedAt = l.opts.Now()
-	}
 	l.mu.Unlock()
 	l.signal()
 	return Pending{g: g}, nil
@@ -264,7 +260,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 		}
 	}
 	if !ticks && !l.closed && l.queueBytes < l.opts.FlushBytes {
-		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queuedAt); wait > 0 {
+		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue[0].at); wait > 0 {
 			return stepWait, nil, wait
 		}
 	}
@@ -334,8 +330,6 @@ func (l *Log) cut() *frag {
 	l.queue = l.queue[n:]
 	if len(l.queue) == 0 {
 		l.queueBytes = 0
-	} else {
-		l.queuedAt = l.opts.Now()
 	}
 	return f
 }
