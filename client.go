@@ -47,8 +47,9 @@ type Options struct {
 	Dir string
 	// Logger receives state changes (recoveries, failures). Default: none.
 	Logger *slog.Logger
-	// RetentionInterval is how often retention is applied to the open logs
-	// (it is also applied when a log is opened). Default: one minute.
+	// RetentionInterval is how often retention is applied to every log, and
+	// the logs in object storage are compacted (retention is also applied
+	// when a log is opened). Default: one minute.
 	RetentionInterval time.Duration
 	// CommitInterval is how long a subscriber's acknowledgements wait to be
 	// committed to the subscription's cursor together. A crash redelivers
@@ -303,8 +304,9 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 	return nil
 }
 
-// retainLoop applies retention to the open logs every RetentionInterval,
-// and compacts those in object storage.
+// retainLoop applies retention to every log every RetentionInterval, and
+// compacts those in object storage: a log needs no writer, nor a reader, for
+// its old data to go.
 func (c *Client) retainLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.RetentionInterval)
@@ -315,13 +317,7 @@ func (c *Client) retainLoop() {
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		logs := make([]*Log, 0, len(c.logs))
-		for _, l := range c.logs {
-			logs = append(logs, l)
-		}
-		c.mu.Unlock()
-		for _, l := range logs {
+		for _, l := range c.allLogs() {
 			if err := l.applyRetention(); err != nil {
 				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
 			}
@@ -330,6 +326,29 @@ func (c *Client) retainLoop() {
 			}
 		}
 	}
+}
+
+// allLogs opens every log the metadata has (those already open stay as they
+// are) and returns them. A log that fails to open is logged and left out.
+func (c *Client) allLogs() []*Log {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ms, err := c.meta.ListLogs(ctx, "")
+	if err != nil {
+		c.opts.Logger.Error("listing the logs for retention failed", "err", err)
+	}
+	logs := make([]*Log, 0, len(ms))
+	for _, m := range ms {
+		l, err := c.OpenLog(ctx, m.Name)
+		switch {
+		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
+		case err != nil:
+			c.opts.Logger.Error("opening a log for retention failed", "log", m.Name, "err", err)
+		default:
+			logs = append(logs, l)
+		}
+	}
+	return logs
 }
 
 // Close closes every log (finishing queued appends) and the data directory.

@@ -141,3 +141,33 @@ func TestObjectLogCompact(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectLogCollectedUnopened: the client's retention pass compacts and
+// trims an object log that nothing has opened since the client started.
+func TestObjectLogCollectedUnopened(t *testing.T) {
+	data, store := t.TempDir(), t.TempDir()
+	opts := tern.Options{Dir: data, Storage: tern.StorageOptions{URL: "dir://" + store}}
+	c, err := tern.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := mustCreate(t, c, "old", tern.LogOptions{Mode: tern.ModeObject, SegmentBytes: 4096, FlushInterval: time.Millisecond, RetentionEntries: 10})
+	for i := range 200 {
+		mustAppend(t, w, fmt.Sprintf("entry-%03d", i))
+	}
+	w.Close()
+	c.Close()
+	before := countFiles(t, store)
+
+	opts.RetentionInterval = 10 * time.Millisecond
+	c, err = tern.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(30 * time.Second); countFiles(t, store) > before/2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects, %d before: retention did not run on the unopened log", countFiles(t, store), before)
+		}
+	}
+}
