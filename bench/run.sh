@@ -4,7 +4,8 @@
 #	bench/run.sh [quick|full] [SYSTEM...]
 #
 # quick (the default) takes about ten minutes: the durable variant of every system,
-# short runs of the main workloads. full takes one to two hours: every workload,
+# short runs of the main workloads, and Tern's logs in object storage against
+# raw PUTs and GETs to the same MinIO. full takes one to two hours: every workload,
 # every variant, longer runs, a 1 GiB catch-up read. SYSTEM limits the peers
 # run (kafka nats woodpecker walrus rocksdb pulsar); Tern and the physical
 # limits always run. BENCH_DURATION and BENCH_WARMUP override the
@@ -97,7 +98,7 @@ for w in sync-1k conc-1k e2e-10k; do
 		failed+=("tern --grpc $w: failed")
 done
 
-echo "== the object store's limits (MinIO)"
+echo "== the object store's limits (MinIO), and Tern's logs in object storage"
 minio_dir=$(mktemp -d "$data/minio-XXXXXX")
 minio_pid=
 stop_minio() {
@@ -119,6 +120,22 @@ for args in "--size 1KiB --concurrency 1" "--size 4MiB --concurrency 8"; do
 		echo "run.sh: tern bench s3 $args failed: see $log" >&2
 		failed+=("s3 $args: failed")
 	fi
+done
+# Tern's logs in object storage (default flush settings: 4 MiB, 20 ms, 4
+# uploads), each workload right after the limit it is held against: raw PUTs
+# or GETs of the same object size and requests in flight (tern bench s3
+# --workload says which), on the same MinIO. Tern's metadata is in bbolt in
+# a directory under $data; each run writes under a prefix of its own and
+# deletes its objects. Tern's URL speaks plain HTTP unless it says tls=true;
+# tern bench s3's unless it says secure=true.
+for w in obj-put obj-1k catchup-1g; do
+	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" --create-bucket --workload "$w" \
+		--duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("s3 --workload $w: failed")
+	# shellcheck disable=SC2046
+	"$tern" bench --dir "$data" --storage "s3://tern-bench?endpoint=$endpoint" --workload "$w" \
+		--duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("tern --storage $w: failed")
 done
 stop_minio
 

@@ -120,13 +120,23 @@ var Presets = map[string]Spec{
 	"conc-64k": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 64},
 	// Small entries, pipelined: entries per second.
 	"async-100b": {Kind: KindAppend, EntryBytes: 100, Producers: 1, InFlight: 10_000},
-	// Read 1 GiB from the start of a log.
+	// Read 1 GiB from the start of a log. With tern bench --storage, from the
+	// object store (but for the last 16 MiB, which the writer keeps in
+	// memory): against raw GETs of 4 MiB, 4 at a time.
 	"catchup-1g": {Kind: KindCatchUp, EntryBytes: 64 << 10, TotalBytes: 1 << 30},
 	// 1 KiB at a steady 1,000 entries/s, delivered to a tail reader. The
 	// producer pipelines, so that the rate holds whatever one append takes.
 	"e2e-1k": {Kind: KindEndToEnd, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
 	// The same at 10,000 entries/s: the server's tail latency under load.
 	"e2e-10k": {Kind: KindEndToEnd, EntryBytes: 1 << 10, Rate: 10_000, InFlight: 64},
+	// Logs in object storage (tern bench --storage). 64 KiB entries pipelined
+	// deep enough (32 MiB) to keep 4 uploads of 4 MiB busy, so that every
+	// fragment fills to the flush size: throughput against raw PUTs of 4 MiB,
+	// 4 at a time.
+	"obj-put": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 1, InFlight: 512},
+	// 1 KiB at a steady 1,000 entries/s: a fragment of about 20 KiB per 20 ms
+	// flush interval; latency against a raw PUT of that size, one at a time.
+	"obj-1k": {Kind: KindAppend, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
 	// Milvus's NATS-versus-RocksMQ rounds.
 	"pubsub-5m":  {Kind: KindPubSub, EntryBytes: 5_000_000, Count: 100, InFlight: 64},
 	"pubsub-1m":  {Kind: KindPubSub, EntryBytes: 1_000_000, Count: 500, InFlight: 64},

@@ -150,7 +150,9 @@ func (rep *report) settings(sys string) string {
 	}
 	switch sys {
 	case "tern":
-		return "durable: fsync=always, an append is acknowledged after fdatasync; (unsafe): fsync off"
+		return "durable: fsync=always, an append is acknowledged after fdatasync; (unsafe): fsync off; " +
+			"object SIZE/INTERVAL xN: a log in object storage (tern bench --storage, on the same MinIO as the s3 rows), " +
+			"an append is acknowledged once the fragment holding it is stored, fragments cut at SIZE or INTERVAL, N uploads at once"
 	case "disk", "s3":
 		return "the physical limit, measured by internal/physical: the variant says what was done"
 	}
@@ -187,14 +189,31 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 			mib(r.PeakRSSBytes), r.Errors, ratio(r.vsLimit), ratio(r.vsTern))
 	}
 	b.WriteString("\n")
-	if w.limit != nil {
+	objects := slices.ContainsFunc(w.rows, func(r *row) bool { return inObjectStorage(r.Result) })
+	local := !objects || slices.ContainsFunc(w.rows, func(r *row) bool { return r.group != groupLimit && !inObjectStorage(r.Result) })
+	switch {
+	case !local:
+	case w.limit != nil:
 		fmt.Fprintf(b, "vs limit: %s against the disk's `%s` row (%s%s).", w.vsLimit.name, w.limit.Variant,
 			limitWhat[w.limit.Variant], formatMeasure(w.vsLimit, w.limit.Result))
-	} else {
+	default:
 		fmt.Fprintf(b, "vs limit: no disk `%s` row in the results, so no ratio.", w.limitVar)
 	}
+	if objects {
+		if local {
+			b.WriteString(" For Tern's logs in object storage, ")
+		} else {
+			b.WriteString("vs limit: ")
+		}
+		if l := w.s3Limit; l != nil {
+			fmt.Fprintf(b, "%s against the object store's `%s` row (%s of %s, %d at a time: %s).", w.vsLimit.name, l.Variant,
+				strings.ToUpper(l.Variant), sizeLabel(int64(l.Spec.EntryBytes)), l.Spec.Producers, formatMeasure(w.vsLimit, l.Result))
+		} else {
+			b.WriteString("no object store row in the results (tern bench s3 --workload " + w.name + "), so no ratio.")
+		}
+	}
 	if w.tern != nil {
-		fmt.Fprintf(b, " vs Tern: %s against Tern's durable row (%s).\n\n", w.headline.name, formatMeasure(w.headline, w.tern.Result))
+		fmt.Fprintf(b, " vs Tern: %s against Tern's `%s` row (%s).\n\n", w.headline.name, w.tern.Variant, formatMeasure(w.headline, w.tern.Result))
 	} else {
 		b.WriteString(" vs Tern: no durable Tern row in the results, so no ratio.\n\n")
 	}

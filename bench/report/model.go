@@ -31,6 +31,7 @@ var groupTitles = map[group]string{
 type row struct {
 	*loadgen.Result
 	group   group
+	limit   *row // the limit row vsLimit is against, if any
 	vsLimit float64
 	vsTern  float64
 }
@@ -87,7 +88,8 @@ type workload struct {
 	spec     loadgen.Spec // the spec Tern (or else the first system) ran
 	rows     []*row       // in table order
 	limit    *row         // the limit row the ratios use, if any
-	tern     *row         // Tern's durable row, if any
+	s3Limit  *row         // the limit row of Tern's object-storage rows, if any
+	tern     *row         // Tern's durable row (else its object-storage row), if any
 	limitVar string       // the disk variant that is this workload's limit
 	vsLimit  measure      // what "vs limit" compares
 	headline measure      // what "vs Tern" and "Where Tern is behind" compare
@@ -102,7 +104,7 @@ func measures(s loadgen.Spec) (limit string, vsLimit, headline measure) {
 		return "o_direct read", mbs, mbs
 	case s.Kind == loadgen.KindPubSub:
 		return "write+fdatasync", produceMBs, roundTime
-	case s.Kind == loadgen.KindEndToEnd:
+	case s.Kind == loadgen.KindEndToEnd, s.Rate > 0:
 		return "write+fdatasync", p50, p99
 	case s.InFlight > 0:
 		return "write+fdatasync", mbs, eps
@@ -135,12 +137,21 @@ func classify(r *loadgen.Result, durableAtAck map[string][]string) group {
 		return groupLimit
 	case r.System == "tern" && r.Variant == "durable":
 		return groupTern
+	case inObjectStorage(r):
+		return groupDurable // acknowledged once the store has the object
 	case strings.Contains(r.Variant, "(unsafe)"):
 		return groupOther
 	case r.Variant == "durable" || slices.Contains(durableAtAck[r.System], r.Variant):
 		return groupDurable
 	}
 	return groupOther
+}
+
+// inObjectStorage reports whether r is of Tern's logs in object storage
+// (tern bench --storage), which are held against the object store's limit,
+// not the disk's.
+func inObjectStorage(r *loadgen.Result) bool {
+	return r.System == "tern" && strings.HasPrefix(r.Variant, "object ")
 }
 
 // buildWorkloads groups results by workload, in report order. A later
@@ -194,6 +205,16 @@ func (w *workload) finish() {
 	}
 	if w.tern == nil {
 		for _, r := range w.rows {
+			if inObjectStorage(r.Result) {
+				w.tern = r
+				break
+			}
+		}
+	}
+	if w.tern != nil {
+		w.spec = w.tern.Spec
+	} else {
+		for _, r := range w.rows {
 			if r.group != groupLimit {
 				w.spec = r.Spec
 				break
@@ -201,9 +222,17 @@ func (w *workload) finish() {
 		}
 	}
 	w.limitVar, w.vsLimit, w.headline = measures(w.spec)
+	s3Var := "put"
+	if w.spec.Kind == loadgen.KindCatchUp {
+		s3Var = "get"
+	}
+	objects := slices.ContainsFunc(w.rows, func(r *row) bool { return inObjectStorage(r.Result) })
 	for _, r := range w.rows {
-		if r.System == "disk" && r.Variant == w.limitVar {
+		switch {
+		case r.System == "disk" && r.Variant == w.limitVar:
 			w.limit = r
+		case r.System == "s3" && r.Variant == s3Var && objects:
+			w.s3Limit = r
 		}
 	}
 	slices.SortFunc(w.rows, func(a, b *row) int {
@@ -214,15 +243,19 @@ func (w *workload) finish() {
 			-cmp.Compare(bool2int(a.Variant == "durable"), bool2int(b.Variant == "durable")),
 			cmp.Compare(a.Variant, b.Variant))
 	})
-	var limitRes, ternRes *loadgen.Result
-	if w.limit != nil {
-		limitRes = w.limit.Result
-	}
+	var ternRes *loadgen.Result
 	if w.tern != nil {
 		ternRes = w.tern.Result
 	}
 	for _, r := range w.rows {
-		r.vsLimit = w.vsLimit.ratio(r.Result, limitRes)
+		r.limit = w.limit
+		if inObjectStorage(r.Result) || (r.System == "s3" && objects) {
+			r.limit = w.s3Limit
+		}
+		r.vsLimit = math.NaN()
+		if r.limit != nil {
+			r.vsLimit = w.vsLimit.ratio(r.Result, r.limit.Result)
+		}
 		r.vsTern = math.NaN()
 		if r.group != groupLimit {
 			r.vsTern = w.headline.ratio(r.Result, ternRes)
@@ -260,7 +293,7 @@ func behind(ws []*workload) []string {
 			continue
 		}
 		for _, r := range w.rows {
-			if r.group != groupDurable || !(r.vsTern > 1) {
+			if r.group != groupDurable || r.System == "tern" || !(r.vsTern > 1) {
 				continue
 			}
 			if !sameLoad(r.Spec, w.tern.Spec) {
@@ -275,14 +308,24 @@ func behind(ws []*workload) []string {
 			}
 			out = append(out, s+".")
 		}
-		if v := w.tern.vsLimit; v < 0.8 {
-			out = append(out, fmt.Sprintf("**%s**: Tern is at %s of the physical limit by %s: %s against %s for the disk's `%s`.",
-				w.name, ratio(v), w.vsLimit.name, formatMeasure(w.vsLimit, w.tern.Result),
-				formatMeasure(w.vsLimit, w.limit.Result), w.limit.Variant))
+		for _, r := range w.rows {
+			if (r != w.tern && !inObjectStorage(r.Result)) || !(r.vsLimit < 0.8) {
+				continue
+			}
+			who := "Tern"
+			if inObjectStorage(r.Result) {
+				who = "Tern " + r.Variant
+			}
+			out = append(out, fmt.Sprintf("**%s**: %s is at %s of the physical limit by %s: %s against %s for the %s's `%s`.",
+				w.name, who, ratio(r.vsLimit), w.vsLimit.name, formatMeasure(w.vsLimit, r.Result),
+				formatMeasure(w.vsLimit, r.limit.Result), limitName[r.limit.System], r.limit.Variant))
 		}
 	}
 	return out
 }
+
+// limitName names the system of a limit row in a sentence.
+var limitName = map[string]string{"disk": "disk", "s3": "object store"}
 
 // formatMeasure writes one figure of a result for people.
 func formatMeasure(m measure, r *loadgen.Result) string {

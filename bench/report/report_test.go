@@ -285,3 +285,65 @@ func TestLaterResultReplacesEarlier(t *testing.T) {
 		t.Errorf("the replacement is not reported: %q", ws[0].problems)
 	}
 }
+
+// Tern's logs in object storage are held against the object store's row,
+// and its logs on disk against the disk's, in the same table.
+func TestObjectStorageRows(t *testing.T) {
+	preset := func(name string) loadgen.Spec {
+		s, err := loadgen.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const obj = "object 4MiB/20ms x4"
+	s3 := loadgen.Spec{Kind: loadgen.KindAppend, EntryBytes: 4 << 20, Producers: 4}
+	results := []*loadgen.Result{
+		{System: "s3", Variant: "put", Workload: "obj-put", Spec: s3, MBPerSec: 200},
+		{System: "tern", Variant: obj, Workload: "obj-put", Spec: preset("obj-put"), MBPerSec: 180, EntriesPerSec: 2747},
+		{System: "s3", Variant: "put", Workload: "obj-1k", Spec: loadgen.Spec{EntryBytes: 20 << 10, Producers: 1}, Latency: loadgen.Latency{P50: 3000, P99: 9000}},
+		{System: "tern", Variant: obj, Workload: "obj-1k", Spec: preset("obj-1k"), Latency: loadgen.Latency{P50: 15000, P99: 25000}},
+		{System: "disk", Variant: "o_direct read", Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 1000},
+		{System: "s3", Variant: "get", Workload: "catchup-1g", Spec: s3, MBPerSec: 1200},
+		{System: "tern", Variant: "durable", Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 900},
+		{System: "tern", Variant: obj, Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 600},
+	}
+	ws := buildWorkloads(results, &Setup{})
+	byName := map[string]*workload{}
+	for _, w := range ws {
+		byName[w.name] = w
+	}
+	for _, c := range []struct {
+		workload, variant string
+		group             group
+		vsLimit, vsTern   string
+	}{
+		{"obj-put", obj, groupDurable, "0.90", "1.00"},       // MB/s against the PUTs
+		{"obj-1k", obj, groupDurable, "0.20", "1.00"},        // p50 against a PUT's
+		{"catchup-1g", "durable", groupTern, "0.90", "1.00"}, // against the disk
+		{"catchup-1g", obj, groupDurable, "0.50", "0.67"},    // against the GETs
+	} {
+		w := byName[c.workload]
+		i := slices.IndexFunc(w.rows, func(r *row) bool { return r.System == "tern" && r.Variant == c.variant })
+		if i < 0 {
+			t.Fatalf("%s: no tern %s row", c.workload, c.variant)
+		}
+		r := w.rows[i]
+		if r.group != c.group || ratio(r.vsLimit) != c.vsLimit || ratio(r.vsTern) != c.vsTern {
+			t.Errorf("%s tern %s: group %d, vs limit %s, vs Tern %s; want %d, %s, %s", c.workload, c.variant, r.group,
+				ratio(r.vsLimit), ratio(r.vsTern), c.group, c.vsLimit, c.vsTern)
+		}
+	}
+	lines := strings.Join(behind(ws), "\n")
+	for _, want := range []string{
+		"**obj-1k**: Tern " + obj + " is at 0.20 of the physical limit by p50 latency: 15.0ms against 3.00ms for the object store's `put`.",
+		"**catchup-1g**: Tern " + obj + " is at 0.50 of the physical limit by MB/s: 600 MB/s against 1,200 MB/s for the object store's `get`.",
+	} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("where Tern is behind lacks %q:\n%s", want, lines)
+		}
+	}
+	if strings.Contains(lines, "no result for Tern") || strings.Contains(lines, "beats Tern") || strings.Contains(lines, "obj-put") {
+		t.Errorf("where Tern is behind says too much:\n%s", lines)
+	}
+}

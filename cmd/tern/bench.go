@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -32,6 +34,7 @@ func (a *app) benchCmd() *cobra.Command {
 	var (
 		f            benchFlags
 		grpcLoopback bool
+		obj          objectFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,6 +44,15 @@ system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
 tern serve, on logs created for the run and deleted afterwards.
+
+With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
+object mode, embedded, on that object store: their metadata in the fresh
+directory, their objects under a new prefix of the URL's (bench-PID-NANOS),
+deleted afterwards. --flush-bytes, --flush-interval and --uploads-in-flight
+set their uploads. After the run the client is closed (sealing the open
+segments), reopened and the logs compacted; the result says how many objects
+(one PUT each) held each GB written before and after compaction. --storage
+does not combine with --grpc or --server yet.
 
 A workload is a preset (--workload) whose figures the other flags override,
 or "custom" when no preset is named. With --rate the load is open-loop: appends
@@ -58,7 +70,8 @@ peers and writes docs/benchmarks.md.`,
 		Example: `  tern bench --workload sync-1k
   tern bench --workload conc-1k --grpc
   tern bench --workload conc-4k --duration 30s --json results.jsonl
-  tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms`,
+  tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms
+  tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000'`,
 		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := f.resolve(cmd)
@@ -71,6 +84,18 @@ peers and writes docs/benchmarks.md.`,
 			}
 			if grpcLoopback && a.server != "" {
 				return usagef(cmd, "--grpc starts its own server: leave out --server")
+			}
+			if err := obj.check(cmd, a, grpcLoopback); err != nil {
+				return err
+			}
+			if obj.storage != "" {
+				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+					r, err := a.benchObject(ctx, cmd, dir, spec, obj)
+					if err != nil {
+						return nil, err
+					}
+					return []*loadgen.Result{r}, nil
+				})
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
 				copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
@@ -113,6 +138,7 @@ peers and writes docs/benchmarks.md.`,
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
+	obj.addFlags(cmd)
 	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd())
 	return cmd
 }
@@ -269,6 +295,7 @@ func (a *app) benchS3Cmd() *cobra.Command {
 		concurrency  int
 		duration     time.Duration
 		createBucket bool
+		workload     string
 	)
 	cmd := &cobra.Command{
 		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]",
@@ -277,9 +304,21 @@ func (a *app) benchS3Cmd() *cobra.Command {
 --duration each, against an S3-compatible store: the limit that object-storage
 logs are held against. Credentials come from AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY. The objects are written under a new prefix and removed
-afterwards.`,
-		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --size 4MiB --concurrency 8`,
-		Args:    exactArgs("URL"),
+afterwards.
+
+With --workload, measure only what that workload run on object logs (tern
+bench --storage, default flush settings) is held against, and label the
+result with its name, as "tern bench disk" does:
+
+  catchup-1g      GETs of 4MiB, 4 at once, as a catch-up reader does
+  with a --rate   PUTs of the fragment one flush interval gathers (obj-1k:
+                  20KiB), one at a time
+  others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
+
+--size and --concurrency override these.`,
+		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --size 4MiB --concurrency 8
+  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --workload obj-put`,
+		Args: exactArgs("URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := url.Parse(args[0])
 			if err != nil || u.Scheme != "s3" {
@@ -288,6 +327,26 @@ afterwards.`,
 			n, err := parseBytes(size)
 			if err != nil || n == 0 || n > 1<<30 {
 				return usagef(cmd, "--size %q: use an object size from 1 byte to 1GiB, such as 4KiB or 4MiB", size)
+			}
+			type op func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error)
+			ops := []op{physical.ObjectPut, physical.ObjectGet}
+			if workload != "" {
+				ws, err := loadgen.Preset(workload)
+				if err != nil {
+					return usagef(cmd, "--workload: %v", strings.TrimPrefix(err.Error(), "loadgen: "))
+				}
+				lsize, lconc, get := objectLimit(ws)
+				if !cmd.Flags().Changed("size") {
+					n = lsize
+				}
+				if !cmd.Flags().Changed("concurrency") {
+					concurrency = lconc
+				}
+				if get {
+					ops = ops[1:]
+				} else {
+					ops = ops[:1]
+				}
 			}
 			if concurrency < 1 || duration <= 0 {
 				return usagef(cmd, "--concurrency and --duration must be positive")
@@ -299,14 +358,12 @@ afterwards.`,
 			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", formatBytes(n), concurrency), Kind: loadgen.KindAppend,
 				EntryBytes: int(n), Batch: 1, Producers: concurrency, Logs: 1, Duration: duration}
 			var rs []*loadgen.Result
-			for _, measure := range []func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error){
-				physical.ObjectPut, physical.ObjectGet,
-			} {
+			for _, measure := range ops {
 				r, err := measure(cmd.Context(), client, path, int(n), concurrency, duration)
 				if err != nil {
 					return err
 				}
-				r.Workload, r.Spec = spec.Name, spec
+				r.Workload, r.Spec = cmp.Or(workload, spec.Name), spec
 				rs = append(rs, r)
 			}
 			return a.report(cmd, f, rs)
@@ -317,5 +374,23 @@ afterwards.`,
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "measured time of each of PUT and GET")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
 	cmd.Flags().BoolVar(&createBucket, "create-bucket", false, "create the bucket if it does not exist")
+	cmd.Flags().StringVar(&workload, "workload", "", "measure only what this workload on object logs is held against, under its name (see above)")
 	return cmd
+}
+
+// objectLimit is what a workload run on object logs with the default flush
+// settings is held against (see tern bench s3 --help): the object size, the
+// requests in flight, and whether they are GETs rather than PUTs.
+func objectLimit(s loadgen.Spec) (size int64, concurrency int, get bool) {
+	switch {
+	case s.Kind == loadgen.KindCatchUp:
+		// A catch-up reader's ranged GETs and read-ahead
+		// (docs/object-storage.md, "Reads").
+		return 4 << 20, 4, true
+	case s.Rate > 0:
+		entries := math.Round(s.Rate*tern.DefaultFlushInterval.Seconds()) * float64(s.Batch)
+		size := min(max(int64(entries), 1)*int64(s.EntryBytes), tern.DefaultFlushBytes)
+		return max(size, 1), 1, false
+	}
+	return tern.DefaultFlushBytes, tern.DefaultUploadsInFlight, false
 }

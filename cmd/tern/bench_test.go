@@ -103,6 +103,45 @@ func TestBenchTargetReads(t *testing.T) {
 	}
 }
 
+// tern bench --storage measures object logs on the store, counts their
+// objects before and after compaction, and leaves the store empty.
+func TestBenchStorage(t *testing.T) {
+	dir, store, out := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	stdout := must(t, dir, "", "--storage", "dir://"+store, "bench", "--workload", "obj-put", "--in-flight", "64",
+		"--flush-bytes", "1MiB", "--duration", "300ms", "--json", out)
+	if !strings.Contains(stdout, "object 1MiB/20ms x4") || !strings.Contains(stdout, "per GB; after compaction") {
+		t.Fatalf("no table, or no objects per GB:\n%s", stdout)
+	}
+	rs := readResults(t, out)
+	if len(rs) != 1 {
+		t.Fatalf("%d results, want 1", len(rs))
+	}
+	r := rs[0]
+	if r.System != "tern" || r.Variant != "object 1MiB/20ms x4" || r.Workload != "obj-put" || r.Entries == 0 || r.Errors != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	// Fragments of 1 MiB (4 MiB at most, when a batch grows that big while
+	// the uploads are busy): 240 to 950 a GB; after compaction, objects of
+	// up to 128 MiB.
+	before, after := r.Extra["objects_per_gb"], r.Extra["objects_per_gb_compacted"]
+	if before < 200 || before > 1000 || r.Extra["objects_compacted"] < 1 || r.Extra["objects_compacted"] >= r.Extra["objects"] || after >= before || r.StorageBytes < r.Bytes {
+		t.Fatalf("objects per GB %v before compaction, %v after; %d bytes stored of %d written: %v", before, after, r.StorageBytes, r.Bytes, r.Extra)
+	}
+	var left []string
+	filepath.WalkDir(store, func(path string, d os.DirEntry, err error) error {
+		if path != store {
+			left = append(left, path)
+		}
+		return err
+	})
+	if len(left) != 0 {
+		t.Fatalf("the store holds %q after the run", left)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("bench left %v in --dir", left)
+	}
+}
+
 func TestBenchDisk(t *testing.T) {
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
 	must(t, dir, "", "bench", "disk", "--workload", "conc-4k", "--producers", "4", "--duration", "100ms", "--json", out)
@@ -128,6 +167,10 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--kind", "e2e"}, "unknown flag")
 	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-1k", "--rate", "0"}, "needs a rate")
 	fails(t, 2, dir, "", []string{"bench", "disk"}, "--workload is required")
+	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
+	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
+	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
+	fails(t, 2, dir, "", []string{"--storage", "http://x", "bench"}, "--storage", "dir:///PATH")
 	fails(t, 1, filepath.Join(dir, "missing"), "", []string{"bench", "--duration", "10ms"}, "--dir")
 }
 
@@ -148,6 +191,20 @@ func TestBenchS3(t *testing.T) {
 			t.Errorf("result %+v", r)
 		}
 	}
+	// The limits of workloads on object logs, under their names.
+	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "obj-1k", "--duration", "200ms", "--json", out)
+	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "catchup-1g", "--size", "64KiB", "--duration", "200ms", "--json", out)
+	rs = readResults(t, out)[2:]
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want a PUT and a GET: %+v", len(rs), rs)
+	}
+	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 20<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
+		t.Errorf("obj-1k limit %+v", r)
+	}
+	if r := rs[1]; r.Workload != "catchup-1g" || r.Variant != "get" || r.Spec.EntryBytes != 64<<10 || r.Spec.Producers != 4 || r.Entries == 0 {
+		t.Errorf("catchup-1g limit %+v", r)
+	}
+	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--workload", "nope"}, "--workload", "obj-put")
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--size", "0"}, "--size")
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", "http://x"}, "s3://")
 }

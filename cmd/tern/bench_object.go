@@ -1,0 +1,202 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/bench/loadgen"
+)
+
+// objectFlags are tern bench's flags for logs in object storage.
+type objectFlags struct {
+	storage    string // the store's URL, from --storage; empty for local logs
+	flushBytes int64
+	opts       tern.LogOptions // FlushInterval and UploadsInFlight from the flags
+}
+
+func (o *objectFlags) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
+	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", formatDuration(tern.DefaultFlushInterval)))
+	f.IntVar(&o.opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+}
+
+// check refuses the flags that do not go together, and takes the store's
+// URL from --storage. $TERN_STORAGE is not used: a benchmark of local logs
+// should not turn into one of object logs because of the environment.
+func (o *objectFlags) check(cmd *cobra.Command, a *app, grpcLoopback bool) error {
+	if cmd.Root().PersistentFlags().Changed("storage") {
+		o.storage = a.storage
+	}
+	flush := changedFlag(cmd, "flush-bytes", "flush-interval", "uploads-in-flight")
+	switch {
+	case o.storage == "" && flush != "":
+		return usagef(cmd, "--%s applies to logs in object storage: add --storage URL", flush)
+	case o.storage == "":
+		return nil
+	case grpcLoopback || a.server != "":
+		return usagef(cmd, "--storage measures object logs embedded in this process; it does not combine with --grpc or --server (or $TERN_SERVER) yet")
+	case cmd.Flags().Changed("fsync"):
+		return usagef(cmd, "--fsync applies to local logs: an object log acknowledges an append once its object is stored")
+	case o.flushBytes > math.MaxInt:
+		return usagef(cmd, "--flush-bytes %s is too large", formatBytes(o.flushBytes))
+	}
+	o.opts.Mode, o.opts.FlushBytes = tern.ModeObject, int(o.flushBytes)
+	return nil
+}
+
+// variant names the settings of the object logs measured, as the report
+// shows them: "object 4MiB/20ms x4".
+func (o *objectFlags) variant() string {
+	return fmt.Sprintf("object %s/%s x%d",
+		formatBytes(int64(cmp.Or(o.opts.FlushBytes, tern.DefaultFlushBytes))),
+		formatDuration(cmp.Or(o.opts.FlushInterval, tern.DefaultFlushInterval)),
+		cmp.Or(o.opts.UploadsInFlight, tern.DefaultUploadsInFlight))
+}
+
+// writerCacheBytes is how much of what it acknowledged an object log's writer
+// keeps in memory for readers at the tail (docs/object-storage.md, "Reads").
+const writerCacheBytes = 64 << 20
+
+// benchObject runs spec on object logs kept in the store o names, under a
+// prefix of their own, with their metadata in dir; then closes the client,
+// reopens it, counts and compacts the logs' objects, and deletes the logs.
+func (a *app) benchObject(ctx context.Context, cmd *cobra.Command, dir string, spec loadgen.Spec, o objectFlags) (*loadgen.Result, error) {
+	storage, err := a.storageOptions()
+	if err != nil {
+		return nil, err
+	}
+	run := fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if storage.URL, err = withPrefix(o.storage, run); err != nil {
+		return nil, usagef(cmd, "--storage: %v", err)
+	}
+	// No compaction in the background during the run: it would add GETs and
+	// PUTs to the figures, and leave nothing to count before compaction.
+	copts := tern.Options{Dir: dir, Storage: storage, RetentionInterval: 24 * time.Hour}
+	const prefix = "bench-"
+	names := make([]string, spec.Logs)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+
+	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, o.opts)
+	var r *loadgen.Result
+	if err == nil {
+		r, err = loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr()})
+		// Closing the client seals the open segments.
+		if cerr := t.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		r = nil // the logs are deleted, not measured
+	}
+	if aerr := afterObjectRun(ctx, copts, names, r); err == nil {
+		err = aerr
+	}
+	if u, _ := url.Parse(storage.URL); u != nil && u.Scheme == "dir" {
+		os.Remove(u.Path) // the run's directory, empty now unless a deletion failed
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.System, r.Version, r.Variant = "tern", version(), o.variant()
+	if spec.Kind == loadgen.KindCatchUp && r.StorageBytes > 0 {
+		mem := min(writerCacheBytes, r.StorageBytes)
+		r.Notes = append(r.Notes, fmt.Sprintf("the read came from the object store but for the last %s (%.0f%%) at most, which the writer still held in memory",
+			formatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
+	}
+	return r, nil
+}
+
+// withPrefix returns the store URL raw with a path segment added to its
+// prefix, so that a run meets no objects but its own. Only s3:// and dir://
+// stores will do: the run reopens the store after closing it.
+func withPrefix(raw, segment string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "s3" && u.Scheme != "dir" {
+		return "", fmt.Errorf("%q: want s3://BUCKET/PREFIX?endpoint=HOST:PORT or dir:///PATH", raw)
+	}
+	u.Path = path.Join("/", u.Path, segment)
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+// afterObjectRun reopens the data directory of a finished run and deletes
+// its logs and their objects. Before that, when r is not nil, it counts the
+// objects holding the logs, compacts them and counts again, into r. It
+// deletes the logs even when ctx has ended.
+func afterObjectRun(ctx context.Context, copts tern.Options, names []string, r *loadgen.Result) (err error) {
+	c, err := tern.Open(context.WithoutCancel(ctx), copts)
+	if err != nil {
+		return fmt.Errorf("reopen the run's data directory, to measure and delete its logs: %w (their objects are left in %s)", err, copts.Storage.URL)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		var errs []error
+		for _, name := range names {
+			if derr := c.DeleteLog(dctx, name); derr != nil && !errors.Is(derr, tern.ErrNotFound) {
+				errs = append(errs, derr)
+			}
+		}
+		errs = append(errs, c.Close())
+		if derr := errors.Join(errs...); derr != nil {
+			err = errors.Join(err, fmt.Errorf("delete the run's logs: %w (objects may be left in %s)", derr, copts.Storage.URL))
+		}
+	}()
+	if r == nil {
+		return nil
+	}
+	var objects, compacted int
+	var stored int64
+	var compacting time.Duration
+	for _, name := range names {
+		l, err := c.OpenLog(ctx, name)
+		if err != nil {
+			return err
+		}
+		before, err := l.Info(ctx)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := l.Compact(ctx); err != nil {
+			return err
+		}
+		compacting += time.Since(t0)
+		after, err := l.Info(ctx)
+		if err != nil {
+			return err
+		}
+		objects, compacted, stored = objects+before.Objects, compacted+after.Objects, stored+before.Bytes
+	}
+	gb := float64(stored) / 1e9
+	if r.Extra == nil {
+		r.Extra = map[string]float64{}
+	}
+	r.StorageBytes = stored
+	r.Extra["objects"] = float64(objects)
+	r.Extra["objects_compacted"] = float64(compacted)
+	r.Extra["compact_s"] = compacting.Seconds()
+	if gb > 0 {
+		r.Extra["objects_per_gb"] = float64(objects) / gb
+		r.Extra["objects_per_gb_compacted"] = float64(compacted) / gb
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%d objects (one PUT each) held the %.3f GB written: %.1f per GB; after compaction (%.2f s) %d: %.1f per GB",
+		objects, gb, r.Extra["objects_per_gb"], compacting.Seconds(), compacted, r.Extra["objects_per_gb_compacted"]))
+	return nil
+}
