@@ -129,7 +129,8 @@ done
 # deletes its objects. Tern's URL speaks plain HTTP unless it says tls=true;
 # tern bench s3's unless it says secure=true.
 for w in obj-put obj-1k catchup-1g; do
-	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" --create-bucket --workload "$w" \
+	# shellcheck disable=SC2046
+	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" --create-bucket --workload "$w" $(sizes "$w") \
 		--duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("s3 --workload $w: failed")
 	# shellcheck disable=SC2046

@@ -176,7 +176,7 @@ func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resul
 	if o.StorageDir != "" {
 		r.StorageBytes = DirBytes(o.StorageDir)
 	}
-	r.Notes = append(r.Notes, dropCaches())
+	r.Notes = append(r.Notes, DropCaches())
 
 	m := StartProc(o.PID)
 	var n, bytes int64
@@ -239,9 +239,9 @@ func runPubSub(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result
 	return nil
 }
 
-// dropCaches asks the kernel to drop the page cache, so that a catch-up
+// DropCaches asks the kernel to drop the page cache, so that a catch-up
 // read comes from the disk, and says whether it did.
-func dropCaches() string {
+func DropCaches() string {
 	syncAll()
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
 		return fmt.Sprintf("page cache not dropped (%v): the read may be served from memory", err)

@@ -224,7 +224,7 @@ func (w *workload) finish() {
 	w.limitVar, w.vsLimit, w.headline = measures(w.spec)
 	s3Var := "put"
 	if w.spec.Kind == loadgen.KindCatchUp {
-		s3Var = "get"
+		s3Var = "get, cold" // distinct objects read once, as a catch-up does
 	}
 	objects := slices.ContainsFunc(w.rows, func(r *row) bool { return inObjectStorage(r.Result) })
 	for _, r := range w.rows {

@@ -304,7 +304,7 @@ func TestObjectStorageRows(t *testing.T) {
 		{System: "s3", Variant: "put", Workload: "obj-1k", Spec: loadgen.Spec{EntryBytes: 20 << 10, Producers: 1}, Latency: loadgen.Latency{P50: 3000, P99: 9000}},
 		{System: "tern", Variant: obj, Workload: "obj-1k", Spec: preset("obj-1k"), Latency: loadgen.Latency{P50: 15000, P99: 25000}},
 		{System: "disk", Variant: "o_direct read", Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 1000},
-		{System: "s3", Variant: "get", Workload: "catchup-1g", Spec: s3, MBPerSec: 1200},
+		{System: "s3", Variant: "get, cold", Workload: "catchup-1g", Spec: s3, MBPerSec: 1200},
 		{System: "tern", Variant: "durable", Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 900},
 		{System: "tern", Variant: obj, Workload: "catchup-1g", Spec: preset("catchup-1g"), MBPerSec: 600},
 	}

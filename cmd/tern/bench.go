@@ -295,6 +295,7 @@ func (a *app) benchS3Cmd() *cobra.Command {
 		concurrency  int
 		duration     time.Duration
 		createBucket bool
+		totalBytes   int64
 		workload     string
 	)
 	cmd := &cobra.Command{
@@ -330,8 +331,9 @@ result with its name, as "tern bench disk" does:
 			}
 			type op func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error)
 			ops := []op{physical.ObjectPut, physical.ObjectGet}
+			var ws loadgen.Spec
 			if workload != "" {
-				ws, err := loadgen.Preset(workload)
+				ws, err = loadgen.Preset(workload)
 				if err != nil {
 					return usagef(cmd, "--workload: %v", strings.TrimPrefix(err.Error(), "loadgen: "))
 				}
@@ -358,6 +360,17 @@ result with its name, as "tern bench disk" does:
 			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", formatBytes(n), concurrency), Kind: loadgen.KindAppend,
 				EntryBytes: int(n), Batch: 1, Producers: concurrency, Logs: 1, Duration: duration}
 			var rs []*loadgen.Result
+			if workload != "" && ws.Kind == loadgen.KindCatchUp {
+				// A catch-up reads its log once: read as much, cold, of
+				// distinct objects.
+				total := cmp.Or(totalBytes, ws.TotalBytes)
+				r, err := physical.ObjectGetCold(cmd.Context(), client, path, int(n), concurrency, total)
+				if err != nil {
+					return err
+				}
+				r.Workload = workload
+				return a.report(cmd, f, []*loadgen.Result{r})
+			}
 			for _, measure := range ops {
 				r, err := measure(cmd.Context(), client, path, int(n), concurrency, duration)
 				if err != nil {
@@ -375,6 +388,7 @@ result with its name, as "tern bench disk" does:
 	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
 	cmd.Flags().BoolVar(&createBucket, "create-bucket", false, "create the bucket if it does not exist")
 	cmd.Flags().StringVar(&workload, "workload", "", "measure only what this workload on object logs is held against, under its name (see above)")
+	cmd.Flags().Int64Var(&totalBytes, "total-bytes", 0, "with a catch-up --workload: the bytes written as distinct objects and read once, cold (default: the workload's)")
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/objlog"
 )
 
 // objectFlags are tern bench's flags for logs in object storage.
@@ -64,10 +65,6 @@ func (o *objectFlags) variant() string {
 		cmp.Or(o.opts.UploadsInFlight, tern.DefaultUploadsInFlight))
 }
 
-// writerCacheBytes is how much of what it acknowledged an object log's writer
-// keeps in memory for readers at the tail (docs/object-storage.md, "Reads").
-const writerCacheBytes = 64 << 20
-
 // benchObject runs spec on object logs kept in the store o names, under a
 // prefix of their own, with their metadata in dir; then closes the client,
 // reopens it, counts and compacts the logs' objects, and deletes the logs.
@@ -112,7 +109,7 @@ func (a *app) benchObject(ctx context.Context, cmd *cobra.Command, dir string, s
 	}
 	r.System, r.Version, r.Variant = "tern", version(), o.variant()
 	if spec.Kind == loadgen.KindCatchUp && r.StorageBytes > 0 {
-		mem := min(writerCacheBytes, r.StorageBytes)
+		mem := min(objlog.DefaultCacheBytes, r.StorageBytes)
 		r.Notes = append(r.Notes, fmt.Sprintf("the read came from the object store but for the last %s (%.0f%%) at most, which the writer still held in memory",
 			formatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
 	}

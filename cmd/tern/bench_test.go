@@ -193,7 +193,7 @@ func TestBenchS3(t *testing.T) {
 	}
 	// The limits of workloads on object logs, under their names.
 	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "obj-1k", "--duration", "200ms", "--json", out)
-	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "catchup-1g", "--size", "64KiB", "--duration", "200ms", "--json", out)
+	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "catchup-1g", "--size", "64KiB", "--total-bytes", "1048576", "--json", out)
 	rs = readResults(t, out)[2:]
 	if len(rs) != 2 {
 		t.Fatalf("%d results, want a PUT and a GET: %+v", len(rs), rs)
@@ -201,7 +201,8 @@ func TestBenchS3(t *testing.T) {
 	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 20<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
 		t.Errorf("obj-1k limit %+v", r)
 	}
-	if r := rs[1]; r.Workload != "catchup-1g" || r.Variant != "get" || r.Spec.EntryBytes != 64<<10 || r.Spec.Producers != 4 || r.Entries == 0 {
+	// A catch-up's limit reads distinct objects once, cold: 1 MiB of 64 KiB.
+	if r := rs[1]; r.Workload != "catchup-1g" || r.Variant != "get, cold" || r.Spec.EntryBytes != 64<<10 || r.Spec.Producers != 4 || r.Entries != 16 || r.Bytes != 1<<20 {
 		t.Errorf("catchup-1g limit %+v", r)
 	}
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--workload", "nope"}, "--workload", "obj-put")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
@@ -149,16 +150,16 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 			size += objs[j].bytes
 			j++
 		}
+		parts, err := l.getAll(ctx, prefix, objs[i:j])
+		if err != nil {
+			return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+		}
 		data := make([]byte, 0, size)
-		for _, o := range objs[i:j] {
-			b, err := l.opts.Bucket.Get(ctx, prefix+o.key)
-			if err != nil {
-				return fmt.Errorf("objlog: compact segment %d of %s: read %s: %w", s.m.Seq, l.opts.Prefix, o.key, err)
-			}
-			data = append(data, b...)
+		for _, p := range parts {
+			data = append(data, p...)
 		}
 		key := "c" + objs[i].key
-		err := l.opts.Bucket.PutIfAbsent(ctx, prefix+key, data)
+		err = l.opts.Bucket.PutIfAbsent(ctx, prefix+key, data)
 		if errors.Is(err, blob.ErrExist) {
 			// An earlier pass stored it and stopped before recording it.
 			got, gerr := l.opts.Bucket.Get(ctx, prefix+key)
@@ -203,4 +204,24 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 		}
 	}
 	return nil
+}
+
+// getAll reads the objects, ReadAhead at a time, and returns their bytes in
+// order.
+func (l *Log) getAll(ctx context.Context, prefix string, objs []object) ([][]byte, error) {
+	parts := make([][]byte, len(objs))
+	errs := make([]error, len(objs))
+	sem := make(chan struct{}, l.opts.ReadAhead)
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if parts[i], errs[i] = l.opts.Bucket.Get(ctx, prefix+o.key); errs[i] != nil {
+				errs[i] = fmt.Errorf("read %s: %w", o.key, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return parts, errors.Join(errs...)
 }

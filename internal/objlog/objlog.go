@@ -96,7 +96,7 @@ func (o *Options) setDefaults() {
 		o.SegmentBytes = 1 << 30
 	}
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 16 << 20
+		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 128 << 20
@@ -108,6 +108,10 @@ func (o *Options) setDefaults() {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
+
+// DefaultCacheBytes is how much of what it acknowledged a log keeps in
+// memory for its tail readers, unless Options.CacheBytes says otherwise.
+const DefaultCacheBytes = 16 << 20
 
 // metaTimeout bounds each metadata and bucket call the log makes on its own
 // (not on behalf of a caller's context).
@@ -156,9 +160,9 @@ type Log struct {
 
 	queue      []*group // appended, not yet cut into a fragment
 	queueBytes int
-	next       uint64    // the offset the next entry cut into a fragment gets
-	inflight   []*frag   // cut, not yet acknowledged, in order
-	fencing    bool      // Fence is under way: the flusher waits
+	next       uint64  // the offset the next entry cut into a fragment gets
+	inflight   []*frag // cut, not yet acknowledged, in order
+	fencing    bool    // Fence is under way: the flusher waits
 	wake       chan struct{}
 	flushed    chan struct{} // closed when the flusher has exited
 	uploads    sync.WaitGroup

@@ -415,6 +415,7 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 		}
 		f.issued[0] = nil
 		f.issued = f.issued[1:]
+		f.issue() // keep ReadAhead GETs in flight while this chunk is decoded
 		if c.err != nil {
 			return record.Batch{}, c.err
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -80,6 +81,58 @@ func ObjectGet(ctx context.Context, client *minio.Client, bucket string, size, c
 	}
 	spec := loadgen.Spec{Kind: loadgen.KindCatchUp, EntryBytes: size, Batch: 1, Producers: concurrency, Logs: 1, Duration: d}
 	return m.result("s3", "get", spec, n, size), nil
+}
+
+// ObjectGetCold measures a catch-up read from an object store: it writes
+// total bytes as distinct objects of size bytes (untimed), drops the page
+// cache (the store's disk is this machine's), then reads every object once,
+// concurrency at a time (Variant "get, cold"). It is what a log's catch-up
+// read does, which GETs of a few hot objects (ObjectGet) flatter.
+func ObjectGetCold(ctx context.Context, client *minio.Client, bucket string, size, concurrency int, total int64) (*loadgen.Result, error) {
+	o, err := newObjects(client, bucket, size, concurrency)
+	if err != nil {
+		return nil, err
+	}
+	defer o.cleanup(ctx)
+	count := int((total + int64(size) - 1) / int64(size))
+	buf := payload(size)
+	var next atomic.Int64
+	each := func(op func(i int) error) func(w int) (int64, error) {
+		return func(int) (int64, error) {
+			var n int64
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= count {
+					return n, nil
+				}
+				if err := op(i); err != nil {
+					return n, err
+				}
+				n++
+			}
+		}
+	}
+	if _, err := o.workers(ctx, each(func(i int) error { return o.put(ctx, 0, fmt.Sprintf("cold-%d", i), buf) })); err != nil {
+		return nil, err
+	}
+	note := loadgen.DropCaches()
+	next.Store(0)
+	m := startMeter()
+	m.note(note)
+	n, err := o.workers(ctx, func(w int) (int64, error) {
+		body := make([]byte, size+1)
+		return each(func(i int) error {
+			t0 := time.Now()
+			err := o.get(ctx, fmt.Sprintf("cold-%d", i), body)
+			m.hist.Record(time.Since(t0))
+			return err
+		})(w)
+	})
+	if err != nil {
+		return nil, err
+	}
+	spec := loadgen.Spec{Kind: loadgen.KindCatchUp, EntryBytes: size, Batch: 1, Producers: concurrency, Logs: 1, TotalBytes: total}
+	return m.result("s3", "get, cold", spec, n, size), nil
 }
 
 // objects is one measurement's objects: their names and the bucket they are in.
