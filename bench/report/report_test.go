@@ -337,7 +337,7 @@ func TestObjectStorageRows(t *testing.T) {
 	lines := strings.Join(behind(ws), "\n")
 	for _, want := range []string{
 		"**obj-1k**: Tern " + obj + " is at 0.20 of the physical limit by p50 latency: 15.0ms against 3.00ms for the object store's `put`.",
-		"**catchup-1g**: Tern " + obj + " is at 0.50 of the physical limit by MB/s: 600 MB/s against 1,200 MB/s for the object store's `get`.",
+		"**catchup-1g**: Tern " + obj + " is at 0.50 of the physical limit by MB/s: 600 MB/s against 1,200 MB/s for the object store's `get, cold`.",
 	} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("where Tern is behind lacks %q:\n%s", want, lines)
