@@ -309,6 +309,16 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 // its old data to go.
 func (c *Client) retainLoop() {
 	defer c.wg.Done()
+	// Close cancels a compaction in progress rather than wait for it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(c.opts.RetentionInterval)
 	defer t.Stop()
 	for {
@@ -321,7 +331,7 @@ func (c *Client) retainLoop() {
 			if err := l.applyRetention(); err != nil {
 				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
 			}
-			if err := l.compact(); err != nil {
+			if err := l.compact(ctx); err != nil && ctx.Err() == nil {
 				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
 			}
 		}

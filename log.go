@@ -253,9 +253,9 @@ func (l *Log) applyRetention() error {
 // compactTimeout bounds one compaction pass of a log in the background.
 const compactTimeout = 10 * time.Minute
 
-// compact is Compact in the client's retention loop.
-func (l *Log) compact() error {
-	ctx, cancel := context.WithTimeout(context.Background(), compactTimeout)
+// compact is Compact in the client's retention loop, which ctx stops.
+func (l *Log) compact(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, compactTimeout)
 	defer cancel()
 	return l.Compact(ctx)
 }
