@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
@@ -210,18 +209,11 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 // order.
 func (l *Log) getAll(ctx context.Context, prefix string, objs []object) ([][]byte, error) {
 	parts := make([][]byte, len(objs))
-	errs := make([]error, len(objs))
-	sem := make(chan struct{}, l.opts.ReadAhead)
-	var wg sync.WaitGroup
-	for i, o := range objs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if parts[i], errs[i] = l.opts.Bucket.Get(ctx, prefix+o.key); errs[i] != nil {
-				errs[i] = fmt.Errorf("read %s: %w", o.key, errs[i])
-			}
-		})
-	}
-	wg.Wait()
-	return parts, errors.Join(errs...)
+	err := parallel(len(objs), l.opts.ReadAhead, func(i int) (err error) {
+		if parts[i], err = l.opts.Bucket.Get(ctx, prefix+objs[i].key); err != nil {
+			return fmt.Errorf("read %s: %w", objs[i].key, err)
+		}
+		return nil
+	})
+	return parts, err
 }

@@ -137,6 +137,34 @@ type seg struct {
 
 func (s *seg) sealed() bool { return s.m.Sealed }
 
+// sealedMeta is s as metadata records it sealed: sealedSeg's inverse.
+func (s *seg) sealedMeta() meta.Segment {
+	m := s.m
+	m.Sealed, m.End, m.Bytes, m.MaxTime = true, s.end, s.bytes, s.maxTime
+	m.Objects = make([]meta.SegmentObject, len(s.objs))
+	for i, o := range s.objs {
+		m.Objects[i] = meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes}
+	}
+	return m
+}
+
+// parallel calls fn for 0 to n-1, at most limit at a time, and returns
+// their errors joined.
+func parallel(n, limit int, fn func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Log is one log in object storage. It is safe for concurrent use.
 type Log struct {
 	opts   Options

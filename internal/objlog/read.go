@@ -11,9 +11,6 @@ import (
 	"github.com/ternwal/tern/internal/wal"
 )
 
-// maxQueuedTicks bounds the ticks waiting for one reader, as in package wal.
-const maxQueuedTicks = 1 << 16
-
 // maxPlanObjects bounds the objects a catch-up reader plans to fetch before
 // it looks the log up again.
 const maxPlanObjects = 256
@@ -25,37 +22,9 @@ const maxPlanObjects = 256
 // The bytes of returned entries are the Reader's to give away: they are never
 // reused or modified.
 type Reader struct {
-	l     *Log
-	next  uint64 // offset of the next entry to return
-	buf   []wal.Entry
-	f     *fetcher   // the catch-up reads in flight, or nil
-	ticks []wal.Tick // guarded by l.mu; not yet returned, oldest first
-}
-
-func (r *Reader) addTick(t wal.Tick) {
-	if n := len(r.ticks); n > 0 && (r.ticks[n-1].Offset == t.Offset || n >= maxQueuedTicks) {
-		r.ticks[n-1] = t
-		return
-	}
-	r.ticks = append(r.ticks, t)
-}
-
-func (r *Reader) tickBefore(off uint64) (wal.Entry, bool) {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	if len(r.ticks) == 0 || r.ticks[0].Offset > off {
-		return wal.Entry{}, false
-	}
-	t := r.ticks[0]
-	r.ticks = r.ticks[1:]
-	return wal.Entry{Offset: t.Offset, IsTick: true, Tick: t.Time}, true
-}
-
-func (r *Reader) head() uint64 {
-	if len(r.buf) > 0 {
-		return r.buf[0].Offset
-	}
-	return r.next
+	wal.Cursor
+	l *Log
+	f *fetcher // the catch-up reads in flight, or nil
 }
 
 // NewReader returns a Reader positioned at from, which must lie between the
@@ -72,7 +41,7 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 	case from > l.end:
 		return nil, fmt.Errorf("%w: offset %d, end %d", wal.ErrOutOfRange, from, l.end)
 	}
-	r := &Reader{l: l, next: from}
+	r := &Reader{Cursor: wal.NewCursor(&l.mu, from), l: l}
 	if ticks {
 		l.tickReaders[r] = struct{}{}
 	}
@@ -80,64 +49,12 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 }
 
 // Next returns the next entry or tick, waiting at the tail until ctx ends.
-func (r *Reader) Next(ctx context.Context) (wal.Entry, error) {
-	for {
-		if t, ok := r.tickBefore(r.head()); ok {
-			return t, nil
-		}
-		if len(r.buf) > 0 {
-			e := r.buf[0]
-			r.buf = r.buf[1:]
-			return e, nil
-		}
-		if err := r.fill(ctx, true); err != nil {
-			return wal.Entry{}, err
-		}
-	}
-}
+func (r *Reader) Next(ctx context.Context) (wal.Entry, error) { return r.Cursor.Next(ctx, r.fill) }
 
 // NextBatch returns up to max entries (at least one), waiting at the tail
 // for the first one until ctx ends but not for the others.
 func (r *Reader) NextBatch(ctx context.Context, max int) ([]wal.Entry, error) {
-	if max <= 0 {
-		return nil, errors.New("objlog: NextBatch of no entries")
-	}
-	var out []wal.Entry
-	for len(out) < max {
-		if t, ok := r.tickBefore(r.head()); ok {
-			out = append(out, t)
-			continue
-		}
-		if len(r.buf) == 0 {
-			err := r.fill(ctx, len(out) == 0)
-			if err == errWouldWait || (err != nil && len(out) > 0) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		n := r.entriesBefore(min(max-len(out), len(r.buf)))
-		out = append(out, r.buf[:n]...)
-		r.buf = r.buf[n:]
-	}
-	return out, nil
-}
-
-var errWouldWait = errors.New("objlog: reader would wait")
-
-func (r *Reader) entriesBefore(n int) int {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	if len(r.ticks) == 0 {
-		return n
-	}
-	k := 0
-	for k < n && r.buf[k].Offset < r.ticks[0].Offset {
-		k++
-	}
-	return k
+	return r.Cursor.NextBatch(ctx, max, r.fill)
 }
 
 // fill decodes the batch holding the next offset into buf, from the
@@ -148,15 +65,15 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		l := r.l
 		l.mu.Lock()
 		start, end, advanced, closed := l.start, l.end, l.advanced, l.closed
-		tick := len(r.ticks) > 0 && r.ticks[0].Offset <= r.next
+		tick := r.TickDue()
+		next := r.Pos()
 		var mem []byte
 		var plan []fetchObj
-		inRange := r.next >= start && r.next < end
-		if inRange {
-			if c, ok := l.cachedAt(r.next); ok {
+		if next >= start && next < end {
+			if c, ok := l.cachedAt(next); ok {
 				mem = c.data
-			} else if r.f == nil || r.f.pos != r.next {
-				plan = l.plan(r.next)
+			} else if r.f == nil || r.f.pos != next {
+				plan = l.plan(next)
 			}
 		}
 		l.mu.Unlock()
@@ -165,11 +82,11 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 			return wal.ErrClosed
 		case tick:
 			return nil
-		case r.next < start:
-			return &wal.TruncatedError{Offset: r.next, Start: start}
-		case r.next >= end:
+		case next < start:
+			return &wal.TruncatedError{Offset: next, Start: start}
+		case next >= end:
 			if !wait {
-				return errWouldWait
+				return wal.ErrWouldWait
 			}
 			select {
 			case <-advanced:
@@ -180,19 +97,19 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		}
 		if mem != nil {
 			r.stopFetch()
-			b, err := batchAt(mem, r.next)
+			b, err := batchAt(mem, next)
 			if err != nil {
-				return fmt.Errorf("objlog: %s, offset %d in memory: %w", l.opts.Prefix, r.next, err)
+				return fmt.Errorf("objlog: %s, offset %d in memory: %w", l.opts.Prefix, next, err)
 			}
-			r.take(b)
-			return nil
+			_, err = r.Take(b)
+			return err
 		}
 		if plan != nil {
 			if len(plan) == 0 {
-				return fmt.Errorf("objlog: %s: no object holds offset %d, below the end %d", l.opts.Prefix, r.next, end)
+				return fmt.Errorf("objlog: %s: no object holds offset %d, below the end %d", l.opts.Prefix, next, end)
 			}
 			r.stopFetch()
-			r.f = newFetcher(l, plan, r.next)
+			r.f = newFetcher(l, plan, next)
 		}
 		b, err := r.f.batch(ctx)
 		switch {
@@ -207,30 +124,15 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		case err != nil:
 			return err
 		}
-		if r.take(b) {
+		took, err := r.Take(b)
+		if err != nil {
+			return r.f.corrupt(err)
+		}
+		if took {
+			r.f.pos = r.Pos()
 			return nil
 		}
 	}
-}
-
-// take buffers b's entries from the next offset on and reports whether there
-// were any.
-func (r *Reader) take(b record.Batch) bool {
-	r.buf = r.buf[:0]
-	b.Each(func(off uint64, e record.Entry) error { // b decoded: Each cannot fail
-		if off >= r.next {
-			r.buf = append(r.buf, wal.Entry{Offset: off, Entry: e})
-		}
-		return nil
-	})
-	if len(r.buf) == 0 {
-		return false
-	}
-	r.next = b.NextOffset()
-	if r.f != nil {
-		r.f.pos = r.next
-	}
-	return true
 }
 
 func (r *Reader) stopFetch() {
@@ -243,11 +145,10 @@ func (r *Reader) stopFetch() {
 // Close releases the Reader's reads in flight and stops its ticks.
 func (r *Reader) Close() error {
 	r.stopFetch()
-	r.buf = nil
 	r.l.mu.Lock()
 	delete(r.l.tickReaders, r)
-	r.ticks = nil
 	r.l.mu.Unlock()
+	r.Drop()
 	return nil
 }
 

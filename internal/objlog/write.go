@@ -365,12 +365,7 @@ func (l *Log) create() {
 // sealed in metadata.
 func (l *Log) seal(ctx context.Context, s *seg) error {
 	l.mu.Lock()
-	m := s.m
-	m.Sealed, m.End, m.Bytes, m.MaxTime = true, s.end, s.bytes, s.maxTime
-	m.Objects = make([]meta.SegmentObject, len(s.objs))
-	for i, o := range s.objs {
-		m.Objects[i] = meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes}
-	}
+	m := s.sealedMeta()
 	l.mu.Unlock()
 	stored, err := l.opts.Meta.SealSegment(ctx, m)
 	if err != nil {
@@ -483,7 +478,7 @@ func (l *Log) publish(f *frag) {
 	for _, g := range f.groups {
 		if g.isTick {
 			for r := range l.tickReaders {
-				r.addTick(wal.Tick{Time: g.tick, Offset: g.base})
+				r.AddTick(wal.Tick{Time: g.tick, Offset: g.base})
 			}
 		}
 		g.finish(nil)
@@ -568,12 +563,7 @@ func (l *Log) fenceSegment(ctx context.Context, m meta.Segment) (meta.Segment, e
 				return meta.Segment{}, fmt.Errorf("objlog: fence segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 			}
 		}
-		sealed := m
-		sealed.Sealed, sealed.End, sealed.Bytes, sealed.MaxTime = true, s.end, s.bytes, s.maxTime
-		for _, o := range s.objs {
-			sealed.Objects = append(sealed.Objects, meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes})
-		}
-		stored, err := l.opts.Meta.SealSegment(ctx, sealed)
+		stored, err := l.opts.Meta.SealSegment(ctx, s.sealedMeta())
 		if err != nil {
 			return meta.Segment{}, fmt.Errorf("objlog: seal segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 		}
@@ -618,29 +608,20 @@ func (l *Log) scan(ctx context.Context, m meta.Segment) (*seg, bool, error) {
 		return s, fenced, nil
 	}
 	// Each fragment's first offset, from its first batch header.
-	errs := make([]error, len(s.objs))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range s.objs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var h [record.HeaderBytes]byte
-			key := prefix + s.objs[i].key
-			if _, err := l.opts.Bucket.GetRange(ctx, key, 0, h[:]); err != nil {
-				errs[i] = fmt.Errorf("objlog: read %s: %w", key, err)
-				return
-			}
-			hd, err := record.ParseHeader(h[:])
-			if err != nil {
-				errs[i] = fmt.Errorf("objlog: %s: %w", key, err)
-				return
-			}
-			s.objs[i].base = hd.BaseOffset
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = parallel(len(s.objs), 16, func(i int) error {
+		var h [record.HeaderBytes]byte
+		key := prefix + s.objs[i].key
+		if _, err := l.opts.Bucket.GetRange(ctx, key, 0, h[:]); err != nil {
+			return fmt.Errorf("objlog: read %s: %w", key, err)
+		}
+		hd, err := record.ParseHeader(h[:])
+		if err != nil {
+			return fmt.Errorf("objlog: %s: %w", key, err)
+		}
+		s.objs[i].base = hd.BaseOffset
+		return nil
+	})
+	if err != nil {
 		return nil, false, err
 	}
 	// Where the last fragment ends, and its newest entry.

@@ -317,7 +317,7 @@ func (l *Log) publish(round []*group) {
 	for _, g := range round {
 		if g.isTick && g.err == nil {
 			for r := range l.tickReaders {
-				r.addTick(Tick{Time: g.tick, Offset: g.base})
+				r.AddTick(Tick{Time: g.tick, Offset: g.base})
 			}
 		}
 	}

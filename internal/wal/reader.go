@@ -29,11 +29,6 @@ type Tick struct {
 	Offset uint64 // every entry below Offset comes before the tick
 }
 
-// maxQueuedTicks bounds the ticks waiting for one reader. A reader that
-// falls that far behind gets the newest tick in place of the last waiting
-// one (ticks only ever move forward, so the newest says the most).
-const maxQueuedTicks = 1 << 16
-
 // Reader reads a log in offset order from a starting offset, and waits at the
 // tail for new acknowledged entries. It never returns an entry that was not
 // acknowledged. A Reader is not safe for concurrent use.
@@ -41,46 +36,11 @@ const maxQueuedTicks = 1 << 16
 // The bytes of returned entries are the Reader's to give away: they are never
 // reused or modified.
 type Reader struct {
-	l    *Log
-	next uint64 // offset of the next entry to return
-	buf  []Entry
-	seg  segment.Info // the segment the scanner reads
-	f    vfs.File
-	sc   *segment.Scanner
-
-	ticks []Tick // guarded by l.mu; ticks not yet returned, oldest first
-}
-
-// addTick queues t for the reader. The caller holds l.mu. A tick at the same
-// position as the last waiting one replaces it: a reader that has not yet
-// seen the older one learns nothing more from it.
-func (r *Reader) addTick(t Tick) {
-	if n := len(r.ticks); n > 0 && (r.ticks[n-1].Offset == t.Offset || n >= maxQueuedTicks) {
-		r.ticks[n-1] = t
-		return
-	}
-	r.ticks = append(r.ticks, t)
-}
-
-// tickBefore returns and removes the oldest waiting tick if its position is
-// at or below off.
-func (r *Reader) tickBefore(off uint64) (Entry, bool) {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	if len(r.ticks) == 0 || r.ticks[0].Offset > off {
-		return Entry{}, false
-	}
-	t := r.ticks[0]
-	r.ticks = r.ticks[1:]
-	return Entry{Offset: t.Offset, IsTick: true, Tick: t.Time}, true
-}
-
-// head is the offset of the next entry the reader returns.
-func (r *Reader) head() uint64 {
-	if len(r.buf) > 0 {
-		return r.buf[0].Offset
-	}
-	return r.next
+	Cursor
+	l   *Log
+	seg segment.Info // the segment the scanner reads
+	f   vfs.File
+	sc  *segment.Scanner
 }
 
 // NewReader returns a Reader positioned at from, which must lie between the
@@ -98,7 +58,7 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 	case from > l.end:
 		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, l.end)
 	}
-	r := &Reader{l: l, next: from}
+	r := &Reader{Cursor: NewCursor(&l.mu, from), l: l}
 	if ticks {
 		l.tickReaders[r] = struct{}{}
 	}
@@ -107,68 +67,12 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 
 // Next returns the next entry or tick, waiting for one at the tail until ctx
 // ends.
-func (r *Reader) Next(ctx context.Context) (Entry, error) {
-	for {
-		if t, ok := r.tickBefore(r.head()); ok {
-			return t, nil
-		}
-		if len(r.buf) > 0 {
-			e := r.buf[0]
-			r.buf = r.buf[1:]
-			return e, nil
-		}
-		if err := r.fill(ctx, true); err != nil {
-			return Entry{}, err
-		}
-	}
-}
+func (r *Reader) Next(ctx context.Context) (Entry, error) { return r.Cursor.Next(ctx, r.fill) }
 
 // NextBatch returns up to max entries (at least one), waiting at the tail for
 // the first one until ctx ends but not for the others.
 func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	if max <= 0 {
-		return nil, errors.New("wal: NextBatch of no entries")
-	}
-	var out []Entry
-	for len(out) < max {
-		if t, ok := r.tickBefore(r.head()); ok {
-			out = append(out, t)
-			continue
-		}
-		if len(r.buf) == 0 {
-			err := r.fill(ctx, len(out) == 0)
-			if err == errWouldWait || (err != nil && len(out) > 0) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		n := min(max-len(out), len(r.buf))
-		n = r.entriesBefore(n)
-		out = append(out, r.buf[:n]...)
-		r.buf = r.buf[n:]
-	}
-	return out, nil
-}
-
-var errWouldWait = errors.New("wal: reader would wait")
-
-// entriesBefore returns how many of the first n buffered entries come before
-// the oldest waiting tick.
-func (r *Reader) entriesBefore(n int) int {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	if len(r.ticks) == 0 {
-		return n
-	}
-	pos := r.ticks[0].Offset
-	k := 0
-	for k < n && r.buf[k].Offset < pos {
-		k++
-	}
-	return k
+	return r.Cursor.NextBatch(ctx, max, r.fill)
 }
 
 // fill decodes the batch holding the next offset into buf. It returns with
@@ -178,19 +82,19 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		l := r.l
 		l.mu.Lock()
 		start, end, advanced, closed := l.start, l.end, l.advanced, l.closed
-		seg, found := l.locate(r.next)
-		tick := len(r.ticks) > 0 && r.ticks[0].Offset <= r.next
+		seg, found := l.locate(r.Pos())
+		tick := r.TickDue()
 		l.mu.Unlock()
 		switch {
 		case closed:
 			return ErrClosed
 		case tick:
 			return nil
-		case r.next < start:
-			return &TruncatedError{Offset: r.next, Start: start}
-		case r.next >= end || !found:
+		case r.Pos() < start:
+			return &TruncatedError{Offset: r.Pos(), Start: start}
+		case r.Pos() >= end || !found:
 			if !wait {
-				return errWouldWait
+				return ErrWouldWait
 			}
 			select {
 			case <-advanced:
@@ -209,22 +113,15 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		b, pos, err := r.sc.Next()
 		if err != nil {
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-				return &segment.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", r.next, err)}
+				return &segment.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", r.Pos(), err)}
 			}
 			return err
 		}
-		r.buf = r.buf[:0]
-		err = b.Each(func(off uint64, e record.Entry) error {
-			if off >= r.next {
-				r.buf = append(r.buf, Entry{Offset: off, Entry: e})
-			}
-			return nil
-		})
+		took, err := r.Take(b)
 		if err != nil {
 			return &segment.CorruptError{Path: r.seg.Path, Pos: pos, Err: err}
 		}
-		if len(r.buf) > 0 {
-			r.next = b.NextOffset()
+		if took {
 			return nil
 		}
 	}
@@ -244,7 +141,7 @@ func (r *Reader) scan(seg segment.Info) error {
 		return err
 	}
 	r.f, r.seg = f, seg
-	r.sc = segment.NewScanner(f, seg.Find(r.next), seg.End)
+	r.sc = segment.NewScanner(f, seg.Find(r.Pos()), seg.End)
 	return nil
 }
 
@@ -270,10 +167,9 @@ func (r *Reader) closeFile() {
 // Close releases the Reader's file and stops its ticks.
 func (r *Reader) Close() error {
 	r.closeFile()
-	r.buf = nil
 	r.l.mu.Lock()
 	delete(r.l.tickReaders, r)
-	r.ticks = nil
 	r.l.mu.Unlock()
+	r.Drop()
 	return nil
 }
