@@ -90,7 +90,8 @@ type Client struct {
 	mu     sync.Mutex
 	logs   map[string]*Log // opened logs, by name
 	closed bool
-	stop   chan struct{}
+	stop   context.Context // canceled by Close: ends the retention loop and its work
+	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
@@ -141,7 +142,8 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		}
 		return nil, err
 	}
-	c := &Client{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*Log{}, stop: make(chan struct{})}
+	c := &Client{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*Log{}}
+	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()
 		return nil, err
@@ -309,21 +311,11 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 // its old data to go.
 func (c *Client) retainLoop() {
 	defer c.wg.Done()
-	// Close cancels a compaction in progress rather than wait for it.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTicker(c.opts.RetentionInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-c.stop.Done():
 			return
 		case <-t.C:
 		}
@@ -331,7 +323,8 @@ func (c *Client) retainLoop() {
 			if err := l.applyRetention(); err != nil {
 				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
 			}
-			if err := l.compact(ctx); err != nil && ctx.Err() == nil {
+			// Close cancels a compaction in progress rather than wait.
+			if err := l.compact(c.stop); err != nil && c.stop.Err() == nil {
 				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
 			}
 		}
@@ -341,7 +334,7 @@ func (c *Client) retainLoop() {
 // allLogs opens every log the metadata has (those already open stay as they
 // are) and returns them. A log that fails to open is logged and left out.
 func (c *Client) allLogs() []*Log {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(c.stop, time.Minute)
 	defer cancel()
 	ms, err := c.meta.ListLogs(ctx, "")
 	if err != nil {
@@ -376,7 +369,7 @@ func (c *Client) Close() error {
 	logs := c.logs
 	c.logs = nil
 	c.mu.Unlock()
-	close(c.stop)
+	c.cancel()
 	c.wg.Wait()
 	var err error
 	for _, l := range logs {

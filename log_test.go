@@ -217,7 +217,7 @@ func abandon(t *testing.T, c *Client) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	close(c.stop)
+	c.cancel()
 	c.wg.Wait()
 	if err := c.meta.Close(); err != nil {
 		t.Fatal(err)
