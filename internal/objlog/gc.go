@@ -90,11 +90,20 @@ func (l *Log) deleteSegment(ctx context.Context, seq uint64) error {
 
 // DeleteAll deletes every object whose key starts with prefix.
 func DeleteAll(ctx context.Context, b blob.Bucket, prefix string) error {
+	return deleteUnder(ctx, b, prefix, nil)
+}
+
+// deleteUnder deletes every object whose key starts with prefix and is not
+// in keep.
+func deleteUnder(ctx context.Context, b blob.Bucket, prefix string, keep map[string]bool) error {
 	infos, err := b.List(ctx, prefix)
 	if err != nil {
 		return fmt.Errorf("objlog: list %s: %w", prefix, err)
 	}
 	for _, in := range infos {
+		if keep[in.Key] {
+			continue
+		}
 		if err := b.Delete(ctx, in.Key); err != nil {
 			return fmt.Errorf("objlog: delete %s: %w", in.Key, err)
 		}
@@ -191,16 +200,8 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 	for _, o := range out {
 		keep[prefix+o.Key] = true
 	}
-	infos, err := l.opts.Bucket.List(ctx, prefix)
-	if err != nil {
+	if err := deleteUnder(ctx, l.opts.Bucket, prefix, keep); err != nil {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
-	}
-	for _, in := range infos {
-		if !keep[in.Key] {
-			if err := l.opts.Bucket.Delete(ctx, in.Key); err != nil {
-				return fmt.Errorf("objlog: compact segment %d of %s: delete %s: %w", s.m.Seq, l.opts.Prefix, in.Key, err)
-			}
-		}
 	}
 	return nil
 }
