@@ -45,8 +45,10 @@
 //
 // Readers at the tail are served from the acknowledged fragments the writer
 // keeps in memory (CacheBytes). A reader further back reads the segment's
-// objects with ranged GETs of ChunkBytes, ReadAhead of them in flight, and
-// decodes the batches in order; its memory is bounded by ReadAhead chunks.
+// objects with ranged GETs of up to ChunkBytes, keeping ReadAhead chunks'
+// worth of bytes in flight (more GETs when the objects are small, up to four
+// per chunk), and decodes the batches in order; its memory is bounded by
+// ReadAhead chunks and the one being decoded.
 // An object that disappears under a reader (compaction, truncation) makes it
 // look the offset up again.
 package objlog

@@ -62,10 +62,10 @@ type Options struct {
 	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
 	MaxFragments  int           // or that has this many fragments; default 1000
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
-	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
+	MaxBatchBytes int           // a group of appends stops growing at this size; default FlushBytes/16, at least 64 KiB
 	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 16 MiB
 	ChunkBytes    int           // a catch-up reader's ranged GET; default 4 MiB
-	ReadAhead     int           // a catch-up reader's GETs in flight; default 4
+	ReadAhead     int           // a catch-up reader keeps this many chunks' bytes in flight; default 4
 	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
 
 	Epoch  uint64 // the newest writer epoch, from metadata
@@ -83,7 +83,9 @@ func (o *Options) setDefaults() {
 	def(&o.FlushBytes, 4<<20)
 	def(&o.MaxInFlight, 4)
 	def(&o.MaxFragments, 1000)
-	def(&o.MaxBatchBytes, 4<<20)
+	// Small groups keep a fragment close to FlushBytes, since the last
+	// group taken makes it cross.
+	def(&o.MaxBatchBytes, max(o.FlushBytes/16, 64<<10))
 	def(&o.ChunkBytes, 4<<20)
 	def(&o.ReadAhead, 4)
 	if o.FlushInterval <= 0 {

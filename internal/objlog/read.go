@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/wal"
@@ -214,6 +215,7 @@ type fetchObj struct {
 // chunk is one ranged GET of a fetcher.
 type chunk struct {
 	obj  int
+	size int64 // the bytes asked for
 	done chan struct{}
 	data []byte
 	err  error
@@ -222,17 +224,25 @@ type chunk struct {
 // errPlanDone says a fetcher has returned every batch of its objects.
 var errPlanDone = errors.New("objlog: end of the planned objects")
 
-// fetcher reads a run of objects with ranged GETs, ReadAhead of them in
-// flight, and returns their batches in order.
+// maxGetsPerChunk bounds a fetcher's GETs in flight to this many per
+// ReadAhead, when its objects are smaller than ChunkBytes.
+const maxGetsPerChunk = 4
+
+// fetcher reads a run of objects with ranged GETs and returns their batches
+// in order. It keeps up to ReadAhead times ChunkBytes in flight: ReadAhead
+// GETs of whole chunks, or more of smaller objects, up to maxGetsPerChunk
+// times ReadAhead of them.
 type fetcher struct {
 	l      *Log
 	objs   []fetchObj
 	ctx    context.Context
 	cancel context.CancelFunc
-	issued []*chunk // in flight or done, not yet consumed, in order
-	obj    int      // the object of the next GET
-	off    int64    // and its offset there
-	cur    []byte   // unconsumed bytes of object curObj
+	issued []*chunk     // in flight or done, not yet consumed, in order
+	ahead  int64        // the bytes of issued
+	flying atomic.Int64 // the bytes of the GETs of issued not done yet
+	obj    int          // the object of the next GET
+	off    int64        // and its offset there
+	cur    []byte       // unconsumed bytes of object curObj
 	curObj int
 	skip   uint64 // batches ending at or below it are skipped unchecked
 	pos    uint64 // the offset its reader expects next
@@ -246,19 +256,31 @@ func newFetcher(l *Log, objs []fetchObj, from uint64) *fetcher {
 
 func (f *fetcher) close() { f.cancel() }
 
-// issue starts GETs until ReadAhead are in flight or the plan is done.
+// issue starts GETs until ReadAhead chunks' worth of bytes are in flight,
+// or the plan is done.
 func (f *fetcher) issue() {
-	for len(f.issued) < f.l.opts.ReadAhead && f.obj < len(f.objs) {
+	budget := int64(f.l.opts.ReadAhead) * int64(f.l.opts.ChunkBytes)
+	for len(f.issued) < maxGetsPerChunk*f.l.opts.ReadAhead && f.obj < len(f.objs) {
 		o := f.objs[f.obj]
-		n := min(int64(f.l.opts.ChunkBytes), o.size-f.off)
+		// A GET of ChunkBytes, or of the rest of the object when that is
+		// under one and a half: a fragment a little over ChunkBytes
+		// should not cost a second request.
+		n := o.size - f.off
+		if chunk := int64(f.l.opts.ChunkBytes); n >= chunk+chunk/2 {
+			n = chunk
+		}
 		if n <= 0 {
 			f.obj, f.off = f.obj+1, 0
 			continue
 		}
-		c := &chunk{obj: f.obj, done: make(chan struct{})}
+		if len(f.issued) > 0 && (f.flying.Load()+n > budget || f.ahead+n > 2*budget) {
+			return
+		}
+		c := &chunk{obj: f.obj, size: n, done: make(chan struct{})}
 		off := f.off
 		go func() {
 			defer close(c.done)
+			defer f.flying.Add(-n)
 			buf := make([]byte, n)
 			got, err := f.l.opts.Bucket.GetRange(f.ctx, o.key, off, buf)
 			switch {
@@ -272,6 +294,8 @@ func (f *fetcher) issue() {
 			c.data, c.err = buf[:got], err
 		}()
 		f.issued = append(f.issued, c)
+		f.ahead += n
+		f.flying.Add(n)
 		if f.off += n; f.off >= o.size {
 			f.obj, f.off = f.obj+1, 0
 		}
@@ -316,6 +340,7 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 		}
 		f.issued[0] = nil
 		f.issued = f.issued[1:]
+		f.ahead -= c.size
 		f.issue() // keep ReadAhead GETs in flight while this chunk is decoded
 		if c.err != nil {
 			return record.Batch{}, c.err

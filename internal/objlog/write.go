@@ -287,9 +287,10 @@ func (l *Log) mustRoll(o *seg) bool {
 		(l.opts.SegmentAge > 0 && l.opts.Now().Sub(o.m.Created) >= l.opts.SegmentAge)
 }
 
-// cut takes the leading ticks, or the queued groups up to FlushBytes (at
-// least one), gives them their offsets, and makes them a fragment. The
-// caller holds mu.
+// cut takes the leading ticks, or the queued groups up to the first that
+// brings them to FlushBytes, gives them their offsets, and makes them a
+// fragment. A fragment cut for its size thus holds FlushBytes and less than
+// one group more. The caller holds mu.
 func (l *Log) cut() *frag {
 	f := &frag{epoch: l.epoch, base: l.next}
 	n := 0
@@ -300,12 +301,8 @@ func (l *Log) cut() *frag {
 		}
 	} else {
 		size := 0
-		for n < len(l.queue) {
-			g := l.queue[n]
-			if !g.isTick {
-				if n > 0 && size+g.b.Bytes() > l.opts.FlushBytes {
-					break
-				}
+		for n < len(l.queue) && size < l.opts.FlushBytes {
+			if g := l.queue[n]; !g.isTick {
 				size += g.b.Bytes()
 			}
 			n++
