@@ -229,7 +229,7 @@ var errPlanDone = errors.New("objlog: end of the planned objects")
 const maxGetsPerChunk = 4
 
 // fetcher reads a run of objects with ranged GETs and returns their batches
-// in order. It keeps up to ReadAhead times ChunkBytes in flight: ReadAhead
+// in order. It keeps about ReadAhead times ChunkBytes in flight: ReadAhead
 // GETs of whole chunks, or more of smaller objects, up to maxGetsPerChunk
 // times ReadAhead of them.
 type fetcher struct {
@@ -237,27 +237,30 @@ type fetcher struct {
 	objs   []fetchObj
 	ctx    context.Context
 	cancel context.CancelFunc
-	issued []*chunk     // in flight or done, not yet consumed, in order
-	ahead  int64        // the bytes of issued
-	flying atomic.Int64 // the bytes of the GETs of issued not done yet
-	obj    int          // the object of the next GET
-	off    int64        // and its offset there
-	cur    []byte       // unconsumed bytes of object curObj
+	issued []*chunk      // in flight or done, not yet consumed, in order
+	ahead  int64         // the bytes of issued
+	flying atomic.Int64  // the bytes of the GETs of issued not done yet
+	landed chan struct{} // has a value when a GET has ended
+	obj    int           // the object of the next GET
+	off    int64         // and its offset there
+	cur    []byte        // unconsumed bytes of object curObj
 	curObj int
 	skip   uint64 // batches ending at or below it are skipped unchecked
 	pos    uint64 // the offset its reader expects next
 }
 
 func newFetcher(l *Log, objs []fetchObj, from uint64) *fetcher {
-	f := &fetcher{l: l, objs: objs, skip: from, pos: from}
+	f := &fetcher{l: l, objs: objs, skip: from, pos: from, landed: make(chan struct{}, 1)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
 }
 
 func (f *fetcher) close() { f.cancel() }
 
-// issue starts GETs until ReadAhead chunks' worth of bytes are in flight,
-// or the plan is done.
+// issue starts GETs until ReadAhead chunks' worth of bytes are in flight
+// (the last GET may go over by less than its own size: four GETs of
+// fragments a little over ChunkBytes must not become three), or twice that
+// is fetched and not yet consumed, or the plan is done.
 func (f *fetcher) issue() {
 	budget := int64(f.l.opts.ReadAhead) * int64(f.l.opts.ChunkBytes)
 	for len(f.issued) < maxGetsPerChunk*f.l.opts.ReadAhead && f.obj < len(f.objs) {
@@ -273,14 +276,12 @@ func (f *fetcher) issue() {
 			f.obj, f.off = f.obj+1, 0
 			continue
 		}
-		if len(f.issued) > 0 && (f.flying.Load()+n > budget || f.ahead+n > 2*budget) {
+		if f.flying.Load() >= budget || f.ahead >= 2*budget {
 			return
 		}
 		c := &chunk{obj: f.obj, size: n, done: make(chan struct{})}
 		off := f.off
 		go func() {
-			defer close(c.done)
-			defer f.flying.Add(-n)
 			buf := make([]byte, n)
 			got, err := f.l.opts.Bucket.GetRange(f.ctx, o.key, off, buf)
 			switch {
@@ -292,6 +293,12 @@ func (f *fetcher) issue() {
 				err = fmt.Errorf("objlog: read %s: %w", o.key, err)
 			}
 			c.data, c.err = buf[:got], err
+			f.flying.Add(-n)
+			close(c.done)
+			select {
+			case f.landed <- struct{}{}:
+			default:
+			}
 		}()
 		f.issued = append(f.issued, c)
 		f.ahead += n
@@ -332,11 +339,18 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			}
 			return record.Batch{}, errPlanDone
 		}
+		// Wait for the next chunk in order, and replace every GET that
+		// ends before it, as a reader with a GET per worker would.
 		c := f.issued[0]
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return record.Batch{}, ctx.Err()
+		for waiting := true; waiting; {
+			select {
+			case <-c.done:
+				waiting = false
+			case <-f.landed:
+				f.issue()
+			case <-ctx.Done():
+				return record.Batch{}, ctx.Err()
+			}
 		}
 		f.issued[0] = nil
 		f.issued = f.issued[1:]
