@@ -47,8 +47,9 @@
 // keeps in memory (CacheBytes). A reader further back reads the segment's
 // objects with ranged GETs of up to ChunkBytes, keeping ReadAhead chunks'
 // worth of bytes in flight (more GETs when the objects are small, up to four
-// per chunk), and decodes the batches in order; its memory is bounded by
-// ReadAhead chunks and the one being decoded.
+// per chunk), and decodes the batches in order. A GET that ends is replaced
+// at once, while the reader still waits for an earlier one, up to twice
+// ReadAhead chunks fetched and not yet decoded: that bounds its memory.
 // An object that disappears under a reader (compaction, truncation) makes it
 // look the offset up again.
 package objlog

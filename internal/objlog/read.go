@@ -281,6 +281,9 @@ func (f *fetcher) issue() {
 		}
 		c := &chunk{obj: f.obj, size: n, done: make(chan struct{})}
 		off := f.off
+		f.issued = append(f.issued, c)
+		f.ahead += n
+		f.flying.Add(n)
 		go func() {
 			buf := make([]byte, n)
 			got, err := f.l.opts.Bucket.GetRange(f.ctx, o.key, off, buf)
@@ -300,9 +303,6 @@ func (f *fetcher) issue() {
 			default:
 			}
 		}()
-		f.issued = append(f.issued, c)
-		f.ahead += n
-		f.flying.Add(n)
 		if f.off += n; f.off >= o.size {
 			f.obj, f.off = f.obj+1, 0
 		}
@@ -355,7 +355,7 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 		f.issued[0] = nil
 		f.issued = f.issued[1:]
 		f.ahead -= c.size
-		f.issue() // keep ReadAhead GETs in flight while this chunk is decoded
+		f.issue() // keep the GETs going while this chunk is decoded
 		if c.err != nil {
 			return record.Batch{}, c.err
 		}
