@@ -12,8 +12,8 @@ import (
 // engine is the write and read path of an open log: package wal for a log in
 // local segment files, package objlog for one in object storage.
 type engine interface {
-	Append(epoch uint64, es []record.Entry) (pending, error)
-	AppendTick(epoch, t uint64) (pending, error)
+	Append(epoch uint64, es []record.Entry) (wal.Pending, error)
+	AppendTick(epoch, t uint64) (wal.Pending, error)
 	// Fence makes epoch the writer's; owned reports whether the writer can
 	// still prove it holds it.
 	Fence(ctx context.Context, epoch uint64, owned func() bool) error
@@ -24,12 +24,6 @@ type engine interface {
 	Close() error
 }
 
-// pending is an append an engine has queued.
-type pending interface {
-	Wait(ctx context.Context) (uint64, error)
-	Done() <-chan struct{}
-}
-
 // entryReader is an engine's reader.
 type entryReader interface {
 	Next(ctx context.Context) (wal.Entry, error)
@@ -38,22 +32,6 @@ type entryReader interface {
 }
 
 type localEngine struct{ *wal.Log }
-
-func (e localEngine) Append(epoch uint64, es []record.Entry) (pending, error) {
-	p, err := e.Log.Append(epoch, es)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (e localEngine) AppendTick(epoch, t uint64) (pending, error) {
-	p, err := e.Log.AppendTick(epoch, t)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
 
 func (e localEngine) Fence(_ context.Context, epoch uint64, owned func() bool) error {
 	return e.Log.Fence(epoch, owned)
@@ -68,22 +46,6 @@ func (e localEngine) NewReader(from uint64, ticks bool) (entryReader, error) {
 }
 
 type objectEngine struct{ *objlog.Log }
-
-func (e objectEngine) Append(epoch uint64, es []record.Entry) (pending, error) {
-	p, err := e.Log.Append(epoch, es)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (e objectEngine) AppendTick(epoch, t uint64) (pending, error) {
-	p, err := e.Log.AppendTick(epoch, t)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
 
 func (e objectEngine) NewReader(from uint64, ticks bool) (entryReader, error) {
 	r, err := e.Log.NewReader(from, ticks)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/wal"
 )
 
 // Entry is one entry of a log.
@@ -52,7 +53,7 @@ type Writer struct {
 type Pending struct {
 	remote *remotePending // set for an append to a server
 
-	p   pending
+	p   wal.Pending
 	err error
 }
 

@@ -97,7 +97,7 @@ func entry(s string) []record.Entry { return []record.Entry{{Payload: []byte(s),
 // before waiting) and returns their offsets.
 func appendN(t *testing.T, l *Log, epoch uint64, prefix string, n int) []uint64 {
 	t.Helper()
-	ps := make([]Pending, n)
+	ps := make([]wal.Pending, n)
 	for i := range n {
 		p, err := l.Append(epoch, entry(fmt.Sprintf("%s-%d", prefix, i)))
 		if err != nil {

@@ -23,17 +23,14 @@ type group struct {
 	tick    uint64
 	epoch   uint64
 	maxTime int64
-	at      time.Time     // when it was queued
-	done    chan struct{} // closed when base and err are set
-	base    uint64
-	err     error
+	at      time.Time // when it was queued
+	wal.Outcome
 }
 
 var builders = sync.Pool{New: func() any { return new(record.Builder) }}
 
 func (g *group) finish(err error) {
-	g.err = err
-	close(g.done)
+	g.Finish(err)
 	g.release()
 }
 
@@ -45,34 +42,6 @@ func (g *group) release() {
 		g.b = nil
 	}
 }
-
-// Pending is an append waiting for its acknowledgement.
-type Pending struct {
-	g   *group
-	rel uint64
-}
-
-// Wait blocks until the append is acknowledged or has failed, or ctx ends,
-// and returns the offset of the append's first entry. A ctx that ends first
-// does not cancel the append: its outcome is then unknown to the caller.
-func (p Pending) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case <-p.g.done:
-	default:
-		select {
-		case <-p.g.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	if p.g.err != nil {
-		return 0, p.g.err
-	}
-	return p.g.base + p.rel, nil
-}
-
-// Done is closed when the outcome is known.
-func (p Pending) Done() <-chan struct{} { return p.g.done }
 
 // frag is a fragment: the groups cut together, uploaded as one object.
 type frag struct {
@@ -103,9 +72,9 @@ func (l *Log) check(epoch uint64) error {
 
 // Append queues entries, written by the writer of the given epoch, to be
 // uploaded together in one batch, and returns at once.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
+func (l *Log) Append(epoch uint64, entries []record.Entry) (wal.Pending, error) {
 	if len(entries) == 0 {
-		return Pending{}, errors.New("objlog: append of no entries")
+		return wal.Pending{}, errors.New("objlog: append of no entries")
 	}
 	size := 0
 	for _, e := range entries {
@@ -114,18 +83,18 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 	l.mu.Lock()
 	if err := l.check(epoch); err != nil {
 		l.mu.Unlock()
-		return Pending{}, err
+		return wal.Pending{}, err
 	}
 	var g *group
 	added := false
 	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
 		g = l.queue[n-1]
 	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, at: l.opts.Now(), done: make(chan struct{})}
+		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
 		l.queue = append(l.queue, g)
 		added = true
 	}
-	p := Pending{g: g, rel: uint64(g.b.Count())}
+	p := g.Pending(uint64(g.b.Count()))
 	before := g.b.Bytes()
 	for _, e := range entries {
 		g.b.Add(e)
@@ -143,17 +112,17 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 // AppendTick queues a time tick from the writer of the given epoch, as
 // wal.Log.AppendTick does: it is delivered after every entry queued before
 // it, and writes nothing.
-func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
+func (l *Log) AppendTick(epoch, t uint64) (wal.Pending, error) {
 	l.mu.Lock()
 	if err := l.check(epoch); err != nil {
 		l.mu.Unlock()
-		return Pending{}, err
+		return wal.Pending{}, err
 	}
-	g := &group{isTick: true, tick: t, epoch: epoch, at: l.opts.Now(), done: make(chan struct{})}
+	g := &group{isTick: true, tick: t, epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
 	l.queue = append(l.queue, g)
 	l.mu.Unlock()
 	l.signal()
-	return Pending{g: g}, nil
+	return g.Pending(0), nil
 }
 
 func (l *Log) signal() {
@@ -296,7 +265,7 @@ func (l *Log) cut() *frag {
 	n := 0
 	if l.queue[0].isTick {
 		for n < len(l.queue) && l.queue[n].isTick {
-			l.queue[n].base = l.next
+			l.queue[n].Base = l.next
 			n++
 		}
 	} else {
@@ -311,7 +280,7 @@ func (l *Log) cut() *frag {
 		l.open.frags++
 		f.data = make([]byte, 0, size)
 		for _, g := range l.queue[:n] {
-			g.base = l.next
+			g.Base = l.next
 			if g.isTick {
 				continue
 			}
@@ -475,7 +444,7 @@ func (l *Log) publish(f *frag) {
 	for _, g := range f.groups {
 		if g.isTick {
 			for r := range l.tickReaders {
-				r.AddTick(wal.Tick{Time: g.tick, Offset: g.base})
+				r.AddTick(wal.Tick{Time: g.tick, Offset: g.Base})
 			}
 		}
 		g.finish(nil)

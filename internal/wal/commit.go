@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,9 +18,7 @@ type group struct {
 	tick    uint64 // the tick's time, for a tick
 	epoch   uint64
 	maxTime int64
-	done    chan struct{} // closed when base and err are set
-	base    uint64        // for a tick, its position: the tail when its turn came
-	err     error
+	Outcome // Base: for a tick, its position, the tail when its turn came
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
@@ -30,42 +27,13 @@ var builders = sync.Pool{New: func() any { return new(record.Builder) }}
 
 // finish records the outcome, wakes the waiters and recycles the buffer.
 func (g *group) finish(err error) {
-	g.err = err
-	close(g.done)
+	g.Finish(err)
 	if g.b != nil {
 		g.b.Reset()
 		builders.Put(g.b)
 		g.b = nil
 	}
 }
-
-// Pending is an append waiting for its acknowledgement.
-type Pending struct {
-	g   *group
-	rel uint64
-}
-
-// Wait blocks until the append is acknowledged or has failed, or ctx ends,
-// and returns the offset of the append's first entry. A ctx that ends first
-// does not cancel the append: its outcome is then unknown to the caller.
-func (p Pending) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case <-p.g.done:
-	default:
-		select {
-		case <-p.g.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	if p.g.err != nil {
-		return 0, p.g.err
-	}
-	return p.g.base + p.rel, nil
-}
-
-// Done is closed when the outcome is known.
-func (p Pending) Done() <-chan struct{} { return p.g.done }
 
 // Append queues entries, written by the writer of the given epoch, to be
 // committed together in one batch, and returns at once. It fails at once with
@@ -94,10 +62,10 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
 		g = l.queue[n-1]
 	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, done: make(chan struct{})}
+		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, Outcome: NewOutcome()}
 		l.queue = append(l.queue, g)
 	}
-	p := Pending{g: g, rel: uint64(g.b.Count())}
+	p := g.Pending(uint64(g.b.Count()))
 	for _, e := range entries {
 		g.b.Add(e)
 		g.maxTime = max(g.maxTime, e.Time)
@@ -129,14 +97,14 @@ func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
 		l.mu.Unlock()
 		return Pending{}, ErrFenced
 	}
-	g := &group{isTick: true, tick: t, epoch: epoch, done: make(chan struct{})}
+	g := &group{isTick: true, tick: t, epoch: epoch, Outcome: NewOutcome()}
 	l.queue = append(l.queue, g)
 	wasIdle := len(l.queue) == 1
 	l.mu.Unlock()
 	if wasIdle {
 		l.signal()
 	}
-	return Pending{g: g}, nil
+	return g.Pending(0), nil
 }
 
 func (l *Log) signal() {
@@ -199,7 +167,7 @@ func (l *Log) commit(groups []*group) {
 			// failed entries leave.
 			for _, g := range live {
 				if g.isTick {
-					g.base = l.tail
+					g.Base = l.tail
 				} else {
 					g.finish(err)
 				}
@@ -214,7 +182,7 @@ func (l *Log) commit(groups []*group) {
 		}
 	} else {
 		for _, g := range live {
-			g.base = l.tail
+			g.Base = l.tail
 		}
 	}
 	l.publish(live)
@@ -241,7 +209,7 @@ func (l *Log) write(groups []*group) error {
 	err := func() error {
 		for _, g := range groups {
 			if g.isTick {
-				g.base = l.tail
+				g.Base = l.tail
 				continue
 			}
 			batch := g.b.Finish(l.tail, g.epoch)
@@ -249,7 +217,7 @@ func (l *Log) write(groups []*group) error {
 			if err := l.w.Append(batch, h, g.maxTime); err != nil {
 				return err
 			}
-			g.base, l.tail = l.tail, h.NextOffset()
+			g.Base, l.tail = l.tail, h.NextOffset()
 		}
 		if l.opts.Sync == SyncAlways {
 			l.syncs.Add(1)
@@ -315,9 +283,9 @@ func (l *Log) publish(round []*group) {
 		l.active = l.w.Info()
 	}
 	for _, g := range round {
-		if g.isTick && g.err == nil {
+		if g.isTick && !g.Failed() {
 			for r := range l.tickReaders {
-				r.AddTick(Tick{Time: g.tick, Offset: g.base})
+				r.AddTick(Tick{Time: g.tick, Offset: g.Base})
 			}
 		}
 	}
