@@ -43,8 +43,11 @@ type SubInfo struct {
 }
 
 // subState is what the process knows of one subscription. Its fields are
-// guarded by the log's subsMu.
+// guarded by the log's subsMu, but for commitMu.
 type subState struct {
+	// commitMu is held across every write of the cursor to metadata, taken
+	// before subsMu: a commit in flight must not land after a Seek.
+	commitMu  sync.Mutex
 	meta      meta.Sub
 	committed uint64 // the cursor stored in metadata
 	acked     uint64 // the cursor as acknowledged; at least committed
@@ -216,9 +219,16 @@ func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
 		return fmt.Errorf("%w: cannot seek %q to %d, the log ends at %d", ErrOutOfRange, name, to, st.End)
 	}
 	l.subsMu.Lock()
-	defer l.subsMu.Unlock()
 	s, ok := l.subs[name]
+	l.subsMu.Unlock()
 	if !ok {
+		return l.subErr(name, meta.ErrSubNotFound)
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	l.subsMu.Lock()
+	defer l.subsMu.Unlock()
+	if s.deleted {
 		return l.subErr(name, meta.ErrSubNotFound)
 	}
 	if err := l.c.meta.SeekCursor(ctx, l.name, name, uint64(to)); err != nil {
@@ -427,6 +437,8 @@ func (s *Subscriber) Ack(off Offset) error {
 
 // commitSub commits a subscription's acknowledged cursor.
 func (l *Log) commitSub(s *subState) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
 	l.subsMu.Lock()
 	s.timer = nil
 	cursor, name, skip := s.acked, s.meta.Name, s.deleted || s.acked <= s.committed

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ternwal/tern/internal/meta"
 )
 
 func nextN(t *testing.T, s *Subscriber, n int) []Entry {
@@ -296,5 +298,80 @@ func TestSeekWakesWaitingSubscriber(t *testing.T) {
 	}
 	if e := <-got; e.Offset != 1 {
 		t.Fatalf("after Seek(1) the waiting subscriber got offset %d", e.Offset)
+	}
+}
+
+// slowCommits holds every CommitCursor until release is closed, after
+// saying so on entered.
+type slowCommits struct {
+	meta.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowCommits) CommitCursor(ctx context.Context, log, sub string, cursor uint64) (uint64, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.CommitCursor(ctx, log, sub, cursor)
+}
+
+// A commit of the acknowledged cursor that is in flight when a Seek moves
+// the cursor back must not land after it: the Seek's cursor is what stays.
+func TestSeekDuringCommit(t *testing.T) {
+	c, err := Open(t.Context(), Options{Dir: t.TempDir(), CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, w := createLog(t, c, "s", LogOptions{})
+	appendN(t, w, 0, 10)
+	if _, err := l.CreateSubscription(t.Context(), "sub", SubOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Subscribe(t.Context(), "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := nextN(t, s, 10)
+	if err := s.Ack(es[9].Offset); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowCommits{Store: c.meta, entered: make(chan struct{}), release: make(chan struct{})}
+	c.meta = slow
+	l.subsMu.Lock()
+	st := l.subs["sub"]
+	l.subsMu.Unlock()
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		l.commitSub(st)
+	}()
+	<-slow.entered
+	seeked := make(chan error, 1)
+	go func() { seeked <- l.Seek(t.Context(), "sub", 2) }()
+	// Let the Seek finish first if it can; then the commit goes on.
+	select {
+	case err := <-seeked:
+		seeked <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(slow.release)
+	<-committed
+	if err := <-seeked; err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.Subscription(t.Context(), "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Cursor != 2 {
+		t.Fatalf("after a Seek to 2 during a commit of 10: cursor %d, want 2", info.Cursor)
+	}
+	m, err := slow.Store.Sub(t.Context(), "s", "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Cursor != 2 {
+		t.Fatalf("after a Seek to 2 during a commit of 10: stored cursor %d, want 2", m.Cursor)
 	}
 }
