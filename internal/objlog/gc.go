@@ -68,8 +68,13 @@ func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*metaTimeout)
 	defer cancel()
-	for _, s := range drop {
+	for i, s := range drop {
 		if err := l.deleteSegment(ctx, s.m.Seq); err != nil {
+			// Keep what is left in the list, below the start, so that
+			// the next pass deletes it.
+			l.mu.Lock()
+			l.segs = append(drop[i:], l.segs...)
+			l.mu.Unlock()
 			return err
 		}
 	}

@@ -193,6 +193,7 @@ type Log struct {
 	next       uint64  // the offset the next entry cut into a fragment gets
 	inflight   []*frag // cut, not yet acknowledged, in order
 	fencing    bool    // Fence is under way: the flusher waits
+	busy       bool    // the flusher is creating or sealing a segment
 	wake       chan struct{}
 	flushed    chan struct{} // closed when the flusher has exited
 	uploads    sync.WaitGroup
@@ -259,7 +260,9 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.segs, l.open = segs, nil
-	l.end, l.start = l.opts.Start, l.opts.Start
+	// A truncation since Open has moved the start past opts.Start.
+	l.start = max(l.start, l.opts.Start)
+	l.end = l.opts.Start
 	if len(segs) > 0 {
 		l.end = segs[len(segs)-1].end
 		l.start = max(l.start, segs[0].m.Base)

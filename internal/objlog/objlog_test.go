@@ -629,3 +629,111 @@ func TestFencedByEpoch(t *testing.T) {
 		}
 	})
 }
+
+// A truncation whose deletions fail leaves its segments for the next one
+// to delete, and a new writer's Fence, which reloads the segments from
+// metadata, does not move the start back.
+func TestTruncateRetriedAndStartKept(t *testing.T) {
+	f := blob.NewFaulty(blob.NewMem(), nil)
+	e := newEnv(t, f)
+	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1})
+	defer l.Close()
+	epoch := e.writer(l)
+	for i := range 12 {
+		appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+	}
+	segs, err := e.store.Segments(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 4 {
+		t.Fatalf("%d segments, want at least 4", len(segs))
+	}
+	cut := segs[1].End + 1 // inside the third segment
+	f.SetDecide(func(op blob.Op, key string) blob.Fault {
+		if op == blob.OpDelete {
+			return blob.Fault{Err: errors.New("injected delete failure")}
+		}
+		return blob.Fault{}
+	})
+	if err := l.Truncate(cut); err == nil {
+		t.Fatal("a truncation whose deletions failed returned no error")
+	}
+	f.SetDecide(nil)
+	if err := l.Truncate(cut); err != nil {
+		t.Fatal(err)
+	}
+	left, err := e.store.Segments(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left[0].Seq != segs[2].Seq {
+		t.Fatalf("after the second truncation the first segment is %d, want %d", left[0].Seq, segs[2].Seq)
+	}
+	for _, s := range segs[:2] {
+		if infos, _ := e.bucket.List(context.Background(), fmt.Sprintf("7/%08d/", s.Seq)); len(infos) != 0 {
+			t.Fatalf("segment %d still has %d objects", s.Seq, len(infos))
+		}
+	}
+	e.writer(l)
+	if st := l.Stats(); st.Start != cut {
+		t.Fatalf("after a new writer's fence the start is %d, want %d", st.Start, cut)
+	}
+	if _, err := l.NewReader(cut-1, false); !errors.Is(err, wal.ErrTruncated) {
+		t.Fatalf("read below the start after the fence: %v", err)
+	}
+}
+
+// blockCreate holds CreateSegment until release is closed, after saying so
+// on entered.
+type blockCreate struct {
+	Meta
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockCreate) CreateSegment(ctx context.Context, s meta.Segment) error {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Meta.CreateSegment(ctx, s)
+}
+
+// A Fence while the old writer's flusher is creating a segment waits for
+// it: the old epoch's refused create must not fail the new writer's log.
+func TestFenceWaitsForCreate(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	ml, err := e.store.Log(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := &blockCreate{Meta: StoreMeta(e.store, "l"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	l, err := Open(context.Background(), Options{Bucket: e.bucket, Meta: bm, Prefix: "7/", Epoch: ml.Epoch, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	epoch := e.writer(l)
+	if _, err := l.Append(epoch, entry("old")); err != nil {
+		t.Fatal(err)
+	}
+	<-bm.entered
+	fenced := make(chan uint64, 1)
+	go func() { fenced <- e.writer(l) }()
+	// Let the Fence run ahead of the create if it can.
+	var newer uint64
+	select {
+	case newer = <-fenced:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(bm.release)
+	if newer == 0 {
+		newer = <-fenced
+	}
+	p, err := l.Append(newer, entry("new"))
+	if err != nil {
+		t.Fatalf("append of the new writer: %v", err)
+	}
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatalf("append of the new writer: %v", err)
+	}
+}

@@ -171,6 +171,7 @@ func (l *Log) flusher() {
 		l.mu.Lock()
 		kind, f, wait := l.step()
 		open := l.open
+		l.busy = kind == stepCreate || kind == stepSeal
 		l.mu.Unlock()
 		switch kind {
 		case stepExit:
@@ -186,6 +187,7 @@ func (l *Log) flusher() {
 			timer.Stop()
 		case stepCreate:
 			l.create()
+			l.idle()
 		case stepSeal:
 			ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
 			if err := l.seal(ctx, open); err != nil {
@@ -194,6 +196,7 @@ func (l *Log) flusher() {
 				l.mu.Unlock()
 			}
 			cancel()
+			l.idle()
 		case stepUpload:
 			if f.data == nil {
 				l.complete(f)
@@ -201,6 +204,18 @@ func (l *Log) flusher() {
 			}
 			go l.upload(f)
 		}
+	}
+}
+
+// idle ends a metadata call of the flusher, and wakes a Fence waiting for
+// it: a create or seal of the old epoch must not land after Fence reloads.
+func (l *Log) idle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.busy = false
+	if l.fencing {
+		close(l.advanced)
+		l.advanced = make(chan struct{})
 	}
 }
 
@@ -314,12 +329,12 @@ func (l *Log) create() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case m.Epoch != l.epoch:
+		// Fenced meanwhile: Fence reloads the segments.
 	case errors.Is(err, meta.ErrStaleEpoch):
 		l.failLog(fmt.Errorf("%w: epoch %d of %s is no longer the newest", wal.ErrFenced, m.Epoch, l.opts.Prefix))
 	case err != nil:
 		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
-	case m.Epoch != l.epoch:
-		// Fenced meanwhile: Fence reloads the segments.
 	default:
 		s := &seg{m: m, end: m.Base}
 		l.segs = append(l.segs, s)
@@ -476,7 +491,7 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	}
 	l.fencing = true
 	l.failQueued(wal.ErrFenced)
-	for len(l.inflight) > 0 {
+	for len(l.inflight) > 0 || l.busy {
 		advanced := l.advanced
 		l.mu.Unlock()
 		<-advanced
@@ -485,8 +500,8 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	l.epoch, l.owned = epoch, owned
 	l.mu.Unlock()
 
-	// The flusher is idle now (fencing, nothing queued or in flight) and
-	// starts nothing until fencing ends.
+	// The flusher is idle now (fencing, nothing queued or in flight, no
+	// metadata call under way) and starts nothing until fencing ends.
 	err := l.load(ctx, true)
 	l.mu.Lock()
 	l.fencing = false
