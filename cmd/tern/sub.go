@@ -321,26 +321,20 @@ func consume(ctx context.Context, s *tern.Subscriber, next, end tern.Offset, lim
 		if err != nil {
 			return err
 		}
-		n := uint64(0)
+		// The subscriber was opened without ticks: every item is an entry.
 		for _, e := range es {
-			if e.IsTick {
-				continue
-			}
 			if err := write(bw, e); err != nil {
 				return err
 			}
-			next, n = e.Offset+1, n+1
+			next = e.Offset + 1
 		}
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if n == 0 {
-			continue
-		}
 		if err := s.Ack(next - 1); err != nil {
 			return err
 		}
-		limit -= min(limit, n)
+		limit -= min(limit, uint64(len(es)))
 	}
 	return nil
 }

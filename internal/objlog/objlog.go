@@ -169,9 +169,7 @@ func parallel(n, limit int, fn func(i int) error) error {
 
 // Log is one log in object storage. It is safe for concurrent use.
 type Log struct {
-	opts   Options
-	ctx    context.Context // canceled at Close, after the last upload
-	cancel context.CancelFunc
+	opts Options
 
 	gcMu sync.Mutex // one truncation, retention pass or compaction at a time
 
@@ -220,7 +218,6 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	if err := l.load(ctx, false); err != nil {
 		return nil, err
 	}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.flusher()
 	return l, nil
 }
@@ -319,7 +316,6 @@ func (l *Log) Close() error {
 		err = l.seal(ctx, open)
 		cancel()
 	}
-	l.cancel()
 	l.mu.Lock()
 	close(l.advanced)
 	l.mu.Unlock()
