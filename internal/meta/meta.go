@@ -78,6 +78,13 @@ type Segment struct {
 	Created time.Time // set by the caller
 	Sealed  bool
 
+	// Ensemble, for a segment of a log in quorum mode, lists the replica
+	// nodes that hold its fragments, and AckQuorum how many of them
+	// acknowledge an append. It stays set after sealing until the
+	// segment's objects are in the bucket: ReplaceObjects clears it.
+	Ensemble  []string
+	AckQuorum int
+
 	// Set when Sealed:
 	End     uint64          // the offset after its last entry (Base if it is empty)
 	Bytes   int64           // the bytes of its objects
@@ -165,7 +172,8 @@ type Store interface {
 	SealSegment(ctx context.Context, log string, s Segment) (Segment, error)
 	// ReplaceObjects swaps the objects of the sealed segment seq from old to
 	// new (and its Bytes to their sum) if its objects are old, and fails with
-	// ErrConflict otherwise. ErrNotFound / ErrSegmentNotFound.
+	// ErrConflict otherwise. The new objects are in the bucket: it clears
+	// the segment's Ensemble. ErrNotFound / ErrSegmentNotFound.
 	ReplaceObjects(ctx context.Context, log string, seq uint64, old, new []SegmentObject) error
 	// Segments returns the log's segments by Seq (nil if none), or
 	// ErrNotFound.

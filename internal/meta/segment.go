@@ -35,6 +35,8 @@ type segmentRecord struct {
 	Bytes     int64          `json:"bytes"`
 	MaxTimeNS int64          `json:"max_time_ns"`
 	Objects   []objectRecord `json:"objects"`
+	Ensemble  []string       `json:"ensemble,omitempty"`
+	AckQuorum int            `json:"ack_quorum,omitempty"`
 }
 
 // objectRecord is the persisted form of a SegmentObject.
@@ -56,6 +58,8 @@ func encodeSegment(s Segment) ([]byte, error) {
 		End:       s.End,
 		Bytes:     s.Bytes,
 		MaxTimeNS: s.MaxTime,
+		Ensemble:  s.Ensemble,
+		AckQuorum: s.AckQuorum,
 	}
 	if !s.Created.IsZero() {
 		if s.Created.Before(minCreated) || s.Created.After(maxCreated) {
@@ -87,12 +91,14 @@ func decodeSegment(v []byte) (Segment, error) {
 		return Segment{}, fmt.Errorf("decode segment record: unsupported version %d", r.V)
 	}
 	s := Segment{
-		Epoch:   r.Epoch,
-		Base:    r.Base,
-		Sealed:  r.Sealed,
-		End:     r.End,
-		Bytes:   r.Bytes,
-		MaxTime: r.MaxTimeNS,
+		Epoch:     r.Epoch,
+		Base:      r.Base,
+		Sealed:    r.Sealed,
+		End:       r.End,
+		Bytes:     r.Bytes,
+		MaxTime:   r.MaxTimeNS,
+		Ensemble:  r.Ensemble,
+		AckQuorum: r.AckQuorum,
 	}
 	if r.CreatedNS != nil {
 		s.Created = time.Unix(0, *r.CreatedNS).UTC()
@@ -116,7 +122,8 @@ func encodeNewSegment(s Segment) ([]byte, error) {
 }
 
 // seal applies SealSegment's rule to the stored segment cur: a sealed one
-// stays as it is, an open one becomes s if s has its Epoch and Base. It
+// stays as it is, an open one becomes s if s has its Epoch and Base, with
+// the Ensemble it was created with. It
 // reports whether cur changed.
 func seal(cur *Segment, s Segment) (bool, error) {
 	if cur.Sealed {
@@ -126,6 +133,7 @@ func seal(cur *Segment, s Segment) (bool, error) {
 		return false, fmt.Errorf("epoch %d and base %d are not the stored %d and %d",
 			s.Epoch, s.Base, cur.Epoch, cur.Base)
 	}
+	s.Ensemble, s.AckQuorum = cur.Ensemble, cur.AckQuorum // fixed at creation
 	*cur = s
 	return true, nil
 }
@@ -140,6 +148,7 @@ func replaceObjects(cur *Segment, old, new []SegmentObject) error {
 		return ErrConflict
 	}
 	cur.Objects = new
+	cur.Ensemble, cur.AckQuorum = nil, 0
 	cur.Bytes = 0
 	for _, o := range new {
 		cur.Bytes += o.Bytes

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"SegmentArguments", testSegmentArguments},
 		{"SealSegmentTwice", testSealSegmentTwice},
 		{"ReplaceObjects", testReplaceObjects},
+		{"SegmentEnsemble", testSegmentEnsemble},
 		{"DeleteSegment", testDeleteSegment},
 		{"SegmentsDeletedWithLog", testSegmentsDeletedWithLog},
 		{"SegmentsOfTwoLogs", testSegmentsOfTwoLogs},

@@ -351,6 +351,38 @@ func testReplaceObjects(t *testing.T, s meta.Store) {
 	checkSegments(t, s, "x", seg, other)
 }
 
+// A quorum segment's Ensemble is fixed at creation: sealing keeps it
+// whatever the seal says, and ReplaceObjects, which means the objects are in
+// the bucket, clears it.
+func testSegmentEnsemble(t *testing.T, s meta.Store) {
+	ctx := t.Context()
+	create(t, s, "q", nil)
+	epoch := bump(t, s, "q")
+	open := meta.Segment{Seq: 1, Epoch: epoch, Base: 0, Created: time.Unix(1, 0),
+		Ensemble: []string{"n3", "n1", "n2"}, AckQuorum: 2}
+	createSegment(t, s, "q", open)
+	checkSegments(t, s, "q", open)
+
+	frags := []meta.SegmentObject{{Key: "1/0", Base: 0, Bytes: 10}}
+	sealed := sealedOf(open, 5, frags...)
+	other := sealed
+	other.Ensemble, other.AckQuorum = []string{"x"}, 1
+	got, err := s.SealSegment(ctx, "q", other)
+	if err != nil {
+		t.Fatalf("SealSegment: %v", err)
+	}
+	if !SegmentEqual(got, sealed) {
+		t.Fatalf("SealSegment with another ensemble = %+v, want the ensemble kept: %+v", got, sealed)
+	}
+	checkSegments(t, s, "q", sealed)
+
+	if err := s.ReplaceObjects(ctx, "q", 1, frags, frags); err != nil {
+		t.Fatalf("ReplaceObjects: %v", err)
+	}
+	sealed.Ensemble, sealed.AckQuorum = nil, 0
+	checkSegments(t, s, "q", sealed)
+}
+
 // DeleteSegment removes one segment, whichever it is; deleting one that does
 // not exist is not an error.
 func testDeleteSegment(t *testing.T, s meta.Store) {
@@ -798,5 +830,5 @@ func checkErr(t *testing.T, what string, err, want, other error) {
 func SegmentEqual(a, b meta.Segment) bool {
 	return a.Seq == b.Seq && a.Epoch == b.Epoch && a.Base == b.Base && a.Created.Equal(b.Created) &&
 		a.Sealed == b.Sealed && a.End == b.End && a.Bytes == b.Bytes && a.MaxTime == b.MaxTime &&
-		slices.Equal(a.Objects, b.Objects)
+		slices.Equal(a.Objects, b.Objects) && slices.Equal(a.Ensemble, b.Ensemble) && a.AckQuorum == b.AckQuorum
 }
