@@ -1,0 +1,297 @@
+package replica
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// writeChunkBytes is how many framed bytes the committer gathers into one
+// write.
+const writeChunkBytes = 1 << 20
+
+// work is what one group commit does for one segment.
+type work struct {
+	seg    *segment
+	file   vfs.File // nil: create the journal, with header epoch
+	epoch  uint64
+	writes []op   // fragments to frame and append, in order
+	next   uint64 // the durable count once they are written
+	state  *state // to persist after the fragments, if set
+	cut    int64  // journal size to truncate to for a seal, or -1
+	// Set by the commit.
+	created bool
+	err     error
+}
+
+// run is the committer: it takes everything queued, commits it as one
+// group, and repeats until the Store is closed and the queue empty.
+func (s *Store) run() {
+	defer close(s.stopped)
+	var buf []byte
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.mu.Unlock()
+			<-s.kick
+			s.mu.Lock()
+		}
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		ops := s.queue
+		s.queue, s.spare = s.spare, nil
+		works, bySeg := s.plan(ops)
+		s.mu.Unlock()
+
+		for _, w := range works {
+			if w.err == nil {
+				w.err = s.write(w, &buf)
+			}
+		}
+		s.syncAll(works)
+		s.report(works)
+		for _, o := range ops {
+			o.done(bySeg[o.seg].err)
+		}
+
+		clear(ops)
+		s.mu.Lock()
+		s.spare = ops[:0]
+		s.mu.Unlock()
+	}
+}
+
+// plan groups ops by segment, with s.mu held, and takes down what each
+// segment's state asks to persist along with them.
+func (s *Store) plan(ops []op) ([]*work, map[*segment]*work) {
+	var works []*work
+	bySeg := make(map[*segment]*work)
+	for _, o := range ops {
+		w := bySeg[o.seg]
+		if w == nil {
+			seg := o.seg
+			w = &work{seg: seg, file: seg.file, epoch: seg.initEpoch, next: seg.durable, cut: -1, err: seg.failed}
+			bySeg[seg] = w
+			works = append(works, w)
+		}
+		if o.write {
+			w.writes = append(w.writes, o)
+			w.next = o.n + 1
+		}
+	}
+	for _, w := range works {
+		seg := w.seg
+		persisted := seg.persisted
+		if w.file == nil {
+			persisted = seg.initEpoch // the header will hold it
+		}
+		st := state{epoch: seg.fenced, sealed: seg.sealed, count: seg.durable}
+		if seg.sealSet && !seg.sealed {
+			st.sealed, st.count = true, seg.sealTo
+			end := int64(headerBytes)
+			if seg.sealTo > 0 {
+				end = seg.frags[seg.sealTo-1].end()
+			}
+			if end < seg.end {
+				w.cut = end
+			}
+		}
+		if seg.fenced > persisted || (st.sealed && !seg.sealed) {
+			w.state = &st
+		}
+	}
+	return works, bySeg
+}
+
+// write creates the segment's journal if needed and appends its fragments.
+func (s *Store) write(w *work, buf *[]byte) error {
+	id := w.seg.id
+	path := journalPath(s.dir, id)
+	b := (*buf)[:0]
+	defer func() {
+		if cap(b) <= 2*writeChunkBytes {
+			*buf = b[:0]
+		}
+	}()
+	if w.file == nil {
+		if err := s.ensureLogDir(id.Log); err != nil {
+			return err
+		}
+		f, err := s.fs.Create(path)
+		if err != nil {
+			return fmt.Errorf("replica: create %s: %w", path, err)
+		}
+		w.file, w.created = f, true
+		b = append(b, encodeHeader(id, w.epoch)...)
+	}
+	for i, o := range w.writes {
+		b = appendFrame(b, o.n, o.data)
+		if len(b) < writeChunkBytes && i < len(w.writes)-1 {
+			continue
+		}
+		if _, err := w.file.Write(b); err != nil {
+			return fmt.Errorf("replica: write %s: %w", path, err)
+		}
+		b = b[:0]
+	}
+	if len(b) > 0 { // a header alone
+		if _, err := w.file.Write(b); err != nil {
+			return fmt.Errorf("replica: write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// ensureLogDir creates a log's directory, durably, the first time. Only the
+// committer (and Open, before it starts) calls it.
+func (s *Store) ensureLogDir(log uint64) error {
+	if s.logDirs[log] {
+		return nil
+	}
+	dir := logDir(s.dir, log)
+	if err := s.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("replica: create %s: %w", dir, err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("replica: sync %s: %w", s.dir, err)
+	}
+	s.logDirs[log] = true
+	return nil
+}
+
+// syncAll makes the group durable: it syncs every journal written (in
+// parallel), then the directories of new journals, then persists the state
+// files and truncations that seals and fences asked for.
+func (s *Store) syncAll(works []*work) {
+	var wg sync.WaitGroup
+	for _, w := range works {
+		if w.err == nil && (w.created || len(w.writes) > 0) {
+			wg.Go(func() {
+				if err := w.file.Sync(); err != nil {
+					w.err = fmt.Errorf("replica: sync %s: %w", journalPath(s.dir, w.seg.id), err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	synced := make(map[uint64]error)
+	for _, w := range works {
+		if w.err != nil || !w.created {
+			continue
+		}
+		log := w.seg.id.Log
+		err, ok := synced[log]
+		if !ok {
+			dir := logDir(s.dir, log)
+			if err = s.fs.SyncDir(dir); err != nil {
+				err = fmt.Errorf("replica: sync %s: %w", dir, err)
+			}
+			synced[log] = err
+		}
+		w.err = err
+	}
+	for _, w := range works {
+		if w.err == nil && w.state != nil {
+			w.err = s.writeState(w.seg.id, *w.state)
+		}
+		if w.err == nil && w.cut >= 0 {
+			w.err = truncate(w.file, w.cut)
+		}
+	}
+}
+
+// report publishes a group's outcome, with the effects of a seal, and fails
+// the segments whose I/O failed; each work's err is then the error of its
+// segment's ops.
+func (s *Store) report(works []*work) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range works {
+		seg := w.seg
+		if w.created {
+			seg.file = w.file
+		}
+		if w.err != nil {
+			if seg.failed == nil {
+				seg.failed = fmt.Errorf("replica: segment %v failed: %w", seg.id, w.err)
+				s.log.Error("replica: segment failed", "segment", seg.id, "err", w.err)
+			}
+			w.err = seg.failed
+			continue
+		}
+		seg.durable = w.next
+		if w.created {
+			seg.persisted = max(seg.persisted, w.epoch)
+		}
+		if w.state != nil {
+			seg.persisted = max(seg.persisted, w.state.epoch)
+			if w.state.sealed && !seg.sealed {
+				s.seal(seg, w.state.count)
+			}
+		}
+	}
+}
+
+// seal applies a durable seal in memory, with s.mu held: fragments from
+// count on are gone, the others leave memory.
+func (s *Store) seal(seg *segment, count uint64) {
+	end := int64(headerBytes)
+	if count > 0 {
+		end = seg.frags[count-1].end()
+	}
+	for i := range seg.frags {
+		seg.frags[i].data = nil
+	}
+	seg.frags = seg.frags[:count:count]
+	s.memBytes -= seg.memBytes
+	s.diskBytes -= seg.end - end
+	seg.memBytes, seg.end = 0, end
+	seg.durable = count
+	seg.sealed, seg.sealing = true, false
+}
+
+// writeState replaces a segment's state file, durably: a new file under a
+// temporary name, synced, renamed over the old one, and the rename synced.
+func (s *Store) writeState(id SegmentID, st state) error {
+	path := statePath(s.dir, id)
+	tmp := path + tmpSuffix
+	fail := func(err error) error { return fmt.Errorf("replica: write %s: %w", path, err) }
+	if err := s.fs.Remove(tmp); err != nil && !isNotExist(err) {
+		return fail(err)
+	}
+	f, err := s.fs.Create(tmp)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = f.Write(encodeState(id, st))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(logDir(s.dir, id.Log))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// truncate cuts a journal at size, durably.
+func truncate(f vfs.File, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("replica: truncate %s at byte %d: %w", f.Name(), size, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("replica: sync %s: %w", f.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+// Package replica is the buffer-node side of quorum mode: what runs on each
+// node of a segment's ensemble. The log's writer cuts its batches into
+// fragments (one or more whole record batches each) and sends every fragment
+// of the open segment to each node of the ensemble; it acknowledges a batch
+// to its clients once AckQuorum nodes hold it durably (package quorum does
+// that arithmetic). A node keeps the fragments of open segments in memory
+// and in a local journal, and answers fence, list, read, seal, offload and
+// drop. Recovery of a segment whose writer died is done by another writer,
+// as in BookKeeper: fence the ensemble with a higher epoch, read each node's
+// durable fragment count, copy forward, seal.
+//
+// A Store holds one node's segments on disk; Local and Conn reach it as a
+// Node, in process or over gRPC (Server, api/ternpb/replica.proto).
+//
+// # Invariants
+//
+//   - A node holds a prefix of a segment's fragments: fragment n is added
+//     only after n-1 (ErrGap), and is durable only once every fragment
+//     before it is.
+//   - Once Fence(epoch) has returned, no add below epoch becomes durable,
+//     before or after a crash; the count it returned is the node's durable
+//     count, which only a Seal can lower.
+//   - A fragment reported durable is on disk, and after a crash the node
+//     recovers it byte for byte, unless a Seal discarded it.
+//
+// # Files
+//
+// Under the store's directory, one directory per log, named by its ID in
+// 20 decimal digits, holds two files per segment, named by its sequence
+// number in 20 decimal digits:
+//
+//	<dir>/LOCK                                    held while the Store is open
+//	<dir>/00000000000000000012/00000000000000000003.frags  the journal
+//	<dir>/00000000000000000012/00000000000000000003.state  fence and seal, once needed
+//
+// # Journal (format version 1; all integers little-endian)
+//
+//	header, 40 bytes:
+//	     0    4 magic    "TRRJ"
+//	     4    1 version  1
+//	     5    3 reserved zero
+//	     8    8 log      the log's ID
+//	    16    8 seq      the segment's sequence number
+//	    24    8 epoch    the segment's fenced epoch when it was created: the
+//	                     epoch of its first Add, or of the Fence that
+//	                     created it
+//	    32    4 crc      CRC-32C (Castagnoli) of bytes [0, 32)
+//	    36    4 reserved zero
+//	frames, back to back, one per fragment, fragment n being the n-th:
+//	     0    4 magic    "TRRF"
+//	     4    4 length   of the data, at most MaxFragmentBytes
+//	     8    8 n        the fragment's number
+//	    16    4 crc      CRC-32C of bytes [4, 16) followed by the data
+//	    20    length     data: the fragment's bytes, as the writer sent them
+//
+// The journal is created by the committer, header and first frames in one
+// write, then synced, and its directory synced (the log directory itself
+// was created and its parent synced before), before any of its fragments,
+// or the epoch in its header, is reported durable.
+//
+// # State file (48 bytes)
+//
+//	 0    4 magic    "TRRS"
+//	 4    1 version  1
+//	 5    1 flags    bit 0: sealed; the other bits zero
+//	 6    2 reserved zero
+//	 8    8 log
+//	16    8 seq
+//	24    8 epoch    the fenced epoch
+//	32    8 count    the fragment count of a sealed segment, else zero
+//	40    4 crc      CRC-32C of bytes [0, 40)
+//	44    4 reserved zero
+//
+// A state file is written when a Fence (or a first Add) raises the fenced
+// epoch above the one on disk, and when a segment is sealed: as
+// <seq>.state.tmp, synced, renamed over <seq>.state, and the directory
+// synced, all before the call is answered. The fenced epoch is the larger of
+// the header's and the state file's. A seal persists the state file first
+// and then truncates the journal after fragment count-1 and syncs it.
+//
+// # Recovery
+//
+// Open scans every journal from the header on. It stops at the first
+// position that does not hold a valid frame of the next fragment number. If
+// no valid frame starts after that position anywhere in the file, the rest
+// is a torn tail left by a crash (nothing in it was reported durable) and is
+// truncated; otherwise Open refuses to guess and fails with a *CorruptError
+// naming the file and position. In a sealed segment, frames from the sealed
+// count on are truncated (a seal cut short after its state file was
+// written); fewer frames than the count is a *CorruptError. A journal whose
+// header is torn and that holds no valid frame was being created at the
+// crash and is removed, unless a state file exists for it. Leftover .tmp
+// files are removed, and a state file without a journal (a Drop cut short)
+// too. Fragments of unsealed segments are loaded into memory.
+//
+// # Crash-safety assumptions
+//
+// Those of package vfs: data written is durable once File.Sync returns; a
+// creation, rename or removal once SyncDir of its directory returns; what
+// survives of unsynced writes is a prefix of them, the last one possibly
+// torn at a sector boundary and followed by garbage up to the sector's end.
+// Rename replaces the target atomically. A crash may lose anything not yet
+// reported, but never what was.
+//
+// # Concurrency
+//
+// A Store's methods are safe for concurrent use. One committer goroutine
+// per Store does every write to the journals and state files: it takes
+// everything queued, across segments, writes each journal's new frames in
+// large writes, syncs each file it wrote once (in parallel), syncs the
+// directories of new journals, writes the state files and truncations that
+// fences and seals asked for, and then reports: it calls the done functions
+// given to Add, in the order of the Adds, from its own goroutine. A write or
+// sync error fails the segment: its queued and later calls fail with the
+// error, and no durability is reported that the disk does not have.
+//
+// Add never waits; Fence, Seal and Drop wait for what was queued for the
+// segment before them (their point in the committer's queue). Reads of an
+// unsealed segment are served from memory, of a sealed one from its
+// journal; they do not wait for the committer.
+//
+// Over gRPC, an Add stream's server side adds each fragment as it arrives
+// and answers with the durable count as the committer reports it,
+// coalesced. It stops reading a stream that has streamWindowBytes of
+// fragments not yet durable, so HTTP/2 flow control blocks the client's
+// Send: neither side buffers without bound. Conn pings an idle connection
+// (see ServerOptions) so that a dead replica fails its streams.
+//
+// Memory: Store.Add keeps the caller's data slice as the fragment's
+// in-memory copy until the segment is sealed or dropped; MemBytes bounds the
+// total, and DiskBytes the journals' bytes, and an add past either fails
+// with ErrFull. Open loads the fragments of unsealed segments even past
+// MemBytes; adds then fail with ErrFull until seals or drops free memory.
+package replica

@@ -1,0 +1,207 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The journal and state formats. Every constant here is on disk: see doc.go.
+const (
+	journalMagic = "TRRJ"
+	frameMagic   = "TRRF"
+	stateMagic   = "TRRS"
+
+	formatVersion = 1
+
+	headerBytes      = 40 // journal header
+	frameHeaderBytes = 20
+	stateBytes       = 48
+
+	stateSealed = 1 // state flag: the segment is sealed
+
+	journalSuffix = ".frags"
+	stateSuffix   = ".state"
+	tmpSuffix     = ".tmp"
+)
+
+// MaxFragmentBytes bounds one fragment.
+const MaxFragmentBytes = 64 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errBadFrame is wrapped by decodeFrame's error for bytes that are not a
+// frame, as opposed to a frame cut short (io.ErrUnexpectedEOF).
+var errBadFrame = errors.New("not a valid frame")
+
+// logDir is the directory of a log's segments under the store's directory.
+func logDir(dir string, log uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d", log))
+}
+
+func journalPath(dir string, id SegmentID) string {
+	return filepath.Join(logDir(dir, id.Log), fmt.Sprintf("%020d%s", id.Seq, journalSuffix))
+}
+
+func statePath(dir string, id SegmentID) string {
+	return filepath.Join(logDir(dir, id.Log), fmt.Sprintf("%020d%s", id.Seq, stateSuffix))
+}
+
+// parseNumber parses the name of a log directory (suffix "") or of a
+// segment's file: 20 decimal digits, then the suffix.
+func parseNumber(name, suffix string) (uint64, bool) {
+	s, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(s) != 20 || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}
+
+// encodeHeader returns a journal header; epoch is the segment's fenced epoch
+// when it was created.
+func encodeHeader(id SegmentID, epoch uint64) []byte {
+	b := make([]byte, headerBytes)
+	copy(b, journalMagic)
+	b[4] = formatVersion
+	binary.LittleEndian.PutUint64(b[8:], id.Log)
+	binary.LittleEndian.PutUint64(b[16:], id.Seq)
+	binary.LittleEndian.PutUint64(b[24:], epoch)
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	return b
+}
+
+func decodeHeader(b []byte) (id SegmentID, epoch uint64, err error) {
+	switch {
+	case len(b) < headerBytes:
+		return id, 0, io.ErrUnexpectedEOF
+	case string(b[:4]) != journalMagic:
+		return id, 0, errors.New("bad magic")
+	case crc32.Checksum(b[:32], castagnoli) != binary.LittleEndian.Uint32(b[32:]):
+		return id, 0, errors.New("header checksum mismatch")
+	case b[4] != formatVersion:
+		return id, 0, fmt.Errorf("unknown format version %d", b[4])
+	case !zero(b[5:8]) || !zero(b[36:40]):
+		return id, 0, errors.New("reserved header bytes are not zero")
+	}
+	id = SegmentID{Log: binary.LittleEndian.Uint64(b[8:]), Seq: binary.LittleEndian.Uint64(b[16:])}
+	return id, binary.LittleEndian.Uint64(b[24:]), nil
+}
+
+// frameBytes is the size of fragment data framed in a journal.
+func frameBytes(data int) int64 { return frameHeaderBytes + int64(data) }
+
+// appendFrame appends fragment n framed to dst.
+func appendFrame(dst []byte, n uint64, data []byte) []byte {
+	var h [frameHeaderBytes]byte
+	copy(h[:], frameMagic)
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
+	binary.LittleEndian.PutUint64(h[8:], n)
+	crc := crc32.Update(crc32.Checksum(h[4:16], castagnoli), castagnoli, data)
+	binary.LittleEndian.PutUint32(h[16:], crc)
+	return append(append(dst, h[:]...), data...)
+}
+
+// frameLength checks the fixed part of a frame in h (frameHeaderBytes long)
+// and returns the length of its data.
+func frameLength(h []byte) (int, error) {
+	if string(h[:4]) != frameMagic {
+		return 0, fmt.Errorf("%w: bad magic", errBadFrame)
+	}
+	length := binary.LittleEndian.Uint32(h[4:])
+	if length > MaxFragmentBytes {
+		return 0, fmt.Errorf("%w: length %d over the limit", errBadFrame, length)
+	}
+	return int(length), nil
+}
+
+// decodeFrame decodes the frame at the start of b and returns its fragment
+// number and data, which aliases b. A frame that b cuts short gives
+// io.ErrUnexpectedEOF; bytes that are not a frame, an error wrapping
+// errBadFrame.
+func decodeFrame(b []byte) (n uint64, data []byte, err error) {
+	if len(b) < frameHeaderBytes {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	length, err := frameLength(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(b)-frameHeaderBytes < length {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	data = b[frameHeaderBytes : frameHeaderBytes+length]
+	if err := checkFrame(b[:frameHeaderBytes], data); err != nil {
+		return 0, nil, err
+	}
+	return binary.LittleEndian.Uint64(b[8:]), data, nil
+}
+
+// checkFrame verifies the checksum of a frame given its header and data.
+func checkFrame(h, data []byte) error {
+	crc := crc32.Update(crc32.Checksum(h[4:16], castagnoli), castagnoli, data)
+	if crc != binary.LittleEndian.Uint32(h[16:]) {
+		return fmt.Errorf("%w: checksum mismatch", errBadFrame)
+	}
+	return nil
+}
+
+// state is what a segment's state file holds.
+type state struct {
+	epoch  uint64 // fenced epoch
+	sealed bool
+	count  uint64 // fragments of a sealed segment
+}
+
+func encodeState(id SegmentID, st state) []byte {
+	b := make([]byte, stateBytes)
+	copy(b, stateMagic)
+	b[4] = formatVersion
+	if st.sealed {
+		b[5] = stateSealed
+	}
+	binary.LittleEndian.PutUint64(b[8:], id.Log)
+	binary.LittleEndian.PutUint64(b[16:], id.Seq)
+	binary.LittleEndian.PutUint64(b[24:], st.epoch)
+	binary.LittleEndian.PutUint64(b[32:], st.count)
+	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	return b
+}
+
+func decodeState(b []byte) (SegmentID, state, error) {
+	switch {
+	case len(b) != stateBytes:
+		return SegmentID{}, state{}, fmt.Errorf("%d bytes, want %d", len(b), stateBytes)
+	case string(b[:4]) != stateMagic:
+		return SegmentID{}, state{}, errors.New("bad magic")
+	case crc32.Checksum(b[:40], castagnoli) != binary.LittleEndian.Uint32(b[40:]):
+		return SegmentID{}, state{}, errors.New("state checksum mismatch")
+	case b[4] != formatVersion:
+		return SegmentID{}, state{}, fmt.Errorf("unknown format version %d", b[4])
+	case b[5]&^stateSealed != 0:
+		return SegmentID{}, state{}, fmt.Errorf("unknown flags %#x", b[5])
+	case !zero(b[6:8]) || !zero(b[44:48]):
+		return SegmentID{}, state{}, errors.New("reserved state bytes are not zero")
+	}
+	id := SegmentID{Log: binary.LittleEndian.Uint64(b[8:]), Seq: binary.LittleEndian.Uint64(b[16:])}
+	st := state{
+		epoch:  binary.LittleEndian.Uint64(b[24:]),
+		sealed: b[5]&stateSealed != 0,
+		count:  binary.LittleEndian.Uint64(b[32:]),
+	}
+	return id, st, nil
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,108 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// SegmentID names a segment on a replica.
+type SegmentID struct {
+	Log uint64 // the log's ID
+	Seq uint64 // the segment's sequence number in the log
+}
+
+func (id SegmentID) String() string { return fmt.Sprintf("%d/%d", id.Log, id.Seq) }
+
+// The errors of a replica. Each crosses gRPC as its own status (see
+// errors.go), so errors.Is works the same on a *Local and on a *Conn.
+var (
+	// ErrFenced refuses an add, or a fence, whose epoch is below the
+	// segment's fenced epoch.
+	ErrFenced = errors.New("replica: segment fenced by a newer epoch")
+	// ErrSealed refuses an add to a sealed segment, and a seal at another
+	// count than the one the segment was sealed at.
+	ErrSealed = errors.New("replica: segment is sealed")
+	// ErrGap refuses a fragment whose predecessor the replica does not
+	// have: a replica holds a prefix of a segment's fragments.
+	ErrGap = errors.New("replica: fragment would leave a gap")
+	// ErrFull refuses an add that would take the replica over its memory or
+	// disk budget. It is retriable: the writer goes to another replica.
+	ErrFull = errors.New("replica: replica is full")
+	// ErrNotFound is returned for a segment the replica does not have, and
+	// for a fragment that is not durable on it.
+	ErrNotFound = errors.New("replica: not found")
+	// ErrMismatch refuses a fragment sent again with other bytes than the
+	// ones stored, and an offload that finds another object at its key.
+	ErrMismatch = errors.New("replica: fragment differs from the stored one")
+	// ErrInvalid is returned for a call that can never succeed as made.
+	ErrInvalid = errors.New("replica: invalid argument")
+	// ErrClosed is returned once the Store is closed.
+	ErrClosed = errors.New("replica: store is closed")
+	// ErrCorrupt is wrapped by every *CorruptError.
+	ErrCorrupt = errors.New("replica: corrupt journal")
+)
+
+// CorruptError reports damage that Open will not repair, found in a file at
+// a position.
+type CorruptError struct {
+	Path string
+	Pos  int64
+	Err  error // what is wrong there
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("replica: %s is corrupt at byte %d: %v", e.Path, e.Pos, e.Err)
+}
+
+// Unwrap lets errors.Is match ErrCorrupt and the underlying cause.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+// Object is an object that Offload stores: the fragments [From, To) of a
+// segment, concatenated, at Key.
+type Object struct {
+	Key      string
+	From, To uint64
+}
+
+// Node is one replica as a writer or recoverer reaches it: a *Conn over
+// gRPC, or a *Local in process. Its methods are safe for concurrent use and
+// return the errors of this package.
+type Node interface {
+	// Stream opens an ordered, pipelined stream of adds to seg by epoch.
+	// onDurable is called, in order, from one goroutine, with the segment's
+	// durable fragment count each time it grows due to this stream's adds;
+	// onErr is called at most once, when the stream fails (after which
+	// nothing more is called). Cancelling ctx fails the stream.
+	Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurable func(count uint64), onErr func(error)) (Sender, error)
+	// Fence refuses adds below epoch from now on and returns the durable
+	// fragment count once no add below epoch can become durable any more.
+	Fence(ctx context.Context, seg SegmentID, epoch uint64) (uint64, error)
+	// List returns the sizes of the durable fragments 0..count-1.
+	List(ctx context.Context, seg SegmentID) ([]int64, error)
+	// Read reads durable fragment n from off into p, as io.ReaderAt does:
+	// fewer than len(p) bytes only at the fragment's end, then with io.EOF.
+	Read(ctx context.Context, seg SegmentID, n uint64, off int64, p []byte) (int, error)
+	// Seal discards the fragments from count on and closes the segment to
+	// adds.
+	Seal(ctx context.Context, seg SegmentID, count uint64) error
+	// Offload uploads the fragments of a sealed segment to the bucket as
+	// objs, which cover them all in order.
+	Offload(ctx context.Context, seg SegmentID, objs []Object) error
+	// Drop deletes the segment; dropping an unknown segment is no error.
+	Drop(ctx context.Context, seg SegmentID) error
+}
+
+// Sender sends fragments in order: n must be 0, 1, 2, ... continuing from
+// the segment's count when the stream opened (or any n already stored, which
+// is idempotent). Send does not wait for durability; it may block for flow
+// control. The caller must not modify data after passing it to Send: a
+// *Local keeps it as the replica's in-memory copy. Send after the stream
+// failed returns the error. Close ends the stream (without waiting for
+// outstanding acks) and releases it; after Close, onErr is not called for
+// the stream's end. A Sender is used by one goroutine at a time, except
+// that Close may be called concurrently with Send.
+type Sender interface {
+	Send(n uint64, data []byte) error
+	Close() error
+}

@@ -1,0 +1,535 @@
+package replica
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// DefaultMemBytes is Options.MemBytes when it is zero.
+const DefaultMemBytes = 256 << 20
+
+// Options configure a Store.
+type Options struct {
+	FS  vfs.FS
+	Dir string // the store's directory; created if missing
+	// Bucket is where Offload uploads sealed segments.
+	Bucket blob.Bucket
+	// MemBytes bounds the fragment data of unsealed segments held in
+	// memory; DefaultMemBytes if zero. An add over it fails with ErrFull.
+	MemBytes int64
+	// DiskBytes bounds the journals' bytes on disk; zero for no limit. An
+	// add over it fails with ErrFull.
+	DiskBytes int64
+	Logger    *slog.Logger // slog.DiscardHandler if nil
+}
+
+// Store is the replica side of quorum mode on one node: segments' fragments
+// in memory and in one journal file per segment, made durable by one
+// committer goroutine. Its methods are safe for concurrent use; see the
+// package comment for what each waits for.
+type Store struct {
+	fs      vfs.FS
+	dir     string
+	bucket  blob.Bucket
+	maxMem  int64
+	maxDisk int64
+	log     *slog.Logger
+	lock    io.Closer
+	kick    chan struct{} // wakes the committer; capacity 1
+	stopped chan struct{} // closed when the committer has exited
+
+	logDirs map[uint64]bool // log directories known to be durable; committer's
+
+	mu        sync.Mutex
+	segs      map[SegmentID]*segment
+	queue     []op // for the committer, in the order of the calls
+	spare     []op // the committer's last batch, emptied, to reuse
+	memBytes  int64
+	diskBytes int64
+	closed    bool
+}
+
+// segment is one segment's state in the Store.
+type segment struct {
+	id SegmentID
+	// opMu serialises Seal and Drop, which take several steps.
+	opMu sync.Mutex
+
+	// Guarded by Store.mu; changed by the committer where noted.
+	file      vfs.File   // the journal; nil until the committer creates it
+	initEpoch uint64     // in the journal header
+	fenced    uint64     // adds below are refused
+	persisted uint64     // the highest fenced epoch on disk; committer
+	frags     []fragment // queued and durable, by number
+	durable   uint64     // fragments on disk; committer
+	end       int64      // journal size once the queue is written
+	memBytes  int64      // fragment data held in memory
+	sealing   bool       // adds are refused: a Seal is under way
+	sealTo    uint64     // the count Seal asks the committer to persist
+	sealSet   bool       // sealTo is set
+	sealed    bool       // committer
+	dropping  bool       // a Drop is under way or done
+	failed    error      // an I/O error; every later call fails with it
+}
+
+// fragment locates one fragment.
+type fragment struct {
+	pos  int64  // of its frame in the journal
+	size int64  // of its data
+	data []byte // nil once the segment is sealed
+}
+
+// end is the journal position after the fragment's frame.
+func (f fragment) end() int64 { return f.pos + frameBytes(int(f.size)) }
+
+// op is work for the committer: a fragment to write, or, with write unset,
+// a point in the queue whose outcome done learns (a barrier, or an add of a
+// fragment already stored).
+type op struct {
+	seg   *segment
+	n     uint64
+	data  []byte
+	write bool
+	done  func(error)
+}
+
+// Open opens the store in opts.Dir, creating the directory if needed, and
+// recovers every segment found there (see the package comment); it fails
+// with a *CorruptError on damage it will not repair. The Store holds a lock
+// on the directory until Close.
+func Open(opts Options) (*Store, error) {
+	if opts.FS == nil || opts.Dir == "" {
+		return nil, fmt.Errorf("%w: options need FS and Dir", ErrInvalid)
+	}
+	s := &Store{
+		fs:      opts.FS,
+		dir:     opts.Dir,
+		bucket:  opts.Bucket,
+		maxMem:  cmp.Or(opts.MemBytes, DefaultMemBytes),
+		maxDisk: opts.DiskBytes,
+		log:     opts.Logger,
+		kick:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		logDirs: make(map[uint64]bool),
+		segs:    make(map[SegmentID]*segment),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.fs.MkdirAll(s.dir); err != nil {
+		return nil, fmt.Errorf("replica: create %s: %w", s.dir, err)
+	}
+	lock, err := s.fs.Lock(filepath.Join(s.dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("replica: lock %s: %w", s.dir, err)
+	}
+	s.lock = lock
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		lock.Close()
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// Add queues fragment n of seg, sent by a writer (or recoverer) of epoch,
+// and returns without waiting: done is called once, from the committer
+// goroutine, with nil when the fragment is durable or the error that failed
+// it; it may be nil. For one segment, done calls come in the order of the Adds. done must
+// not block nor call a method of the Store that waits (Fence, Seal, Drop,
+// Offload, Close). If Add returns an error, done is not called.
+//
+// The Store keeps data as the fragment's in-memory copy: the caller must not
+// modify it afterwards. Adding a fragment already stored with the same bytes
+// succeeds; done reports when the stored one is durable.
+func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)) error {
+	if len(data) > MaxFragmentBytes {
+		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", ErrInvalid, len(data), MaxFragmentBytes)
+	}
+	if done == nil {
+		done = func(error) {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	seg := s.segs[id]
+	if seg == nil {
+		if n > 0 {
+			return fmt.Errorf("%w: fragment %d of %v, which has none", ErrGap, n, id)
+		}
+		if !s.fits(int64(len(data)), headerBytes+frameBytes(len(data))) {
+			return fmt.Errorf("%w: no room for a new segment %v", ErrFull, id)
+		}
+		seg = s.newSegment(id, epoch)
+	}
+	if err := seg.usable(); err != nil {
+		return err
+	}
+	switch {
+	case epoch < seg.fenced:
+		return fmt.Errorf("%w: epoch %d is below %d on %v", ErrFenced, epoch, seg.fenced, id)
+	case seg.sealed || seg.sealing:
+		return fmt.Errorf("%w: %v", ErrSealed, id)
+	}
+	queued := uint64(len(seg.frags))
+	switch {
+	case n < queued:
+		if !bytes.Equal(seg.frags[n].data, data) {
+			return fmt.Errorf("%w: fragment %d of %v", ErrMismatch, n, id)
+		}
+		s.enqueue(op{seg: seg, n: n, done: done})
+		return nil
+	case n > queued:
+		return fmt.Errorf("%w: fragment %d of %v, which has %d", ErrGap, n, id, queued)
+	}
+	size := frameBytes(len(data))
+	if !s.fits(int64(len(data)), size) {
+		return fmt.Errorf("%w: fragment %d of %v", ErrFull, n, id)
+	}
+	if n == 0 {
+		// The first add's epoch fences older writers, as Fence would.
+		seg.fenced = max(seg.fenced, epoch)
+	}
+	seg.frags = append(seg.frags, fragment{pos: seg.end, size: int64(len(data)), data: data})
+	seg.end += size
+	seg.memBytes += int64(len(data))
+	s.memBytes += int64(len(data))
+	s.diskBytes += size
+	s.enqueue(op{seg: seg, n: n, data: data, write: true, done: done})
+	return nil
+}
+
+// fits reports, with s.mu held, whether mem more bytes in memory and disk
+// more on disk stay within the limits.
+func (s *Store) fits(mem, disk int64) bool {
+	return s.memBytes+mem <= s.maxMem && (s.maxDisk == 0 || s.diskBytes+disk <= s.maxDisk)
+}
+
+// newSegment adds an empty segment, with s.mu held. The committer creates
+// its journal when it first sees it.
+func (s *Store) newSegment(id SegmentID, epoch uint64) *segment {
+	seg := &segment{id: id, initEpoch: epoch, fenced: epoch, end: headerBytes}
+	s.segs[id] = seg
+	s.diskBytes += headerBytes
+	return seg
+}
+
+// usable returns the error that refuses every call on a failed or dropped
+// segment, with Store.mu held.
+func (seg *segment) usable() error {
+	switch {
+	case seg.failed != nil:
+		return seg.failed
+	case seg.dropping:
+		return fmt.Errorf("%w: segment %v is dropped", ErrNotFound, seg.id)
+	}
+	return nil
+}
+
+// enqueue hands o to the committer, with s.mu held.
+func (s *Store) enqueue(o op) {
+	s.queue = append(s.queue, o)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// barrier waits until everything queued for seg before it has been
+// committed (or failed), along with any change of seg's state made before
+// it, with s.mu held when called; it returns with s.mu held.
+func (s *Store) barrier(seg *segment) error {
+	if s.closed {
+		return ErrClosed
+	}
+	ch := make(chan error, 1)
+	s.enqueue(op{seg: seg, done: func(err error) { ch <- err }})
+	s.mu.Unlock()
+	err := <-ch
+	s.mu.Lock()
+	return err
+}
+
+// Fence refuses, from now on, adds to seg with an epoch below epoch, and
+// returns the durable fragment count once every add queued before it is
+// durable or failed and the new fenced epoch is durable. Fencing at the
+// fenced epoch again only waits; below it fails with ErrFenced. An unknown
+// segment is created, empty. Adds at epoch or above are still accepted.
+func (s *Store) Fence(id SegmentID, epoch uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	seg := s.segs[id]
+	if seg == nil {
+		seg = s.newSegment(id, epoch)
+	}
+	if err := seg.usable(); err != nil {
+		return 0, err
+	}
+	if epoch < seg.fenced {
+		return 0, fmt.Errorf("%w: epoch %d is below %d on %v", ErrFenced, epoch, seg.fenced, id)
+	}
+	raised := epoch > seg.fenced
+	seg.fenced = epoch
+	if err := s.barrier(seg); err != nil {
+		return 0, err
+	}
+	if raised {
+		s.log.Info("replica: segment fenced", "segment", id, "epoch", epoch, "count", seg.durable)
+	}
+	return seg.durable, nil
+}
+
+// List returns the sizes of seg's durable fragments, in order.
+func (s *Store) List(id SegmentID) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seg, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]int64, seg.durable)
+	for i := range sizes {
+		sizes[i] = seg.frags[i].size
+	}
+	return sizes, nil
+}
+
+// lookup returns the segment, with s.mu held, or ErrNotFound.
+func (s *Store) lookup(id SegmentID) (*segment, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	seg := s.segs[id]
+	if seg == nil || seg.dropping {
+		return nil, fmt.Errorf("%w: segment %v", ErrNotFound, id)
+	}
+	return seg, nil
+}
+
+// Read reads durable fragment n of seg from off into p, as io.ReaderAt
+// does: it returns fewer than len(p) bytes only at the fragment's end, and
+// then io.EOF. It fails with ErrNotFound if the segment is unknown or the
+// fragment not durable. It reads from memory while the segment is unsealed,
+// and from the journal once it is sealed.
+func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
+	s.mu.Lock()
+	seg, err := s.lookup(id)
+	if err == nil && n >= seg.durable {
+		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", ErrNotFound, n, id, seg.durable)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return 0, err
+	}
+	f, file := seg.frags[n], seg.file
+	s.mu.Unlock()
+	if off < 0 {
+		return 0, fmt.Errorf("%w: read at offset %d", ErrInvalid, off)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	want := int(min(int64(len(p)), f.size-off))
+	if f.data != nil {
+		copy(p, f.data[off:])
+	} else if _, err := file.ReadAt(p[:want], f.pos+frameHeaderBytes+off); err != nil {
+		if _, lerr := s.lookupLocked(id); lerr != nil {
+			return 0, lerr // dropped while reading
+		}
+		return 0, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
+	}
+	if want < len(p) {
+		return want, io.EOF
+	}
+	return want, nil
+}
+
+func (s *Store) lookupLocked(id SegmentID) (*segment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookup(id)
+}
+
+// Seal discards seg's fragments from count on and closes the segment to
+// adds (ErrSealed), durably: the fragments beyond count are cut from the
+// journal. count must not exceed the durable count. Sealing again at the
+// same count succeeds; at another count it fails with ErrSealed. A sealed
+// segment's fragments leave memory and are read from the journal.
+func (s *Store) Seal(id SegmentID, count uint64) error {
+	seg, err := s.lookupLocked(id)
+	if err != nil {
+		return err
+	}
+	seg.opMu.Lock()
+	defer seg.opMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := seg.usable(); err != nil {
+		return err
+	}
+	if seg.sealed {
+		if count != seg.durable {
+			return fmt.Errorf("%w: %v is sealed at %d fragments, not %d", ErrSealed, id, seg.durable, count)
+		}
+		return nil
+	}
+	if count > uint64(len(seg.frags)) {
+		return fmt.Errorf("%w: seal %v at %d fragments, it has %d", ErrInvalid, id, count, len(seg.frags))
+	}
+	// Refuse adds, and let those queued finish.
+	seg.sealing = true
+	if err := s.barrier(seg); err != nil {
+		seg.sealing = false
+		return err
+	}
+	if count > seg.durable {
+		seg.sealing = false
+		return fmt.Errorf("%w: seal %v at %d fragments, %d are durable", ErrInvalid, id, count, seg.durable)
+	}
+	seg.sealTo, seg.sealSet = count, true
+	if err := s.barrier(seg); err != nil {
+		return err
+	}
+	s.log.Info("replica: segment sealed", "segment", id, "count", count)
+	return nil
+}
+
+// Drop removes seg's files and memory. Dropping an unknown segment is no
+// error. It waits for the adds queued for seg to finish.
+func (s *Store) Drop(id SegmentID) error {
+	s.mu.Lock()
+	seg, closed := s.segs[id], s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if seg == nil {
+		return nil
+	}
+	seg.opMu.Lock()
+	defer seg.opMu.Unlock()
+	s.mu.Lock()
+	if s.segs[id] != seg {
+		s.mu.Unlock()
+		return nil // a concurrent Drop won
+	}
+	seg.dropping = true
+	if err := s.barrier(seg); errors.Is(err, ErrClosed) {
+		s.mu.Unlock()
+		return err
+	}
+	// An error of a failed segment is no reason to keep its files.
+	file := seg.file
+	seg.file = nil
+	s.mu.Unlock()
+
+	if file != nil {
+		file.Close()
+	}
+	// The journal goes first and durably: a state file without its journal
+	// is a Drop cut short, which Open finishes.
+	dir := logDir(s.dir, id.Log)
+	for _, path := range []string{journalPath(s.dir, id), statePath(s.dir, id)} {
+		if err := s.fs.Remove(path); err != nil && !isNotExist(err) {
+			return fmt.Errorf("replica: drop %v: %w", id, err)
+		}
+		if err := s.fs.SyncDir(dir); err != nil && !isNotExist(err) {
+			return fmt.Errorf("replica: drop %v: %w", id, err)
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.segs, id)
+	s.memBytes -= seg.memBytes
+	s.diskBytes -= seg.end
+	seg.memBytes, seg.end = 0, 0
+	s.log.Info("replica: segment dropped", "segment", id)
+	return nil
+}
+
+// SegmentInfo describes a segment, for diagnostics.
+type SegmentInfo struct {
+	ID       SegmentID
+	Count    uint64 // durable fragments
+	Queued   uint64 // fragments added, durable or not
+	Sealed   bool
+	Epoch    uint64 // fenced epoch
+	Bytes    int64  // data of the durable fragments
+	MemBytes int64  // fragment data held in memory
+	Failed   error  // the I/O error that failed the segment
+}
+
+// Segments describes every segment, sorted by ID.
+func (s *Store) Segments() []SegmentInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	infos := make([]SegmentInfo, 0, len(s.segs))
+	for id, seg := range s.segs {
+		if seg.dropping {
+			continue
+		}
+		info := SegmentInfo{ID: id, Count: seg.durable, Queued: uint64(len(seg.frags)), Sealed: seg.sealed,
+			Epoch: seg.fenced, MemBytes: seg.memBytes, Failed: seg.failed}
+		for _, f := range seg.frags[:seg.durable] {
+			info.Bytes += f.size
+		}
+		infos = append(infos, info)
+	}
+	slices.SortFunc(infos, func(a, b SegmentInfo) int {
+		return cmp.Or(cmp.Compare(a.ID.Log, b.ID.Log), cmp.Compare(a.ID.Seq, b.ID.Seq))
+	})
+	return infos
+}
+
+// Close lets the committer finish what is queued, then closes the journals
+// and releases the directory. Calls after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	<-s.stopped
+	s.closeFiles()
+	return s.lock.Close()
+}
+
+func (s *Store) closeFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seg := range s.segs {
+		if seg.file != nil {
+			seg.file.Close()
+			seg.file = nil
+		}
+	}
+}
+
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
