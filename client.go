@@ -38,6 +38,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -69,6 +70,11 @@ type Options struct {
 	// DefaultMode is the mode of the logs created with none. Default:
 	// ModeLocal.
 	DefaultMode Mode
+
+	// Cluster reaches the replica nodes of the logs in quorum mode; tern
+	// serve sets it for the nodes of a cluster. Without it, quorum logs
+	// can be neither created nor opened.
+	Cluster Cluster
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC, and the
@@ -401,8 +407,11 @@ func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	if opts.Mode == ModeObject && c.bucket == nil {
+	if (opts.Mode == ModeObject || opts.Mode == ModeQuorum) && c.bucket == nil {
 		return nil, errNoStorage(name)
+	}
+	if opts.Mode == ModeQuorum && c.opts.Cluster == nil {
+		return nil, errNoCluster(name)
 	}
 	enc, err := encodeOptions(opts)
 	if err != nil {
@@ -449,6 +458,20 @@ func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
 
 // errNoStorage refuses to create, open or delete an object log on a client
 // with no object store.
+// Cluster is how a client reaches the replica nodes of its quorum logs.
+// tern serve implements it on the cluster's membership; its methods use
+// internal types, so only the server can.
+type Cluster interface {
+	// Node returns a connection to the node with the given ID.
+	Node(id string) (replica.Node, error)
+	// Live lists the IDs of the live nodes.
+	Live() []string
+}
+
+func errNoCluster(name string) error {
+	return fmt.Errorf("%w: log %q is a quorum log, which only a cluster of tern serve nodes serves", ErrInvalid, name)
+}
+
 func errNoStorage(name string) error {
 	return fmt.Errorf("%w: log %q is in object storage, and this client has no object store: set Options.Storage (tern --storage, tern serve --storage)", ErrInvalid, name)
 }
@@ -479,7 +502,7 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 		return c.metaErr(name, err)
 	}
 	var opts LogOptions
-	object := json.Unmarshal(m.Options, &opts) == nil && opts.Mode == ModeObject
+	object := json.Unmarshal(m.Options, &opts) == nil && (opts.Mode == ModeObject || opts.Mode == ModeQuorum)
 	if object && c.bucket == nil {
 		return errNoStorage(name) // its objects would stay behind, unknown to anyone
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -65,11 +66,24 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 	}
 	var eng engine
 	switch opts.Mode {
-	case ModeObject:
+	case ModeObject, ModeQuorum:
 		if c.bucket == nil {
 			return nil, errNoStorage(m.Name)
 		}
+		var replicas *objlog.Replicas
+		if opts.Mode == ModeQuorum {
+			if c.opts.Cluster == nil {
+				return nil, errNoCluster(m.Name)
+			}
+			replicas = &objlog.Replicas{
+				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
+				Log:    m.ID,
+				Node:   c.opts.Cluster.Node,
+				Live:   c.opts.Cluster.Live,
+			}
+		}
 		ol, err := objlog.Open(ctx, objlog.Options{
+			Replicas:      replicas,
 			Bucket:        c.bucket,
 			Meta:          objlog.StoreMeta(c.meta, m.Name),
 			Prefix:        fmt.Sprintf("%d/", m.ID),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ternwal/tern/internal/quorum"
 )
 
 // FsyncMode says when an append is acknowledged.
@@ -82,15 +84,20 @@ const (
 	// memory and uploaded together as one object, and each is acknowledged
 	// once its object is stored. See FlushBytes and FlushInterval.
 	ModeObject Mode = "object"
+	// ModeQuorum keeps the open segment on an ensemble of the cluster's
+	// nodes (Ensemble, 3 by default): an append is acknowledged once
+	// AckQuorum of them (2) hold it on disk. Sealed segments move to the
+	// object store. Only a cluster of tern serve nodes has quorum logs.
+	ModeQuorum Mode = "quorum"
 )
 
 // ParseMode parses a mode's name; "" is the client's default.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case "", ModeLocal, ModeObject:
+	case "", ModeLocal, ModeObject, ModeQuorum:
 		return m, nil
 	}
-	return "", fmt.Errorf("%w: mode %q: use local or object", ErrInvalid, s)
+	return "", fmt.Errorf("%w: mode %q: use local, object or quorum", ErrInvalid, s)
 }
 
 // Defaults of LogOptions' zero fields.
@@ -129,6 +136,12 @@ type LogOptions struct {
 	FlushBytes      int           `json:"flush_bytes,omitempty"`
 	FlushInterval   time.Duration `json:"flush_interval,omitempty"`
 	UploadsInFlight int           `json:"uploads_in_flight,omitempty"`
+
+	// Quorum mode: each segment goes to Ensemble nodes, and an append is
+	// acknowledged once AckQuorum of them hold it durably. Defaults 3 and
+	// 2; 5 and 3 survive two failures.
+	Ensemble  int `json:"ensemble,omitempty"`
+	AckQuorum int `json:"ack_quorum,omitempty"`
 }
 
 // withDefaults fills zero fields and checks the others.
@@ -147,10 +160,25 @@ func (o LogOptions) withDefaults() (LogOptions, error) {
 		o.FlushInterval = cmp.Or(o.FlushInterval, DefaultFlushInterval)
 		o.UploadsInFlight = cmp.Or(o.UploadsInFlight, DefaultUploadsInFlight)
 	}
+	if o.Mode == ModeQuorum {
+		o.Ensemble = cmp.Or(o.Ensemble, quorum.Default.Ensemble)
+		o.AckQuorum = cmp.Or(o.AckQuorum, min(quorum.Default.AckQuorum, o.Ensemble))
+	}
 	if _, err := ParseMode(string(o.Mode)); err != nil {
 		return o, err
 	}
+	if o.Mode == ModeQuorum {
+		if err := (quorum.Config{Ensemble: o.Ensemble, AckQuorum: o.AckQuorum}).Validate(); err != nil {
+			return o, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	switch {
+	case o.Mode == ModeQuorum && (o.FlushBytes != 0 || o.FlushInterval != 0 || o.UploadsInFlight != 0):
+		return o, fmt.Errorf("%w: flush size, flush interval and uploads in flight apply to object logs; a quorum log sends each append at once", ErrInvalid)
+	case o.Mode != ModeQuorum && (o.Ensemble != 0 || o.AckQuorum != 0):
+		return o, fmt.Errorf("%w: ensemble and ack quorum apply to quorum logs, and this log is %s", ErrInvalid, o.Mode)
+	case o.Mode == ModeQuorum && o.Fsync.Mode != FsyncAlways:
+		return o, fmt.Errorf("%w: fsync %s applies to local logs; a quorum log acknowledges once its ack quorum has fsynced", ErrInvalid, o.Fsync)
 	case o.FlushBytes < 0 || o.FlushInterval < 0 || o.UploadsInFlight < 0:
 		return o, fmt.Errorf("%w: flush size, flush interval and uploads in flight cannot be negative", ErrInvalid)
 	case o.Mode == ModeLocal && (o.FlushBytes != 0 || o.FlushInterval != 0 || o.UploadsInFlight != 0):

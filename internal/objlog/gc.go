@@ -69,7 +69,7 @@ func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*metaTimeout)
 	defer cancel()
 	for i, s := range drop {
-		if err := l.deleteSegment(ctx, s.m.Seq); err != nil {
+		if err := l.deleteSegment(ctx, s.m); err != nil {
 			// Keep what is left in the list, below the start, so that
 			// the next pass deletes it.
 			l.mu.Lock()
@@ -81,14 +81,18 @@ func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
 	return nil
 }
 
-// deleteSegment deletes every object under segment seq's prefix, then its
+// deleteSegment deletes every object under segment m's prefix, and the
+// replicas' copies of a quorum segment not yet offloaded, then its
 // metadata.
-func (l *Log) deleteSegment(ctx context.Context, seq uint64) error {
-	if err := DeleteAll(ctx, l.opts.Bucket, l.segPrefix(seq)); err != nil {
+func (l *Log) deleteSegment(ctx context.Context, m meta.Segment) error {
+	if err := DeleteAll(ctx, l.opts.Bucket, l.segPrefix(m.Seq)); err != nil {
 		return err
 	}
-	if err := l.opts.Meta.DeleteSegment(ctx, seq); err != nil {
-		return fmt.Errorf("objlog: delete segment %d of %s: %w", seq, l.opts.Prefix, err)
+	if len(m.Ensemble) > 0 && l.opts.Replicas != nil {
+		l.dropReplicas(ctx, m)
+	}
+	if err := l.opts.Meta.DeleteSegment(ctx, m.Seq); err != nil {
+		return fmt.Errorf("objlog: delete segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
 	return nil
 }
@@ -143,9 +147,10 @@ func (l *Log) Compact(ctx context.Context) (int, error) {
 }
 
 // needsCompaction reports whether a sealed segment is in more than one
-// fragment. Compacted objects have keys that start with "c".
+// fragment. Compacted objects have keys that start with "c". A quorum
+// segment's offload compacts it.
 func needsCompaction(s *seg) bool {
-	return len(s.objs) > 1 && !strings.HasPrefix(s.objs[0].key, "c")
+	return len(s.objs) > 1 && !strings.HasPrefix(s.objs[0].key, "c") && len(s.m.Ensemble) == 0
 }
 
 func (l *Log) compact(ctx context.Context, s *seg) error {

@@ -68,6 +68,10 @@ type Options struct {
 	ReadAhead     int           // a catch-up reader keeps this many chunks' bytes in flight; default 4
 	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
 
+	// Replicas, if set, keeps the log in quorum mode: the open segment on
+	// an ensemble of replica nodes, sealed segments offloaded to Bucket.
+	Replicas *Replicas
+
 	Epoch  uint64 // the newest writer epoch, from metadata
 	Start  uint64 // the truncation point, from metadata
 	Now    func() time.Time
@@ -78,6 +82,16 @@ func (o *Options) setDefaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
+		}
+	}
+	if o.Replicas != nil {
+		o.Replicas.setDefaults()
+		// A fragment costs a message and a journal record, not a PUT: send
+		// at once, and let the fragments in flight group what queues.
+		def(&o.FlushBytes, 1<<20)
+		def(&o.MaxInFlight, 8)
+		if o.FlushInterval <= 0 {
+			o.FlushInterval = time.Nanosecond
 		}
 	}
 	def(&o.FlushBytes, 4<<20)
@@ -135,6 +149,7 @@ type seg struct {
 	bytes   int64
 	maxTime int64
 	frags   int // fragments written: the next fragment's number, for the open segment
+	ens     *ensemble // the replicas of the current epoch's open quorum segment
 }
 
 func (s *seg) sealed() bool { return s.m.Sealed }
@@ -195,6 +210,13 @@ type Log struct {
 	wake       chan struct{}
 	flushed    chan struct{} // closed when the flusher has exited
 	uploads    sync.WaitGroup
+
+	// Quorum mode:
+	avoid       map[string]time.Time // nodes that failed in an ensemble, and when
+	offloadCtx  context.Context      // ends at Close
+	stopOffload context.CancelFunc
+	offloadWake chan struct{}
+	offloaded   chan struct{} // closed when the offloader has exited
 }
 
 // cached is an acknowledged fragment kept for tail readers.
@@ -214,11 +236,21 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		tickReaders: map[*Reader]struct{}{},
 		wake:        make(chan struct{}, 1),
 		flushed:     make(chan struct{}),
+		avoid:       map[string]time.Time{},
+		offloadWake: make(chan struct{}, 1),
+		offloaded:   make(chan struct{}),
 	}
 	if err := l.load(ctx, false); err != nil {
 		return nil, err
 	}
 	go l.flusher()
+	l.offloadCtx, l.stopOffload = context.WithCancel(context.Background())
+	if opts.Replicas != nil {
+		go l.offloader()
+		l.offloadSoon()
+	} else {
+		close(l.offloaded)
+	}
 	return l, nil
 }
 
@@ -239,13 +271,25 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		case i != len(ms)-1:
 			return fmt.Errorf("objlog: segment %d of %s is open but not the last", m.Seq, l.opts.Prefix)
 		case fence:
-			sealed, err := l.fenceSegment(ctx, m)
+			fenceSeg := l.fenceSegment
+			if len(m.Ensemble) > 0 {
+				fenceSeg = l.recoverSegment
+			}
+			sealed, err := fenceSeg(ctx, m)
 			if err != nil {
 				return err
 			}
 			s = sealedSeg(sealed)
+		case len(m.Ensemble) > 0:
+			v, err := l.openView(ctx, m)
+			if err != nil {
+				return err
+			}
+			if s, _, err = l.scan(ctx, m, v); err != nil {
+				return err
+			}
 		default:
-			if s, _, err = l.scan(ctx, m); err != nil {
+			if s, _, err = l.scan(ctx, m, l.opts.Bucket); err != nil {
 				return err
 			}
 		}
@@ -316,6 +360,11 @@ func (l *Log) Close() error {
 		err = l.seal(ctx, open)
 		cancel()
 	}
+	if e := l.takeEnsemble(open); e != nil {
+		e.close()
+	}
+	l.stopOffload()
+	<-l.offloaded
 	l.mu.Lock()
 	close(l.advanced)
 	l.mu.Unlock()

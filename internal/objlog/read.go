@@ -197,7 +197,7 @@ func (l *Log) plan(off uint64) []fetchObj {
 	for k := slices.Index(l.segs, s); k < len(l.segs) && len(plan) < maxPlanObjects; k, i = k+1, 0 {
 		sg := l.segs[k]
 		for _, o := range sg.objs[i:] {
-			plan = append(plan, fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes})
+			plan = append(plan, fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes, src: l.source(sg)})
 			if len(plan) == maxPlanObjects {
 				break
 			}
@@ -210,6 +210,7 @@ func (l *Log) plan(off uint64) []fetchObj {
 type fetchObj struct {
 	key  string
 	size int64
+	src  ranger
 }
 
 // chunk is one ranged GET of a fetcher.
@@ -286,7 +287,7 @@ func (f *fetcher) issue() {
 		f.flying.Add(n)
 		go func() {
 			buf := make([]byte, n)
-			got, err := f.l.opts.Bucket.GetRange(f.ctx, o.key, off, buf)
+			got, err := o.src.GetRange(f.ctx, o.key, off, buf)
 			switch {
 			case err == io.EOF && int64(got) < n:
 				err = fmt.Errorf("objlog: %s ends at byte %d, before the %d its segment records: %w", o.key, off+int64(got), o.size, record.ErrCorrupt)

@@ -198,11 +198,14 @@ func (l *Log) flusher() {
 			cancel()
 			l.idle()
 		case stepUpload:
-			if f.data == nil {
+			switch {
+			case f.data == nil:
 				l.complete(f)
-				continue
+			case f.seg.ens != nil:
+				f.seg.ens.send(f) // in fragment order
+			default:
+				go l.upload(f)
 			}
-			go l.upload(f)
 		}
 	}
 }
@@ -233,7 +236,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	}
 	ticks := l.queue[0].isTick
 	if !ticks {
-		if o := l.open; o != nil && o.frags > 0 && l.mustRoll(o) {
+		if o := l.open; o != nil && (o.frags > 0 && l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
 			if len(l.inflight) > 0 {
 				return stepWait, nil, 0
 			}
@@ -323,6 +326,20 @@ func (l *Log) create() {
 		m.Seq = l.segs[n-1].m.Seq + 1
 	}
 	l.mu.Unlock()
+	var e *ensemble
+	if r := l.opts.Replicas; r != nil {
+		var err error
+		if m.Ensemble, err = l.chooseEnsemble(m.Seq); err == nil {
+			m.AckQuorum = r.Config.AckQuorum
+			e, err = l.openEnsemble(m)
+		}
+		if err != nil {
+			l.mu.Lock()
+			l.failQueued(err)
+			l.mu.Unlock()
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
 	defer cancel()
 	err := l.opts.Meta.CreateSegment(ctx, m)
@@ -336,10 +353,27 @@ func (l *Log) create() {
 	case err != nil:
 		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
 	default:
-		s := &seg{m: m, end: m.Base}
+		s := &seg{m: m, end: m.Base, ens: e}
 		l.segs = append(l.segs, s)
 		l.open = s
+		return
 	}
+	if e != nil {
+		go e.close()
+	}
+}
+
+// takeEnsemble detaches the ensemble of segment s, if it has one, for the
+// caller to close.
+func (l *Log) takeEnsemble(s *seg) *ensemble {
+	if s == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := s.ens
+	s.ens = nil
+	return e
 }
 
 // seal records the open segment s, whose uploads have all completed, as
@@ -357,6 +391,10 @@ func (l *Log) seal(ctx context.Context, s *seg) error {
 	if l.open == s {
 		l.open = nil
 	}
+	if e := s.ens; e != nil {
+		s.ens = nil
+		go e.close()
+	}
 	if stored.End != m.End || len(stored.Objects) != len(m.Objects) {
 		// A newer writer fenced and sealed the segment first.
 		err := fmt.Errorf("%w: segment %d of %s was sealed by a newer writer", wal.ErrFenced, m.Seq, l.opts.Prefix)
@@ -364,6 +402,9 @@ func (l *Log) seal(ctx context.Context, s *seg) error {
 		return err
 	}
 	s.m = stored
+	if len(stored.Ensemble) > 0 {
+		l.offloadSoon()
+	}
 	return nil
 }
 
@@ -498,7 +539,14 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 		l.mu.Lock()
 	}
 	l.epoch, l.owned = epoch, owned
+	var ens *ensemble
+	if l.open != nil {
+		ens, l.open.ens = l.open.ens, nil
+	}
 	l.mu.Unlock()
+	if ens != nil {
+		ens.close() // the recovery below fences its replicas
+	}
 
 	// The flusher is idle now (fencing, nothing queued or in flight, no
 	// metadata call under way) and starts nothing until fencing ends.
@@ -530,7 +578,7 @@ func fenceObject(epoch uint64) []byte {
 // It returns the segment as stored.
 func (l *Log) fenceSegment(ctx context.Context, m meta.Segment) (meta.Segment, error) {
 	for {
-		s, fenced, err := l.scan(ctx, m)
+		s, fenced, err := l.scan(ctx, m, l.opts.Bucket)
 		if err != nil {
 			return meta.Segment{}, err
 		}
@@ -558,12 +606,20 @@ func (l *Log) epochNow() uint64 {
 	return l.epoch
 }
 
-// scan lists the open segment m's objects and reads the fragments'
+// lister is what scan reads an open segment from: the bucket, or the
+// replicas of a quorum segment.
+type lister interface {
+	List(ctx context.Context, prefix string) ([]blob.Info, error)
+	GetRange(ctx context.Context, key string, off int64, p []byte) (int, error)
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// scan lists the open segment m's objects in src and reads the fragments'
 // headers (the last one whole, for where it ends). It reports whether a
 // fence ends the fragments.
-func (l *Log) scan(ctx context.Context, m meta.Segment) (*seg, bool, error) {
+func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool, error) {
 	prefix := l.segPrefix(m.Seq)
-	infos, err := l.opts.Bucket.List(ctx, prefix)
+	infos, err := src.List(ctx, prefix)
 	if err != nil {
 		return nil, false, fmt.Errorf("objlog: list segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
@@ -592,7 +648,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment) (*seg, bool, error) {
 	err = parallel(len(s.objs), 16, func(i int) error {
 		var h [record.HeaderBytes]byte
 		key := prefix + s.objs[i].key
-		if _, err := l.opts.Bucket.GetRange(ctx, key, 0, h[:]); err != nil {
+		if _, err := src.GetRange(ctx, key, 0, h[:]); err != nil {
 			return fmt.Errorf("objlog: read %s: %w", key, err)
 		}
 		hd, err := record.ParseHeader(h[:])
@@ -607,7 +663,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment) (*seg, bool, error) {
 	}
 	// Where the last fragment ends, and its newest entry.
 	last := &s.objs[len(s.objs)-1]
-	data, err := l.opts.Bucket.Get(ctx, prefix+last.key)
+	data, err := src.Get(ctx, prefix+last.key)
 	if err != nil {
 		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
 	}

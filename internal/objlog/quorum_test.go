@@ -1,0 +1,459 @@
+package objlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/vfs"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+var errDead = errors.New("test: node is down")
+
+// faultNode is a real replica store in process that a test can kill (every
+// call fails, and its streams end) or pause (its streams stop reporting
+// progress).
+type faultNode struct {
+	replica.Node
+	store *replica.Store
+
+	mu      sync.Mutex
+	dead    bool
+	paused  bool
+	streams []*faultStream
+}
+
+type faultStream struct {
+	replica.Sender
+	n       *faultNode
+	once    sync.Once
+	onErr   func(error)
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (f *faultNode) down() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dead {
+		return errDead
+	}
+	return nil
+}
+
+func (f *faultNode) kill() {
+	f.mu.Lock()
+	f.dead = true
+	streams := f.streams
+	f.streams = nil
+	f.mu.Unlock()
+	for _, s := range streams {
+		s.fail(errDead)
+	}
+}
+
+func (f *faultNode) pause() {
+	f.mu.Lock()
+	f.paused = true
+	f.mu.Unlock()
+}
+
+func (s *faultStream) fail(err error) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		s.onErr(err)
+	})
+}
+
+func (f *faultNode) Stream(ctx context.Context, seg replica.SegmentID, epoch uint64, onDurable func(uint64), onErr func(error)) (replica.Sender, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	fs := &faultStream{n: f, onErr: onErr}
+	inner, err := f.Node.Stream(ctx, seg, epoch, func(count uint64) {
+		f.mu.Lock()
+		paused := f.paused
+		f.mu.Unlock()
+		fs.mu.Lock()
+		stopped := fs.stopped
+		fs.mu.Unlock()
+		if !paused && !stopped {
+			onDurable(count)
+		}
+	}, fs.fail)
+	if err != nil {
+		return nil, err
+	}
+	fs.Sender = inner
+	f.mu.Lock()
+	f.streams = append(f.streams, fs)
+	f.mu.Unlock()
+	return fs, nil
+}
+
+func (s *faultStream) Send(n uint64, data []byte) error {
+	if err := s.n.down(); err != nil {
+		return err
+	}
+	return s.Sender.Send(n, data)
+}
+
+func (f *faultNode) Fence(ctx context.Context, seg replica.SegmentID, epoch uint64) (uint64, error) {
+	if err := f.down(); err != nil {
+		return 0, err
+	}
+	return f.Node.Fence(ctx, seg, epoch)
+}
+
+func (f *faultNode) List(ctx context.Context, seg replica.SegmentID) ([]int64, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	return f.Node.List(ctx, seg)
+}
+
+func (f *faultNode) Read(ctx context.Context, seg replica.SegmentID, n uint64, off int64, p []byte) (int, error) {
+	if err := f.down(); err != nil {
+		return 0, err
+	}
+	return f.Node.Read(ctx, seg, n, off, p)
+}
+
+func (f *faultNode) Seal(ctx context.Context, seg replica.SegmentID, count uint64) error {
+	if err := f.down(); err != nil {
+		return err
+	}
+	return f.Node.Seal(ctx, seg, count)
+}
+
+func (f *faultNode) Offload(ctx context.Context, seg replica.SegmentID, objs []replica.Object) error {
+	if err := f.down(); err != nil {
+		return err
+	}
+	return f.Node.Offload(ctx, seg, objs)
+}
+
+func (f *faultNode) Drop(ctx context.Context, seg replica.SegmentID) error {
+	if err := f.down(); err != nil {
+		return err
+	}
+	return f.Node.Drop(ctx, seg)
+}
+
+// cluster is n replica nodes, "n0" to "n<n-1>", on the bucket of e.
+type cluster struct {
+	nodes map[string]*faultNode
+	ids   []string
+}
+
+func newCluster(t *testing.T, e *env, n int) *cluster {
+	t.Helper()
+	c := &cluster{nodes: map[string]*faultNode{}}
+	for i := range n {
+		s, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "/replica", Bucket: e.bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		id := fmt.Sprintf("n%d", i)
+		c.nodes[id] = &faultNode{Node: replica.NewLocal(s), store: s}
+		c.ids = append(c.ids, id)
+	}
+	return c
+}
+
+func (c *cluster) node(id string) (replica.Node, error) {
+	n, ok := c.nodes[id]
+	if !ok {
+		return nil, fmt.Errorf("no node %q", id)
+	}
+	return n, nil
+}
+
+// live lists the nodes not killed.
+func (c *cluster) live() []string {
+	var ids []string
+	for _, id := range c.ids {
+		if c.nodes[id].down() == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func (c *cluster) replicas(cfg quorum.Config) *Replicas {
+	return &Replicas{Config: cfg, Log: 7, Node: c.node, Live: c.live, LagTimeout: time.Minute}
+}
+
+// segments returns the log's segments from metadata.
+func (e *env) segments() []meta.Segment {
+	e.t.Helper()
+	segs, err := e.store.Segments(context.Background(), "l")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return segs
+}
+
+// TestQuorumAppendReadOffload appends through an ensemble of three, reads
+// back from memory and from the replicas, and checks that sealed segments
+// move to the bucket and leave the replicas.
+func TestQuorumAppendReadOffload(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), SegmentBytes: 2000, FlushBytes: 300, MaxBatchBytes: 100, CacheBytes: 1})
+	epoch := e.writer(l)
+	var want []string
+	for r := range 30 {
+		prefix := fmt.Sprintf("r%d", r)
+		for i, off := range appendN(t, l, epoch, prefix, 10) {
+			if off != uint64(len(want)) {
+				t.Fatalf("append %d of round %d got offset %d, want %d", i, r, off, len(want))
+			}
+			want = append(want, fmt.Sprintf("%s-%d", prefix, i))
+		}
+	}
+	if got := readAll(t, l, 0, 300); !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+
+	segs := e.segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments of at most 2000 bytes for 300 appends", len(segs))
+	}
+	if s := segs[len(segs)-1]; s.Sealed || len(s.Ensemble) != 3 || s.AckQuorum != 2 {
+		t.Fatalf("open segment %d: sealed %v, ensemble %v, ack quorum %d", s.Seq, s.Sealed, s.Ensemble, s.AckQuorum)
+	}
+	if _, err := l.Offload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close sealed the last segment; a new log handle offloads it.
+	l = e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer l.Close()
+	if _, err := l.Offload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.segments() {
+		if !s.Sealed || len(s.Ensemble) != 0 || len(s.Objects) != 1 || s.Objects[0].Key != "c00000000" {
+			t.Fatalf("segment %d after offload: sealed %v, ensemble %v, objects %+v", s.Seq, s.Sealed, s.Ensemble, s.Objects)
+		}
+	}
+	for id, n := range c.nodes {
+		if segs := n.store.Segments(); len(segs) != 0 {
+			t.Errorf("replica %s still holds %d segments after the offload", id, len(segs))
+		}
+	}
+	if got := readAll(t, l, 0, 300); !slices.Equal(got, want) {
+		t.Fatalf("read after the offload %q, want %q", got, want)
+	}
+}
+
+// ensembleOf returns the ensemble of the open segment.
+func (e *env) openEnsemble() (uint64, []string) {
+	e.t.Helper()
+	segs := e.segments()
+	if len(segs) == 0 || segs[len(segs)-1].Sealed {
+		e.t.Fatalf("no open segment in %+v", segs)
+	}
+	s := segs[len(segs)-1]
+	return s.Seq, s.Ensemble
+}
+
+// TestQuorumReplicaKilledRolls kills a replica of the open segment: the
+// appends go on at the ack quorum, and the next segment's ensemble leaves
+// the dead node out.
+func TestQuorumReplicaKilledRolls(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 4)
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer l.Close()
+	epoch := e.writer(l)
+	appendN(t, l, epoch, "a", 100)
+	seq, ens := e.openEnsemble()
+	dead := ens[1]
+	c.nodes[dead].kill()
+	appendN(t, l, epoch, "b", 100)
+
+	segs := e.segments()
+	i := slices.IndexFunc(segs, func(s meta.Segment) bool { return s.Seq == seq })
+	if !segs[i].Sealed || i == len(segs)-1 {
+		t.Fatalf("the segment with the dead replica is not sealed and followed: %+v", segs)
+	}
+	for _, s := range segs[i+1:] {
+		if slices.Contains(s.Ensemble, dead) {
+			t.Fatalf("segment %d has the dead replica %s in its ensemble %v", s.Seq, dead, s.Ensemble)
+		}
+	}
+	got := readAll(t, l, 0, 200)
+	wantSeq(t, got[:100], "a", 100)
+	wantSeq(t, got[100:], "b", 100)
+}
+
+// TestQuorumLaggingReplicaRolls pauses a replica: once it stays behind the
+// ack quorum for LagTimeout, the segment rolls without it.
+func TestQuorumLaggingReplicaRolls(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 4)
+	r := c.replicas(quorum.Default)
+	r.LagTimeout = 20 * time.Millisecond
+	l := e.open(Options{Replicas: r})
+	defer l.Close()
+	epoch := e.writer(l)
+	appendN(t, l, epoch, "a", 10)
+	seq, ens := e.openEnsemble()
+	c.nodes[ens[0]].pause()
+	deadline := time.Now().Add(20 * time.Second)
+	n := 10
+	for {
+		appendN(t, l, epoch, fmt.Sprintf("b%d", n), 1)
+		n++
+		if s, _ := e.openEnsemble(); s != seq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the segment never rolled away from the paused replica")
+		}
+	}
+	if _, ens2 := e.openEnsemble(); slices.Contains(ens2, ens[0]) {
+		t.Fatalf("the new ensemble %v has the paused replica %s", ens2, ens[0])
+	}
+	if got := readAll(t, l, 0, uint64(n)); len(got) != n {
+		t.Fatalf("read %d entries, want %d", len(got), n)
+	}
+}
+
+// TestQuorumTooFewReplicasFails kills two of three replicas: appends fail
+// rather than hang, the one in flight and those after it.
+func TestQuorumTooFewReplicasFails(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer l.Close()
+	epoch := e.writer(l)
+	appendN(t, l, epoch, "a", 10)
+	_, ens := e.openEnsemble()
+	c.nodes[ens[0]].kill()
+	c.nodes[ens[1]].kill()
+	p, err := l.Append(epoch, entry("lost"))
+	if err == nil {
+		_, err = p.Wait(context.Background())
+	}
+	if err == nil {
+		t.Fatal("an append with one replica of three left was acknowledged")
+	}
+	p, err = l.Append(epoch, entry("later"))
+	if err == nil {
+		_, err = p.Wait(context.Background())
+	}
+	if err == nil {
+		t.Fatal("an append was acknowledged with one live node of three")
+	}
+}
+
+// TestQuorumRecovery opens a second writer, as another process would, while
+// the first still has its ensemble: every entry the first acknowledged is
+// kept, and the first can acknowledge nothing more.
+func TestQuorumRecovery(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer a.Close()
+	ea := e.writer(a)
+	appendN(t, a, ea, "a", 100)
+
+	b := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer b.Close()
+	eb := e.writer(b)
+	p, err := a.Append(ea, entry("fenced"))
+	if err == nil {
+		_, err = p.Wait(context.Background())
+	}
+	if !errors.Is(err, wal.ErrFenced) {
+		t.Fatalf("the fenced writer's append: %v, want ErrFenced", err)
+	}
+	appendN(t, b, eb, "b", 50)
+	got := readAll(t, b, 0, 150)
+	wantSeq(t, got[:100], "a", 100)
+	wantSeq(t, got[100:], "b", 50)
+}
+
+// TestQuorumRecoveryCopiesForward recovers a segment whose replicas hold
+// different prefixes, one of them down: the longest prefix among those
+// that answer is kept, and copied to the shorter one before the seal.
+func TestQuorumRecoveryCopiesForward(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	ctx := context.Background()
+	old, err := e.store.BumpEpoch(ctx, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := meta.Segment{Seq: 1, Epoch: old, Base: 0, Created: time.Now(), Ensemble: c.ids, AckQuorum: 2}
+	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
+		t.Fatal(err)
+	}
+	// Fragment k holds entries 10k to 10k+9. n0 has 5 fragments, n1 3, n2
+	// all 6 but is down.
+	id := replica.SegmentID{Log: 7, Seq: 1}
+	frag := func(k int) []byte {
+		var es []record.Entry
+		for j := range 10 {
+			es = append(es, record.Entry{Time: 1, Payload: fmt.Appendf(nil, "f-%d", 10*k+j)})
+		}
+		return record.Encode(uint64(10*k), old, es)
+	}
+	for node, count := range map[string]int{"n0": 5, "n1": 3, "n2": 6} {
+		done := make(chan error, count)
+		for k := range count {
+			if err := c.nodes[node].store.Add(id, old, uint64(k), frag(k), func(err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range count {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.nodes["n2"].kill()
+
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer l.Close()
+	e.writer(l)
+	segs := e.segments()
+	if !segs[0].Sealed || segs[0].End != 50 || len(segs[0].Objects) != 5 {
+		t.Fatalf("recovered segment: %+v, want sealed at 50 with 5 fragments", segs[0])
+	}
+	if sizes, err := c.nodes["n1"].store.List(id); err != nil || len(sizes) != 5 {
+		t.Fatalf("n1 after recovery holds %d fragments (%v), want 5 copied forward", len(sizes), err)
+	}
+	got := readAll(t, l, 0, 50)
+	for i, g := range got {
+		if want := fmt.Sprintf("f-%d", i); g != want {
+			t.Fatalf("entry %d is %q, want %q", i, g, want)
+		}
+	}
+	// The old epoch can add nothing to the fenced replicas.
+	err = c.nodes["n0"].store.Add(id, old, 5, frag(5), func(error) {})
+	if !errors.Is(err, replica.ErrFenced) && !errors.Is(err, replica.ErrSealed) {
+		t.Fatalf("add of the old epoch after recovery: %v, want fenced", err)
+	}
+	if st := l.Stats(); st.End != 50 {
+		t.Fatalf("end after recovery %d, want 50", st.End)
+	}
+}
