@@ -1,7 +1,8 @@
 // Package quorum holds the arithmetic of quorum mode, with no I/O: which
 // offsets an ensemble has acknowledged, how many replicas a recovery must
-// hear from, where a recovered segment ends, and which replicas must be
-// copied to before it is sealed.
+// hear from, where a recovered segment ends, which replicas must be copied
+// to before it is sealed, and which nodes form a new segment's ensemble
+// (ensemble.go).
 //
 // A segment in quorum mode is written by one writer to a fixed ensemble of
 // replicas. Each replica appends the batches it receives in order to its
