@@ -148,7 +148,7 @@ type seg struct {
 	end     uint64       // offset after its last known entry
 	bytes   int64
 	maxTime int64
-	frags   int // fragments written: the next fragment's number, for the open segment
+	frags   int       // fragments written: the next fragment's number, for the open segment
 	ens     *ensemble // the replicas of the current epoch's open quorum segment
 }
 

@@ -54,8 +54,8 @@ type ensemble struct {
 	seq       uint64
 	ids       []string
 	ackQuorum int
-	ctx context.Context
-	end context.CancelFunc
+	ctx       context.Context
+	end       context.CancelFunc
 
 	mu       sync.Mutex
 	senders  []replica.Sender // nil once the replica failed
