@@ -456,8 +456,6 @@ func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
 	return c.openLocked(ctx, m)
 }
 
-// errNoStorage refuses to create, open or delete an object log on a client
-// with no object store.
 // Cluster is how a client reaches the replica nodes of its quorum logs.
 // tern serve implements it on the cluster's membership; its methods use
 // internal types, so only the server can.
@@ -472,6 +470,42 @@ func errNoCluster(name string) error {
 	return fmt.Errorf("%w: log %q is a quorum log, which only a cluster of tern serve nodes serves", ErrInvalid, name)
 }
 
+// LogID returns the log's ID in the metadata store: a number given at
+// creation and never reused, which names its data. The log is not opened.
+func (c *Client) LogID(ctx context.Context, name string) (uint64, error) {
+	if err := ValidateName(name); err != nil {
+		return 0, err
+	}
+	if c.remote != nil {
+		return 0, fmt.Errorf("%w: LogID of a server's log", ErrInvalid)
+	}
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return 0, c.metaErr(name, err)
+	}
+	return m.ID, nil
+}
+
+// CloseLog closes this process's handle on the named log, if it has one:
+// its readers, writers and subscribers fail with ErrClosed, and the next
+// OpenLog loads the log again from the metadata store. A server calls it
+// when another process takes the log over.
+func (c *Client) CloseLog(name string) error {
+	if c.remote != nil {
+		return nil
+	}
+	c.mu.Lock()
+	l, ok := c.logs[name]
+	delete(c.logs, name)
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return l.close()
+}
+
+// errNoStorage refuses to create, open or delete an object log on a client
+// with no object store.
 func errNoStorage(name string) error {
 	return fmt.Errorf("%w: log %q is in object storage, and this client has no object store: set Options.Storage (tern --storage, tern serve --storage)", ErrInvalid, name)
 }

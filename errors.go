@@ -40,7 +40,13 @@ var (
 	ErrClosed = wal.ErrClosed
 	// ErrLocked: another process has the data directory open.
 	ErrLocked = rpcerr.ErrLocked
+	// ErrNotOwner: in a cluster, another node serves the log; the error is
+	// a *NotOwnerError that names it. The Go client follows it by itself.
+	ErrNotOwner = rpcerr.ErrNotOwner
 )
+
+// NotOwnerError names the node that serves a log in a cluster.
+type NotOwnerError = rpcerr.NotOwnerError
 
 // TruncatedError reports a read below the log's start.
 type TruncatedError = wal.TruncatedError

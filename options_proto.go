@@ -24,6 +24,8 @@ func (o LogOptions) Proto() *ternpb.LogOptions {
 		FlushBytes:       int64(o.FlushBytes),
 		FlushInterval:    durationProto(o.FlushInterval),
 		UploadsInFlight:  int64(o.UploadsInFlight),
+		Ensemble:         int32(o.Ensemble),
+		AckQuorum:        int32(o.AckQuorum),
 	}
 }
 
@@ -51,6 +53,8 @@ func LogOptionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 		MaxEntryBytes:    int(p.GetMaxEntryBytes()),
 		FlushBytes:       int(p.GetFlushBytes()),
 		UploadsInFlight:  int(p.GetUploadsInFlight()),
+		Ensemble:         int(p.GetEnsemble()),
+		AckQuorum:        int(p.GetAckQuorum()),
 	}
 	for _, d := range []struct {
 		field string

@@ -38,7 +38,8 @@ type remoteClient struct {
 
 	mu     sync.Mutex
 	closed bool
-	open   map[remoteCloser]struct{} // writers, readers and subscribers to close with the client
+	open   map[remoteCloser]struct{}   // writers, readers and subscribers to close with the client
+	conns  map[string]*grpc.ClientConn // to the other nodes of a cluster, by address
 }
 
 // remoteCloser is a writer, reader or subscriber that Client.Close closes.
@@ -54,7 +55,7 @@ func openRemote(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
 	}
-	c := &remoteClient{addr: opts.Server, conn: conn, api: ternpb.NewTernClient(conn), open: map[remoteCloser]struct{}{}}
+	c := &remoteClient{addr: opts.Server, conn: conn, api: ternpb.NewTernClient(conn), open: map[remoteCloser]struct{}{}, conns: map[string]*grpc.ClientConn{}}
 	if err := c.probe(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -142,6 +143,15 @@ func (c *remoteClient) Close() error {
 		})
 	}
 	wg.Wait()
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for addr, conn := range conns {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", addr, err))
+		}
+	}
 	if err := c.conn.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", c.addr, err))
 	}
@@ -167,11 +177,15 @@ func (c *remoteClient) OpenLog(ctx context.Context, name string) (*Log, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	info, err := c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: name})
+	l := &remoteLog{c: c, name: name}
+	info, err := l.describe(ctx) // from the node that serves it
 	if err != nil {
-		return nil, c.err(err)
+		return nil, err
 	}
-	return c.newLog(info)
+	if l.opts, err = optionsFromProto(info.GetOptions()); err != nil {
+		return nil, fmt.Errorf("tern: log %q: %w", name, err)
+	}
+	return &Log{remote: l}, nil
 }
 
 func (c *remoteClient) newLog(info *ternpb.LogInfo) (*Log, error) {
@@ -215,6 +229,9 @@ type remoteLog struct {
 	c    *remoteClient
 	name string
 	opts LogOptions
+
+	mu sync.Mutex
+	at string // the address of the node serving the log; "" for the client's
 }
 
 func (l *remoteLog) Name() string        { return l.name }
@@ -224,9 +241,13 @@ func (l *remoteLog) describe(ctx context.Context) (*ternpb.LogInfo, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
-	info, err := l.c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: l.name})
+	var info *ternpb.LogInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: l.name})
+		return err
+	})
 	if err != nil {
-		return nil, l.c.err(err)
+		return nil, err
 	}
 	return info, nil
 }
@@ -243,9 +264,13 @@ func (l *remoteLog) OpenWriter(ctx context.Context) (*Writer, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
-	resp, err := l.c.api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name})
+	var resp *ternpb.OpenWriterResponse
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name})
+		return err
+	})
 	if err != nil {
-		return nil, l.c.err(err)
+		return nil, err
 	}
 	w := &remoteWriter{l: l, epoch: resp.GetEpoch()}
 	if err := l.c.track(w); err != nil {
@@ -258,19 +283,25 @@ func (l *remoteLog) Truncate(ctx context.Context, before Offset) error {
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	_, err := l.c.api.TruncateLog(ctx, &ternpb.TruncateLogRequest{Name: l.name, Before: uint64(before)})
-	return l.c.err(err)
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.TruncateLog(ctx, &ternpb.TruncateLogRequest{Name: l.name, Before: uint64(before)})
+		return err
+	})
 }
 
 func (l *remoteLog) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
 	if l.c.isClosed() {
 		return SubInfo{}, ErrClosed
 	}
-	info, err := l.c.api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
-		Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
+	var info *ternpb.SubscriptionInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
+			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
+		})
+		return err
 	})
 	if err != nil {
-		return SubInfo{}, l.c.err(err)
+		return SubInfo{}, err
 	}
 	return subInfoFromProto(info), nil
 }
@@ -279,9 +310,9 @@ func (l *remoteLog) Subscription(ctx context.Context, name string) (SubInfo, err
 	if l.c.isClosed() {
 		return SubInfo{}, ErrClosed
 	}
-	info, err := l.c.api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
+	info, err := l.subscription(ctx, name)
 	if err != nil {
-		return SubInfo{}, l.c.err(err)
+		return SubInfo{}, err
 	}
 	return subInfoFromProto(info), nil
 }
@@ -290,9 +321,13 @@ func (l *remoteLog) Subscriptions(ctx context.Context) ([]SubInfo, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
-	resp, err := l.c.api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
+	var resp *ternpb.ListSubscriptionsResponse
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
+		return err
+	})
 	if err != nil {
-		return nil, l.c.err(err)
+		return nil, err
 	}
 	infos := make([]SubInfo, 0, len(resp.GetSubscriptions()))
 	for _, s := range resp.GetSubscriptions() {
@@ -305,16 +340,30 @@ func (l *remoteLog) DeleteSubscription(ctx context.Context, name string) error {
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	_, err := l.c.api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
-	return l.c.err(err)
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
+		return err
+	})
 }
 
 func (l *remoteLog) Seek(ctx context.Context, name string, to Offset) error {
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	_, err := l.c.api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
-	return l.c.err(err)
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
+		return err
+	})
+}
+
+// subscription describes a subscription.
+func (l *remoteLog) subscription(ctx context.Context, name string) (*ternpb.SubscriptionInfo, error) {
+	var info *ternpb.SubscriptionInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
+		return err
+	})
+	return info, err
 }
 
 // optionsFromProto reads the options a server describes, filling the fields

@@ -169,12 +169,21 @@ func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) 
 	// The stream outlives ctx, which bounds only the opening.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopOpening := context.AfterFunc(ctx, cancel)
-	stream, err := l.c.api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
-	if err != nil {
-		cancel()
-		return nil, cmp.Or(ctx.Err(), l.c.err(err))
+	var stream grpc.ServerStreamingClient[ternpb.ReadResponse]
+	var err error
+	for attempt := 0; ; attempt++ {
+		var api ternpb.TernClient
+		if api, err = l.api(); err == nil {
+			stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
+		}
+		if err == nil {
+			err = opened(stream)
+		}
+		if err == nil || attempt == maxRedirects || !l.redirect(err) {
+			break
+		}
 	}
-	if err := opened(stream); err != nil || !stopOpening() {
+	if err != nil || !stopOpening() {
 		cancel()
 		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
@@ -230,14 +239,18 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
-	sub, err := l.c.api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
+	sub, err := l.subscription(ctx, name)
 	if err != nil {
-		return nil, l.c.err(err)
+		return nil, err
 	}
 	// The stream outlives ctx, which bounds only the opening.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopOpening := context.AfterFunc(ctx, cancel)
-	stream, err := l.c.api.Subscribe(sctx)
+	api, err := l.api() // where the description came from
+	var stream grpc.BidiStreamingClient[ternpb.SubscribeRequest, ternpb.ReadResponse]
+	if err == nil {
+		stream, err = api.Subscribe(sctx)
+	}
 	if err == nil {
 		err = stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{
 			Start: &ternpb.SubscribeRequest_Start{Log: l.name, Name: name, Ticks: o.ticks},

@@ -151,7 +151,11 @@ func (w *remoteWriter) openStream() *appendStream {
 }
 
 func (s *appendStream) run() {
-	stream, err := s.w.l.c.api.AppendStream(s.ctx)
+	api, err := s.w.l.api()
+	var stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]
+	if err == nil {
+		stream, err = api.AppendStream(s.ctx)
+	}
 	if err != nil {
 		s.fail(err)
 		return
@@ -290,7 +294,11 @@ func (w *remoteWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 			return ctx.Err()
 		}
 	}
-	_, err := w.l.c.api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
+	api, err := w.l.api()
+	if err != nil {
+		return err
+	}
+	_, err = api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
 	return w.l.c.err(err)
 }
 

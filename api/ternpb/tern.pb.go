@@ -5,7 +5,9 @@
 //   NOT_FOUND            LOG_NOT_FOUND, SUBSCRIPTION_NOT_FOUND
 //   ALREADY_EXISTS       LOG_EXISTS, SUBSCRIPTION_EXISTS
 //   INVALID_ARGUMENT     INVALID_NAME, TOO_LARGE, INVALID_ARGUMENT
-//   FAILED_PRECONDITION  FENCED (a newer writer was opened)
+//   FAILED_PRECONDITION  FENCED (a newer writer was opened),
+//                        NOT_OWNER (in a cluster, another node serves the
+//                        log: metadata "owner" is its address; retry there)
 //   OUT_OF_RANGE         TRUNCATED (metadata "start": where the log starts),
 //                        OUT_OF_RANGE (beyond the end)
 //   DATA_LOSS            CORRUPT
@@ -47,15 +49,20 @@ type LogOptions struct {
 	RetentionBytes   int64                `protobuf:"varint,5,opt,name=retention_bytes,json=retentionBytes,proto3" json:"retention_bytes,omitempty"`
 	RetentionEntries int64                `protobuf:"varint,6,opt,name=retention_entries,json=retentionEntries,proto3" json:"retention_entries,omitempty"`
 	MaxEntryBytes    int64                `protobuf:"varint,7,opt,name=max_entry_bytes,json=maxEntryBytes,proto3" json:"max_entry_bytes,omitempty"`
-	// "local" or "object"; empty when creating: the server's default mode.
+	// "local", "object" or "quorum"; empty when creating: the server's
+	// default mode.
 	Mode string `protobuf:"bytes,8,opt,name=mode,proto3" json:"mode,omitempty"`
 	// Object mode: an upload once flush_bytes are queued or the oldest
 	// append waited flush_interval, with uploads_in_flight uploads at once.
 	FlushBytes      int64                `protobuf:"varint,9,opt,name=flush_bytes,json=flushBytes,proto3" json:"flush_bytes,omitempty"`
 	FlushInterval   *durationpb.Duration `protobuf:"bytes,10,opt,name=flush_interval,json=flushInterval,proto3" json:"flush_interval,omitempty"`
 	UploadsInFlight int64                `protobuf:"varint,11,opt,name=uploads_in_flight,json=uploadsInFlight,proto3" json:"uploads_in_flight,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Quorum mode: each segment on `ensemble` nodes, an append acknowledged
+	// once `ack_quorum` of them hold it durably (3 and 2 when 0).
+	Ensemble      int32 `protobuf:"varint,12,opt,name=ensemble,proto3" json:"ensemble,omitempty"`
+	AckQuorum     int32 `protobuf:"varint,13,opt,name=ack_quorum,json=ackQuorum,proto3" json:"ack_quorum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogOptions) Reset() {
@@ -161,6 +168,20 @@ func (x *LogOptions) GetFlushInterval() *durationpb.Duration {
 func (x *LogOptions) GetUploadsInFlight() int64 {
 	if x != nil {
 		return x.UploadsInFlight
+	}
+	return 0
+}
+
+func (x *LogOptions) GetEnsemble() int32 {
+	if x != nil {
+		return x.Ensemble
+	}
+	return 0
+}
+
+func (x *LogOptions) GetAckQuorum() int32 {
+	if x != nil {
+		return x.AckQuorum
 	}
 	return 0
 }
@@ -2123,7 +2144,7 @@ var File_tern_proto protoreflect.FileDescriptor
 const file_tern_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe4\x03\n" +
+	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9f\x04\n" +
 	"\n" +
 	"LogOptions\x12\x14\n" +
 	"\x05fsync\x18\x01 \x01(\tR\x05fsync\x12#\n" +
@@ -2139,7 +2160,10 @@ const file_tern_proto_rawDesc = "" +
 	"flushBytes\x12@\n" +
 	"\x0eflush_interval\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12*\n" +
-	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\"\x92\x02\n" +
+	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\x12\x1a\n" +
+	"\bensemble\x18\f \x01(\x05R\bensemble\x12\x1d\n" +
+	"\n" +
+	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\x92\x02\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +

@@ -5,7 +5,9 @@
 //   NOT_FOUND            LOG_NOT_FOUND, SUBSCRIPTION_NOT_FOUND
 //   ALREADY_EXISTS       LOG_EXISTS, SUBSCRIPTION_EXISTS
 //   INVALID_ARGUMENT     INVALID_NAME, TOO_LARGE, INVALID_ARGUMENT
-//   FAILED_PRECONDITION  FENCED (a newer writer was opened)
+//   FAILED_PRECONDITION  FENCED (a newer writer was opened),
+//                        NOT_OWNER (in a cluster, another node serves the
+//                        log: metadata "owner" is its address; retry there)
 //   OUT_OF_RANGE         TRUNCATED (metadata "start": where the log starts),
 //                        OUT_OF_RANGE (beyond the end)
 //   DATA_LOSS            CORRUPT

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
@@ -42,7 +43,8 @@ type serveConfig struct {
 	// Storage is the URL of the object store of the logs in object mode
 	// (tern.StorageOptions.URL). Empty: none, and only local logs.
 	Storage string `json:"storage"`
-	// Mode is the mode of the logs created without one: local or object.
+	// Mode is the mode of the logs created without one: local, object, or,
+	// on the nodes of a cluster, quorum.
 	Mode string `json:"mode"`
 	// StorageAccessKey and StorageSecretKey are the S3 credentials. Empty,
 	// the store takes $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and
@@ -54,6 +56,19 @@ type serveConfig struct {
 	// URL): 32 bytes, or 64 hex digits.
 	StorageSSECKeyFile string `json:"storage_ssec_key_file"`
 
+	// NodeID makes this server a node of a cluster, under this ID: the
+	// nodes share the etcd cluster (Etcd) and the object store (Storage),
+	// each log is served by one of them, and quorum logs keep their open
+	// segments on the nodes. Empty: a standalone server.
+	NodeID string `json:"node_id"`
+	// Advertise is the address the other nodes and the clients reach this
+	// node's gRPC at. Empty: Listen.
+	Advertise string `json:"advertise"`
+	// NodeTTL is the lease of a node's membership and of the logs it
+	// serves: a node that stops renewing it (it died, or lost etcd) gives
+	// its logs up this long after, and another node takes them over.
+	NodeTTL string `json:"node_ttl"`
+
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
 }
@@ -61,7 +76,7 @@ type serveConfig struct {
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
 var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
-	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file"}
+	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -72,6 +87,7 @@ func defaultServeConfig() serveConfig {
 		EtcdRoot: "/tern/",
 		LogLevel: "info",
 		Mode:     string(tern.ModeLocal),
+		NodeTTL:  "10s",
 	}
 }
 
@@ -131,6 +147,9 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.StorageAccessKey, "TERN_STORAGE_ACCESS_KEY")
 	set(&cfg.StorageSecretKey, "TERN_STORAGE_SECRET_KEY")
 	set(&cfg.StorageSSECKeyFile, "TERN_STORAGE_SSEC_KEY_FILE")
+	set(&cfg.NodeID, "TERN_NODE_ID")
+	set(&cfg.Advertise, "TERN_ADVERTISE")
+	set(&cfg.NodeTTL, "TERN_NODE_TTL")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -168,6 +187,9 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=true&ca=FILE&sse=s3|c) or dir:///PATH; $TERN_STORAGE (default: none)")
 	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local or object (needs --storage); $TERN_MODE")
 	fs.StringVar(&f.StorageSSECKeyFile, "storage-ssec-key-file", d.StorageSSECKeyFile, "a `file` holding the SSE-C key of sse=c: 32 bytes, or 64 hex digits; $TERN_STORAGE_SSEC_KEY_FILE")
+	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
+	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
+	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -194,6 +216,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.Storage, "storage", f.Storage)
 	set(&cfg.Mode, "mode", f.Mode)
 	set(&cfg.StorageSSECKeyFile, "storage-ssec-key-file", f.StorageSSECKeyFile)
+	set(&cfg.NodeID, "node-id", f.NodeID)
+	set(&cfg.Advertise, "advertise", f.Advertise)
+	set(&cfg.NodeTTL, "node-ttl", f.NodeTTL)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
@@ -230,7 +255,35 @@ func (c serveConfig) check() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
 	return c.checkStorage()
+}
+
+// checkCluster validates the settings of a node of a cluster.
+func (c serveConfig) checkCluster() error {
+	switch {
+	case c.NodeID == "" && c.Mode == string(tern.ModeQuorum):
+		return configErrorf("mode quorum keeps the open segments on the nodes of a cluster, and this server is not one: set --node-id (or $TERN_NODE_ID, or node_id: in the config file), or use --mode local")
+	case c.NodeID == "" && c.Advertise != "":
+		return configErrorf("--advertise is the address of a node of a cluster, and this server is not one: set --node-id too (or $TERN_NODE_ID, or node_id: in the config file)")
+	case c.NodeID == "":
+		return nil
+	case strings.ContainsAny(c.NodeID, "/ \t\n"):
+		return configErrorf("node ID %q: use letters, digits, '-', '_' or '.', with --node-id (or $TERN_NODE_ID, or node_id: in the config file)", c.NodeID)
+	case c.Storage == "":
+		return configErrorf("a node of a cluster keeps sealed segments in the cluster's object store, and none is set: set --storage (or $TERN_STORAGE, or storage: in the config file)")
+	}
+	if ttl, err := time.ParseDuration(c.NodeTTL); err != nil || ttl < time.Second {
+		return configErrorf("node TTL %q: use a duration of at least 1s, such as 10s, with --node-ttl (or $TERN_NODE_TTL, or node_ttl: in the config file)", c.NodeTTL)
+	}
+	if c.Advertise != "" {
+		if err := checkAddr(c.Advertise); err != nil {
+			return configErrorf("advertise address %q: %v: use host:port with --advertise (or $TERN_ADVERTISE, or advertise: in the config file)", c.Advertise, err)
+		}
+	}
+	return nil
 }
 
 // checkStorage validates the object store settings. The URL itself is
@@ -238,7 +291,7 @@ func (c serveConfig) check() error {
 func (c serveConfig) checkStorage() error {
 	mode, err := tern.ParseMode(c.Mode)
 	if err != nil {
-		return configErrorf("mode %q: use local or object, with --mode (or $TERN_MODE, or mode: in the config file)", c.Mode)
+		return configErrorf("mode %q: use local, object or quorum, with --mode (or $TERN_MODE, or mode: in the config file)", c.Mode)
 	}
 	if c.Storage != "" {
 		if (c.StorageAccessKey == "") != (c.StorageSecretKey == "") {

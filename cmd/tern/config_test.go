@@ -81,13 +81,14 @@ log_level: debug
 		EtcdRoot: "/file/",                           // file
 		LogLevel: "warn",                             // env over file
 		Mode:     "local",                            // default
+		NodeTTL:  "10s",                              // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
 
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local"}
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
@@ -263,7 +264,7 @@ func TestConfigStorageErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{nil, []string{"--mode", "remote"}, []string{`mode "remote"`, "use local or object", "--mode"}},
+		{nil, []string{"--mode", "remote"}, []string{`mode "remote"`, "use local, object or quorum", "--mode"}},
 		{map[string]string{"TERN_MODE": "s3"}, nil, []string{`mode "s3"`, "$TERN_MODE"}},
 		{nil, []string{"--mode", "object"}, []string{"mode object", "none is set", "--storage", "$TERN_STORAGE", "--mode local"}},
 		{map[string]string{"TERN_MODE": "object"}, nil, []string{"mode object", "--storage"}},
@@ -274,6 +275,12 @@ func TestConfigStorageErrors(t *testing.T) {
 		{nil, append(store, "--storage-ssec-key-file", missing), []string{"SSE-C key file " + missing + " does not exist", "--storage-ssec-key-file", "$TERN_STORAGE_SSEC_KEY_FILE"}},
 		{map[string]string{"TERN_STORAGE_SSEC_KEY_FILE": short}, store, []string{"SSE-C key file " + short + " holds 17 bytes", "32-byte key", "64 hex digits", "openssl rand -hex 32"}},
 		{nil, append(store, "--storage-ssec-key-file", notHex), []string{"SSE-C key file " + notHex + " holds 65 bytes", "32-byte key"}},
+		{nil, []string{"--mode", "quorum"}, []string{"mode quorum", "not one", "--node-id", "$TERN_NODE_ID"}},
+		{nil, append(store, "--advertise", "127.0.0.1:1"), []string{"--advertise", "set --node-id too"}},
+		{nil, []string{"--node-id", "n1"}, []string{"cluster's object store", "--storage"}},
+		{map[string]string{"TERN_NODE_ID": "a/b"}, store, []string{`node ID "a/b"`, "--node-id"}},
+		{nil, append(store, "--node-id", "n1", "--node-ttl", "10ms"), []string{`node TTL "10ms"`, "at least 1s", "--node-ttl"}},
+		{nil, append(store, "--node-id", "n1", "--advertise", "nohost"), []string{`advertise address "nohost"`, "--advertise"}},
 	} {
 		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
 			r := ternEnv(t, tc.env, args...)

@@ -131,4 +131,4 @@ func (f modeFlag) Set(s string) error {
 	return nil
 }
 
-func (modeFlag) Type() string { return "local|object" }
+func (modeFlag) Type() string { return "local|object|quorum" }

@@ -45,7 +45,10 @@ A local log keeps its segments in the data directory, and --fsync says when
 an append is acknowledged. An object log keeps them in the object store
 (--storage, or the server's): the appends are queued and uploaded together
 as one object, and acknowledged once it is stored; --flush-bytes,
---flush-interval and --uploads-in-flight tune the uploads.`,
+--flush-interval and --uploads-in-flight tune the uploads. A quorum log, on
+a cluster of tern serve nodes, sends each append to the --ensemble nodes of
+its open segment and acknowledges it once --ack-quorum of them have it on
+disk; sealed segments move to the object store.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if maxEntryBytes > math.MaxInt {
@@ -63,6 +66,10 @@ as one object, and acknowledged once it is stored; --flush-bytes,
 			case flush != "" && opts.Mode == "" && a.server == "":
 				// Here, unlike on a server, the default mode is local.
 				return usagef(cmd, "--%s applies to object logs: add --mode object", flush)
+			case changedFlag(cmd, "ensemble", "ack-quorum") != "" && opts.Mode != tern.ModeQuorum:
+				return usagef(cmd, "--%s applies to quorum logs: add --mode quorum", changedFlag(cmd, "ensemble", "ack-quorum"))
+			case opts.Mode == tern.ModeQuorum && a.server == "":
+				return usagef(cmd, "--mode quorum needs a cluster of tern serve nodes: name one with --server")
 			case opts.Mode == tern.ModeObject && a.server == "" && a.storage == "" && a.open == nil:
 				// Checked here since the library, without a store, would
 				// record the log before failing to open it.
@@ -90,10 +97,12 @@ as one object, and acknowledged once it is stored; --flush-bytes,
 		},
 	}
 	f := cmd.Flags()
-	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory) or object (the object store) (default: the server's --mode, or local)")
+	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory), object (the object store) or quorum (the nodes of a cluster, then the object store) (default: the server's --mode, or local)")
 	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
 	f.DurationVar(&opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", formatDuration(tern.DefaultFlushInterval)))
 	f.IntVar(&opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	f.IntVar(&opts.Ensemble, "ensemble", 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
+	f.IntVar(&opts.AckQuorum, "ack-quorum", 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
 	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "local mode: when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
 	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", formatBytes(tern.DefaultSegmentBytes)))
 	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", formatDuration(tern.DefaultSegmentAge)))

@@ -178,7 +178,7 @@ func TestCreateModeUsageErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{[]string{"--mode", "remote"}, []string{`invalid argument "remote" for "--mode"`, "use local or object"}},
+		{[]string{"--mode", "remote"}, []string{`invalid argument "remote" for "--mode"`, "use local, object or quorum"}},
 		{[]string{"--mode", "local", "--flush-bytes", "1MiB"}, []string{"--flush-bytes applies to object logs, not to --mode local"}},
 		{[]string{"--mode", "local", "--flush-interval", "5ms"}, []string{"--flush-interval applies to object logs"}},
 		{[]string{"--mode", "local", "--uploads-in-flight", "8"}, []string{"--uploads-in-flight applies to object logs"}},

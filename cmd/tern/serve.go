@@ -28,6 +28,7 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/server"
 )
 
@@ -71,6 +72,14 @@ store: an S3 bucket or a directory standing in for one.
 
   tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000' --mode object
 
+With --node-id the server is a node of a cluster: nodes that share an etcd
+cluster (--etcd) and an object store (--storage) serve the logs between
+them, one node per log, and move a dead node's logs to the others after
+--node-ttl. Clients may call any node: it sends them to the one serving the
+log. Quorum logs (--mode quorum) keep their open segments on the nodes.
+
+  tern serve --node-id n1 --etcd 10.0.0.9:2379 --storage 's3://tern/wal?endpoint=10.0.0.9:9000' --listen :7070 --advertise 10.0.0.1:7070
+
 --mode sets the mode of the logs created without one. The S3 credentials are
 $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN, or
 storage_access_key and storage_secret_key ($TERN_STORAGE_ACCESS_KEY,
@@ -80,10 +89,12 @@ every user.
 Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
-$TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE) and the flags.
+$TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
+$TERN_ADVERTISE, $TERN_NODE_TTL) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
+  advertise: ""
   data: ./tern-data
   etcd: []
   etcd_root: /tern/
@@ -91,6 +102,8 @@ storage_secret_key (a comment says when it is set):
   listen: 127.0.0.1:7070
   log_level: info
   mode: local
+  node_id: ""
+  node_ttl: 10s
   storage: ""
   storage_access_key: ""
   storage_ssec_key_file: ""
@@ -244,21 +257,43 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 			strings.Join(endpoints, ","), etcdTimeout, err)
 	}
 
+	var node *clusterNode
+	var clusterOpt tern.Cluster
+	if cfg.NodeID != "" {
+		addr := cmp.Or(cfg.Advertise, dialAddr(grpcLis.Addr()))
+		if node, err = startNode(ctx, cfg, etcdCli, addr, logger); err != nil {
+			return startErr(ctx, err)
+		}
+		undo.push("leave the cluster", node.close)
+		clusterOpt = node.set
+		logger.Info("cluster node", "id", cfg.NodeID, "addr", addr, "ttl", cfg.NodeTTL)
+	}
+
 	c, err := tern.Open(ctx, tern.Options{
 		Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, Logger: logger,
 		Storage: tern.StorageOptions{
 			URL: cfg.Storage, AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
 		},
 		DefaultMode: tern.Mode(cfg.Mode),
+		Cluster:     clusterOpt,
 	})
 	if err != nil {
 		return startErr(ctx, fmt.Errorf("open data directory %s: %w", cfg.Data, err))
 	}
 	undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 
-	srv := server.New(c, server.Options{Logger: logger, Registerer: reg})
-	gs := grpc.NewServer(grpcopts.Server()...)
+	sopts := server.Options{Logger: logger, Registerer: reg}
+	gopts := grpcopts.Server()
+	if node != nil {
+		sopts.Cluster = node.node
+		gopts = append(gopts, replica.ServerOptions()...)
+	}
+	srv := server.New(c, sopts)
+	gs := grpc.NewServer(gopts...)
 	srv.Register(gs)
+	if node != nil {
+		replica.NewServer(node.store).Register(gs)
+	}
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(grpcLis) }()
 	undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })

@@ -34,6 +34,23 @@ var (
 	ErrLocked      = errors.New("tern: data directory is in use by another process")
 )
 
+// ErrNotOwner is matched by a *NotOwnerError: in a cluster, another node
+// serves the log.
+var ErrNotOwner = errors.New("tern: another node serves the log")
+
+// NotOwnerError says which node serves a log: the client retries there.
+type NotOwnerError struct {
+	Log   string
+	Owner string // the serving node's address, host:port
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("tern: log %q is served by the node at %s", e.Log, e.Owner)
+}
+
+// Is makes errors.Is(err, ErrNotOwner) hold.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
 // Domain is the ErrorInfo domain of Tern's errors.
 const Domain = "tern.dev"
 
@@ -49,6 +66,7 @@ var mappings = []mapping{
 	{wal.ErrTruncated, codes.OutOfRange, "TRUNCATED"},
 	{wal.ErrOutOfRange, codes.OutOfRange, "OUT_OF_RANGE"},
 	{wal.ErrFenced, codes.FailedPrecondition, "FENCED"},
+	{ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
 	{ErrNotFound, codes.NotFound, "LOG_NOT_FOUND"},
 	{ErrSubNotFound, codes.NotFound, "SUBSCRIPTION_NOT_FOUND"},
 	{ErrExist, codes.AlreadyExists, "LOG_EXISTS"},
@@ -96,6 +114,9 @@ func classify(err error) (codes.Code, string, map[string]string) {
 			if te, ok := errors.AsType[*wal.TruncatedError](err); ok {
 				md = map[string]string{"offset": strconv.FormatUint(te.Offset, 10), "start": strconv.FormatUint(te.Start, 10)}
 			}
+			if ne, ok := errors.AsType[*NotOwnerError](err); ok {
+				md = map[string]string{"log": ne.Log, "owner": ne.Owner}
+			}
 			return m.code, m.reason, md
 		}
 	}
@@ -139,6 +160,9 @@ func Error(err error) error {
 }
 
 func fromParts(code codes.Code, msg, reason string, md map[string]string) error {
+	if reason == "NOT_OWNER" {
+		return &NotOwnerError{Log: md["log"], Owner: md["owner"]}
+	}
 	if reason == "TRUNCATED" {
 		off, _ := strconv.ParseUint(md["offset"], 10, 64)
 		start, _ := strconv.ParseUint(md["start"], 10, 64)

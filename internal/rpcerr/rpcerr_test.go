@@ -23,6 +23,8 @@ func TestRoundTrip(t *testing.T) {
 			err = &segment.CorruptError{Path: "/x.seg", Pos: 7, Err: errors.New("bad crc")}
 		case wal.ErrTruncated:
 			err = &wal.TruncatedError{Offset: 1, Start: 2}
+		case ErrNotOwner:
+			err = &NotOwnerError{Log: "a/b", Owner: "127.0.0.1:7070"}
 		}
 		st := Status(err)
 		if st.Code() != m.code {
@@ -45,6 +47,16 @@ func TestTruncatedCarriesStart(t *testing.T) {
 		te, ok := errors.AsType[*wal.TruncatedError](back)
 		if !ok || te.Offset != 3 || te.Start != 42 {
 			t.Fatalf("came back as %#v, want a TruncatedError at 3 starting at 42", back)
+		}
+	}
+}
+
+func TestNotOwnerCarriesOwner(t *testing.T) {
+	err := fmt.Errorf("open: %w", &NotOwnerError{Log: "a/b", Owner: "10.0.0.2:7070"})
+	for _, back := range []error{Error(Status(err).Err()), FromProto(Proto(err))} {
+		ne, ok := errors.AsType[*NotOwnerError](back)
+		if !ok || ne.Log != "a/b" || ne.Owner != "10.0.0.2:7070" {
+			t.Fatalf("came back as %#v, want a NotOwnerError naming 10.0.0.2:7070", back)
 		}
 	}
 }

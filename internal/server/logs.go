@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/rpcerr"
 )
 
 // CreateLog creates a log.
@@ -22,12 +24,15 @@ func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*
 	if err != nil {
 		return nil, wire(err)
 	}
+	if err := s.route(ctx, req.GetName()); errors.Is(err, rpcerr.ErrNotOwner) {
+		s.c.CloseLog(req.GetName()) // another node serves it
+	}
 	return logInfoProto(info), nil
 }
 
 // DescribeLog describes a log as it is now.
 func (s *Server) DescribeLog(ctx context.Context, req *ternpb.DescribeLogRequest) (*ternpb.LogInfo, error) {
-	l, err := s.c.OpenLog(ctx, req.GetName())
+	l, err := s.open(ctx, req.GetName())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -53,16 +58,20 @@ func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*te
 
 // DeleteLog deletes a log and its data, and drops the Server's writers of it.
 func (s *Server) DeleteLog(ctx context.Context, req *ternpb.DeleteLogRequest) (*ternpb.DeleteLogResponse, error) {
+	if err := s.route(ctx, req.GetName()); err != nil {
+		return nil, wire(err)
+	}
 	if err := s.c.DeleteLog(ctx, req.GetName()); err != nil {
 		return nil, wire(err)
 	}
 	s.dropWriters(req.GetName(), fmt.Errorf("%w: log %q was deleted", tern.ErrClosed, req.GetName()))
+	s.forget(ctx, req.GetName())
 	return &ternpb.DeleteLogResponse{}, nil
 }
 
 // TruncateLog moves the log's start up to before.
 func (s *Server) TruncateLog(ctx context.Context, req *ternpb.TruncateLogRequest) (*ternpb.TruncateLogResponse, error) {
-	l, err := s.c.OpenLog(ctx, req.GetName())
+	l, err := s.open(ctx, req.GetName())
 	if err != nil {
 		return nil, wire(err)
 	}

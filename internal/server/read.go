@@ -37,7 +37,7 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 	}
 	defer end()
 
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return wire(err)
 	}
@@ -185,7 +185,7 @@ func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
 		return wire(s.streamErr("subscribe", ctx.Err()))
 	}
 
-	l, err := s.c.OpenLog(ctx, start.GetLog())
+	l, err := s.open(ctx, start.GetLog())
 	if err != nil {
 		return wire(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/cluster"
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
@@ -26,6 +27,9 @@ type Options struct {
 	// Registerer receives the Server's metrics. Default: a registry of the
 	// Server's own, which nothing exports.
 	Registerer prometheus.Registerer
+	// Cluster, for a node of a cluster, says which node serves each log
+	// (owners.go). Without it the Server serves every log.
+	Cluster *cluster.Node
 }
 
 // Server implements the Tern gRPC service on a tern.Client. It is safe for
@@ -43,6 +47,9 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	writers map[string]map[uint64]*writer // by log and epoch
+	node    *cluster.Node                 // nil outside a cluster
+	served  map[uint64]string             // the logs this node took, by ID
+	ids     map[string]uint64             // log IDs by name
 	streams sync.WaitGroup                // the open streams; Add only under mu, before closed
 	closing sync.WaitGroup                // writers being closed in the background
 }
@@ -61,8 +68,14 @@ func New(c *tern.Client, opts Options) *Server {
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
 		writers: map[string]map[uint64]*writer{},
+		node:    opts.Cluster,
+		served:  map[uint64]string{},
+		ids:     map[string]uint64{},
 	}
 	s.ctx, s.shutdown = context.WithCancel(context.Background())
+	if s.node != nil {
+		go s.balance()
+	}
 	return s
 }
 

@@ -9,7 +9,7 @@ import (
 
 // CreateSubscription creates a durable subscription on a log.
 func (s *Server) CreateSubscription(ctx context.Context, req *ternpb.CreateSubscriptionRequest) (*ternpb.SubscriptionInfo, error) {
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -26,7 +26,7 @@ func (s *Server) CreateSubscription(ctx context.Context, req *ternpb.CreateSubsc
 
 // DescribeSubscription describes a subscription, with its lag as of now.
 func (s *Server) DescribeSubscription(ctx context.Context, req *ternpb.DescribeSubscriptionRequest) (*ternpb.SubscriptionInfo, error) {
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -39,7 +39,7 @@ func (s *Server) DescribeSubscription(ctx context.Context, req *ternpb.DescribeS
 
 // ListSubscriptions describes a log's subscriptions, by name.
 func (s *Server) ListSubscriptions(ctx context.Context, req *ternpb.ListSubscriptionsRequest) (*ternpb.ListSubscriptionsResponse, error) {
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -56,7 +56,7 @@ func (s *Server) ListSubscriptions(ctx context.Context, req *ternpb.ListSubscrip
 
 // DeleteSubscription deletes a subscription; its subscriber's stream ends.
 func (s *Server) DeleteSubscription(ctx context.Context, req *ternpb.DeleteSubscriptionRequest) (*ternpb.DeleteSubscriptionResponse, error) {
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -68,7 +68,7 @@ func (s *Server) DeleteSubscription(ctx context.Context, req *ternpb.DeleteSubsc
 
 // Seek moves a subscription's cursor.
 func (s *Server) Seek(ctx context.Context, req *ternpb.SeekRequest) (*ternpb.SeekResponse, error) {
-	l, err := s.c.OpenLog(ctx, req.GetLog())
+	l, err := s.open(ctx, req.GetLog())
 	if err != nil {
 		return nil, wire(err)
 	}

@@ -72,7 +72,7 @@ func (s *Server) closeInBackground(ws []*writer) {
 // OpenWriter opens a writer with a new epoch, fencing the older ones.
 func (s *Server) OpenWriter(ctx context.Context, req *ternpb.OpenWriterRequest) (*ternpb.OpenWriterResponse, error) {
 	name := req.GetLog()
-	l, err := s.c.OpenLog(ctx, name)
+	l, err := s.open(ctx, name)
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -144,7 +144,7 @@ func (s *Server) writer(ctx context.Context, name string, epoch uint64) (*writer
 	if w != nil {
 		return w, nil
 	}
-	l, err := s.c.OpenLog(ctx, name) // for ErrInvalidName and ErrNotFound
+	l, err := s.open(ctx, name) // for ErrInvalidName and ErrNotFound
 	if err != nil {
 		return nil, err
 	}

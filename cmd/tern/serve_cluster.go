@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/cluster"
+	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// clusterNode is what a node of a cluster runs besides a standalone server:
+// its membership, and the replica store that holds its share of the quorum
+// logs' open segments.
+type clusterNode struct {
+	node   *cluster.Node
+	store  *replica.Store
+	bucket blob.Bucket
+	set    *replicaSet
+}
+
+// startNode opens the replica store under data/replica and joins the
+// cluster as id at addr. A node restarted at once after a crash finds its
+// old lease still there: it waits up to ttl for it to lapse.
+func startNode(ctx context.Context, cfg serveConfig, cli *clientv3.Client, addr string, logger *slog.Logger) (*clusterNode, error) {
+	ttl, err := time.ParseDuration(cfg.NodeTTL)
+	if err != nil {
+		return nil, err
+	}
+	bucket, err := blob.OpenURL(ctx, cfg.Storage, blob.S3Options{
+		AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", cfg.Storage, err)
+	}
+	dir := filepath.Join(cfg.Data, "replica")
+	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger})
+	if err != nil {
+		bucket.Close()
+		return nil, fmt.Errorf("open the replica store in %s: %w", dir, err)
+	}
+	deadline := time.Now().Add(ttl + time.Second)
+	var node *cluster.Node
+	for {
+		node, err = cluster.Join(ctx, cluster.Options{Client: cli, Root: cfg.EtcdRoot, ID: cfg.NodeID, Addr: addr, TTL: ttl, Logger: logger})
+		if !errors.Is(err, cluster.ErrDuplicateID) || time.Now().After(deadline) {
+			break
+		}
+		logger.Info("waiting for the lease of this node's earlier run to lapse", "node", cfg.NodeID)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(ttl / 4):
+			continue
+		}
+		break
+	}
+	if err != nil {
+		store.Close()
+		bucket.Close()
+		if errors.Is(err, cluster.ErrDuplicateID) {
+			return nil, fmt.Errorf("join the cluster as %s: %w: another live node has this ID; give each node its own --node-id", cfg.NodeID, err)
+		}
+		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
+	}
+	return &clusterNode{node: node, store: store, bucket: bucket,
+		set: &replicaSet{node: node, self: replica.NewLocal(store), conns: map[string]*replica.Conn{}}}, nil
+}
+
+// close leaves the cluster, so that the others take its logs at once, and
+// closes the replica store.
+func (n *clusterNode) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
+	defer cancel()
+	return errors.Join(n.node.Close(ctx), n.set.close(), n.store.Close(), n.bucket.Close())
+}
+
+// replicaSet is tern.Cluster on the cluster's membership: the node itself
+// in process, the others over gRPC, one connection per address.
+type replicaSet struct {
+	node *cluster.Node
+	self replica.Node
+
+	mu    sync.Mutex
+	conns map[string]*replica.Conn
+}
+
+var _ tern.Cluster = (*replicaSet)(nil)
+
+// Node returns the replica with the given ID.
+func (r *replicaSet) Node(id string) (replica.Node, error) {
+	if id == r.node.ID() {
+		return r.self, nil
+	}
+	m, ok := r.node.Member(id)
+	if !ok {
+		return nil, fmt.Errorf("node %s is not a live member of the cluster", id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.conns[m.Addr]; ok {
+		return c, nil
+	}
+	c, err := replica.Dial(m.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("node %s at %s: %w", id, m.Addr, err)
+	}
+	r.conns[m.Addr] = c
+	return c, nil
+}
+
+// Live lists the IDs of the live nodes.
+func (r *replicaSet) Live() []string {
+	ms := r.node.Members()
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+func (r *replicaSet) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var err error
+	for _, c := range r.conns {
+		err = errors.Join(err, c.Close())
+	}
+	r.conns = nil
+	return err
+}

@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/miniotest"
+)
+
+// nodeTTL is the nodes' lease in the cluster tests: a dead owner's logs
+// move after it.
+const nodeTTL = "2s"
+
+// testCluster is four tern serve nodes on one etcd (in this process) and one
+// MinIO.
+type testCluster struct {
+	nodes map[string]*server
+	etcd  *clientv3.Client
+}
+
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	e, err := meta.StartEtcd(t.Context(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	m := miniotest.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
+	c := &testCluster{nodes: map[string]*server{}, etcd: cli}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		c.nodes[id] = startServerEnv(t, t.TempDir(), env, "--node-id", id, "--node-ttl", nodeTTL,
+			"--etcd", e.Endpoints()[0], "--storage", "s3://"+m.Bucket+"/cluster?endpoint="+m.Endpoint)
+	}
+	return c
+}
+
+// owner returns the ID of the node that serves the only log, waiting while
+// it moves (a node that joins may take it over).
+func (c *testCluster) owner(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := c.etcd.Get(t.Context(), "/tern/owners/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 1 {
+			return string(resp.Kvs[0].Value)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no node served the log within %v", waitTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// acked is what a writer had acknowledged: payloads by offset.
+type acked struct {
+	mu      sync.Mutex
+	entries map[tern.Offset]string
+	changed chan struct{}
+}
+
+func (a *acked) add(off tern.Offset, p string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entries[off] = p
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// waitMore waits until n more entries are acknowledged.
+func (a *acked) waitMore(t *testing.T, n int, what string) {
+	t.Helper()
+	a.mu.Lock()
+	want := len(a.entries) + n
+	a.mu.Unlock()
+	deadline := time.After(waitTimeout)
+	for {
+		a.mu.Lock()
+		got, changed := len(a.entries), a.changed
+		a.mu.Unlock()
+		if got >= want {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("%s: %d entries acknowledged, waited for %d", what, got, want)
+		}
+	}
+}
+
+// TestClusterFailures runs steady appends to a quorum log on four nodes
+// while it kills -9 a replica, then the owner, then pauses a node with
+// SIGSTOP and resumes it: every acknowledged entry is read back at its
+// offset, offsets are dense, and no entry is there twice.
+func TestClusterFailures(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx := t.Context()
+	first := openClient(t, c.nodes["n0"].addr)
+	if _, err := first.CreateLog(ctx, "q", tern.LogOptions{Mode: tern.ModeQuorum, SegmentBytes: 256 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := first.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.OpenWriter(ctx); err != nil { // takes the log somewhere
+		t.Fatal(err)
+	}
+	owner := c.owner(t)
+	// The client's first node, which stays up, and the others.
+	var seed, replica, other string
+	for _, id := range []string{"n0", "n1", "n2", "n3"} {
+		switch {
+		case id == owner:
+		case seed == "":
+			seed = id
+		case replica == "":
+			replica = id
+		default:
+			other = id
+		}
+	}
+	cl := openClient(t, c.nodes[seed].addr)
+	log, err := cl.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a := &acked{entries: map[tern.Offset]string{}, changed: make(chan struct{})}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- appendUntil(log, a, stop)
+	}()
+	a.waitMore(t, 300, "before the failures")
+
+	c.nodes[replica].kill9()
+	a.waitMore(t, 300, "after kill -9 of a replica")
+	c.nodes[replica].restart()
+
+	c.nodes[owner].kill9()
+	a.waitMore(t, 300, "after kill -9 of the owner")
+	c.nodes[owner].restart()
+
+	paused := other
+	if c.owner(t) == other {
+		paused = replica
+	}
+	if err := c.nodes[paused].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	a.waitMore(t, 300, "with a node paused")
+	if err := c.nodes[paused].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	a.waitMore(t, 300, "after the paused node resumed")
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	a.mu.Lock()
+	entries := a.entries
+	a.mu.Unlock()
+	var end tern.Offset
+	for off := range entries {
+		end = max(end, off+1)
+	}
+	r, err := log.OpenReader(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	seen := map[string]tern.Offset{}
+	for next := tern.Offset(0); next < end; next++ {
+		e, err := r.Next(rctx)
+		if err != nil {
+			t.Fatalf("read at %d of %d: %v", next, end, err)
+		}
+		if e.Offset != next {
+			t.Fatalf("read offset %d, want %d: offsets are not dense", e.Offset, next)
+		}
+		p := string(e.Payload)
+		if at, dup := seen[p]; dup {
+			t.Fatalf("%q at offsets %d and %d", p, at, e.Offset)
+		}
+		seen[p] = e.Offset
+		if want, ok := entries[e.Offset]; ok && want != p {
+			t.Fatalf("offset %d holds %q, and %q was acknowledged there", e.Offset, p, want)
+		}
+	}
+	t.Logf("%d entries acknowledged through the failures, %d read", len(entries), end)
+}
+
+// appendUntil appends entries one at a time until stop closes, opening a
+// new writer whenever the one it has fails, and records what was
+// acknowledged. An append that fails is not retried: its payload is never
+// used again, so that a duplicate would show.
+func appendUntil(l *tern.Log, a *acked, stop chan struct{}) error {
+	ctx := context.Background()
+	var w *tern.Writer
+	failures := 0
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if w == nil {
+			var err error
+			octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			w, err = l.OpenWriter(octx)
+			cancel()
+			if err != nil {
+				if failures++; failures > 300 {
+					return fmt.Errorf("no writer after %d tries: %w", failures, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			failures = 0
+		}
+		p := "e-" + strconv.Itoa(i)
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		off, err := w.Append(actx, tern.Entry{Payload: []byte(p)})
+		cancel()
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				w.Close()
+			}
+			w = nil
+			continue
+		}
+		a.add(off, p)
+	}
+}
