@@ -1,13 +1,13 @@
 package cluster
 
 import (
-	"encoding/binary"
-	"hash/fnv"
 	"slices"
+
+	"github.com/ternwal/tern/internal/quorum"
 )
 
 // Assign returns the member that should serve logID: the one with the highest
-// score(member ID, logID), ties to the smaller ID (rendezvous, or highest
+// quorum.Score(member ID, logID), ties to the smaller ID (rendezvous, or highest
 // random weight, hashing). The choice depends only on the set of members, not
 // their order, and a member joining or leaving moves only the logs it wins or
 // held: about 1/len(members) of them. It reports false if members is empty.
@@ -18,35 +18,12 @@ func Assign(logID uint64, members []Member) (Member, bool) {
 		found     bool
 	)
 	for _, m := range members {
-		s := score(m.ID, logID)
+		s := quorum.Score(m.ID, logID)
 		if !found || s > bestScore || (s == bestScore && m.ID < best.ID) {
 			best, bestScore, found = m, s, true
 		}
 	}
 	return best, found
-}
-
-// score is the rendezvous weight of node id for x: FNV-1a 64 of the ID's bytes
-// followed by x's 8 bytes big-endian, finished with murmur3's 64-bit mixer.
-// FNV-1a alone is not enough: its last multiplications barely mix the bytes
-// of x into the high bits, so the ranking of IDs hardly depends on x (one
-// node of three would win every log).
-func score(id string, x uint64) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(id))
-	h.Write(binary.BigEndian.AppendUint64(nil, x))
-	return fmix64(h.Sum64())
-}
-
-// fmix64 is the finalizer of MurmurHash3: every input bit affects every
-// output bit.
-func fmix64(k uint64) uint64 {
-	k ^= k >> 33
-	k *= 0xff51afd7ed558ccd
-	k ^= k >> 33
-	k *= 0xc4ceb9fe1a85ec53
-	k ^= k >> 33
-	return k
 }
 
 // Plan returns what node self should do to converge on Assign's placement of

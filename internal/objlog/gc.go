@@ -161,13 +161,8 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 	l.mu.Unlock()
 
 	var out []meta.SegmentObject
-	for i := 0; i < len(objs); {
-		// The run of objects from i that fits in CompactBytes (at least one).
-		j, size := i, int64(0)
-		for j < len(objs) && (j == i || size+objs[j].bytes <= l.opts.CompactBytes) {
-			size += objs[j].bytes
-			j++
-		}
+	for _, r := range runs(objs, l.opts.CompactBytes) {
+		i, j, size := r.from, r.to, r.bytes
 		parts, err := l.getAll(ctx, prefix, objs[i:j])
 		if err != nil {
 			return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
@@ -191,7 +186,6 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 			return fmt.Errorf("objlog: compact segment %d of %s: write %s: %w", s.m.Seq, l.opts.Prefix, key, err)
 		}
 		out = append(out, meta.SegmentObject{Key: key, Base: objs[i].base, Bytes: size})
-		i = j
 	}
 	if err := l.opts.Meta.ReplaceObjects(ctx, s.m.Seq, old, out); err != nil {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
@@ -214,6 +208,29 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
 	}
 	return nil
+}
+
+// run is objects [from, to) of a segment, bytes in all, that compaction
+// writes as one.
+type run struct {
+	from, to int
+	bytes    int64
+}
+
+// runs cuts objs into runs of at most limit bytes, or of one object larger
+// than that.
+func runs(objs []object, limit int64) []run {
+	var rs []run
+	for i := 0; i < len(objs); {
+		j, size := i, int64(0)
+		for j < len(objs) && (j == i || size+objs[j].bytes <= limit) {
+			size += objs[j].bytes
+			j++
+		}
+		rs = append(rs, run{i, j, size})
+		i = j
+	}
+	return rs
 }
 
 // getAll reads the objects, ReadAhead at a time, and returns their bytes in

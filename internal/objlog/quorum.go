@@ -614,16 +614,10 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	count := uint64(len(objs))
 	var out []meta.SegmentObject
 	var plan []replica.Object
-	for i := 0; i < len(objs); {
-		j, size := i, int64(0)
-		for j < len(objs) && (j == i || size+objs[j].bytes <= l.opts.CompactBytes) {
-			size += objs[j].bytes
-			j++
-		}
-		key := "c" + objs[i].key
-		plan = append(plan, replica.Object{Key: l.segPrefix(m.Seq) + key, From: uint64(i), To: uint64(j)})
-		out = append(out, meta.SegmentObject{Key: key, Base: objs[i].base, Bytes: size})
-		i = j
+	for _, r := range runs(objs, l.opts.CompactBytes) {
+		key := "c" + objs[r.from].key
+		plan = append(plan, replica.Object{Key: l.segPrefix(m.Seq) + key, From: uint64(r.from), To: uint64(r.to)})
+		out = append(out, meta.SegmentObject{Key: key, Base: objs[r.from].base, Bytes: r.bytes})
 	}
 	// Seal the replicas at the segment's end: fragments past it, of a
 	// writer that was fenced, are dropped.

@@ -39,7 +39,7 @@ func Choose(n int, live []string, avoid []string, seed uint64) ([]string, error)
 	for _, id := range live {
 		if !skip[id] {
 			skip[id] = true // once
-			eligible = append(eligible, ranked{id, score(id, seed)})
+			eligible = append(eligible, ranked{id, Score(id, seed)})
 		}
 	}
 	if len(eligible) < n {
@@ -62,12 +62,12 @@ func Choose(n int, live []string, avoid []string, seed uint64) ([]string, error)
 	return chosen, nil
 }
 
-// score is the rendezvous weight of node id for seed: FNV-1a 64 of the ID's
+// Score is the rendezvous weight of node id for seed: FNV-1a 64 of the ID's
 // bytes followed by seed's 8 bytes big-endian, finished with murmur3's 64-bit
 // mixer. FNV-1a alone barely mixes the last bytes into the high bits, so the
 // ranking of IDs would hardly depend on seed. It is the weight cluster.Assign
 // uses for logs.
-func score(id string, seed uint64) uint64 {
+func Score(id string, seed uint64) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(id))
 	h.Write(binary.BigEndian.AppendUint64(nil, seed))
