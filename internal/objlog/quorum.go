@@ -445,7 +445,13 @@ func (l *Log) openView(ctx context.Context, m meta.Segment) (*ensembleView, erro
 	}
 	slices.Sort(counts)
 	count := counts[len(counts)-m.AckQuorum]
-	prefer := slices.IndexFunc(lists, func(sz []int64) bool { return uint64(len(sz)) >= count })
+	prefer := 0
+	for i, err := range errs {
+		if err == nil && uint64(len(lists[i])) >= count {
+			prefer = i
+			break
+		}
+	}
 	return &ensembleView{l: l, m: m, count: count, prefer: prefer}, nil
 }
 
