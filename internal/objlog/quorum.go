@@ -618,6 +618,11 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	}
 	id := l.segID(m.Seq)
 	count := uint64(len(objs))
+	if count == 0 {
+		// Sealed empty: nothing to move, and replicas that never got a
+		// fragment may not know the segment.
+		return l.recordOffload(ctx, s, m, nil)
+	}
 	var out []meta.SegmentObject
 	var plan []replica.Object
 	for _, r := range runs(objs, l.opts.CompactBytes) {
@@ -650,6 +655,12 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	if !uploaded {
 		return fmt.Errorf("objlog: offload segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
+	return l.recordOffload(ctx, s, m, out)
+}
+
+// recordOffload records that segment s, as m, is in the bucket as out, and
+// has its replicas drop their copies.
+func (l *Log) recordOffload(ctx context.Context, s *seg, m meta.Segment, out []meta.SegmentObject) error {
 	if err := l.opts.Meta.ReplaceObjects(ctx, m.Seq, m.Objects, out); err != nil {
 		return fmt.Errorf("objlog: offload segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
@@ -663,6 +674,35 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	s.objs, s.bytes = fresh.objs, fresh.bytes
 	l.mu.Unlock()
 	l.dropReplicas(ctx, m)
+	return nil
+}
+
+// refreshOffloaded reloads from metadata the sealed quorum segments that
+// the log still believes are on their replicas: another process (an
+// earlier owner) may have offloaded them, and the replicas dropped them.
+func (l *Log) refreshOffloaded(ctx context.Context) error {
+	l.mu.Lock()
+	stale := slices.ContainsFunc(l.segs, func(s *seg) bool { return s.sealed() && len(s.m.Ensemble) > 0 })
+	l.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	ms, err := l.opts.Meta.Segments(ctx)
+	if err != nil {
+		return fmt.Errorf("objlog: read the segments of %s: %w", l.opts.Prefix, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		if !s.sealed() || len(s.m.Ensemble) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(ms, func(m meta.Segment) bool { return m.Seq == s.m.Seq })
+		if i >= 0 && ms[i].Sealed && len(ms[i].Ensemble) == 0 {
+			fresh := sealedSeg(ms[i])
+			s.m, s.objs, s.bytes = fresh.m, fresh.objs, fresh.bytes
+		}
+	}
 	return nil
 }
 

@@ -457,3 +457,27 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 		t.Fatalf("end after recovery %d, want 50", st.End)
 	}
 }
+
+// TestQuorumReadAfterOffloadElsewhere offloads a segment through another
+// handle on the log, as an earlier owner would: a reader of this handle,
+// whose segment list still points at the replicas, finds it in the bucket.
+func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	epoch := e.writer(a)
+	appendN(t, a, epoch, "a", 50)
+	a.stopOffload() // this handle leaves the sealed segment to the other
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer b.Close()
+	b.stopOffload()
+	other := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer other.Close()
+	if n, err := other.Offload(context.Background()); err != nil || n != 1 {
+		t.Fatalf("Offload: %d segments, %v", n, err)
+	}
+	wantSeq(t, readAll(t, b, 0, 50), "a", 50)
+}

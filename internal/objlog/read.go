@@ -118,9 +118,13 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 			r.stopFetch()
 			continue
 		case isNotFound(err) && lookups < 3:
-			// Compacted or deleted under the reader: look again.
+			// Compacted or deleted under the reader, or offloaded by
+			// another process: look again.
 			lookups++
 			r.stopFetch()
+			if err := l.refreshOffloaded(ctx); err != nil {
+				return err
+			}
 			continue
 		case err != nil:
 			return err

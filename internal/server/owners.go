@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/ternwal/tern"
@@ -41,16 +40,16 @@ func (s *Server) route(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if s.serving(id) && n.Valid() {
+		return nil
+	}
 	if m, ok := n.Owner(id); ok && m.ID != n.ID() {
 		return &rpcerr.NotOwnerError{Log: name, Owner: m.Addr}
 	}
-	if slices.Contains(n.Owned(), id) && s.serving(id) {
-		return nil
-	}
+	// Not served here: by the assignee, if that is another node. The view
+	// may still show this node as the owner of a log it just gave up.
 	if a, ok := cluster.Assign(id, n.Members()); ok && a.ID != n.ID() {
-		if _, owned := n.Owner(id); !owned {
-			return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
-		}
+		return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
 	}
 	err = n.Acquire(ctx, id)
 	if oe, ok := errors.AsType[*cluster.OwnedError](err); ok {
@@ -118,18 +117,19 @@ func (s *Server) balance() {
 	n := s.node
 	for {
 		changed := n.Changed()
-		owned := n.Owned()
 		s.mu.Lock()
 		var lost, served []uint64
 		for id := range s.served {
 			served = append(served, id)
-			if !slices.Contains(owned, id) {
+			// The view may not show an Acquire yet, so only another
+			// owner says the log is gone; a lapsed lease loses the node.
+			if m, ok := n.Owner(id); ok && m.ID != n.ID() {
 				lost = append(lost, id)
 			}
 		}
 		s.mu.Unlock()
 		for _, id := range lost {
-			s.unserve(id, "its ownership lapsed")
+			s.unserve(id, "another node serves it")
 		}
 		_, release := cluster.Plan(n.Members(), served, n.Owners(), n.ID())
 		for _, id := range release {
