@@ -102,7 +102,7 @@ func (l *Log) openEnsemble(m meta.Segment) (*ensemble, error) {
 	e := &ensemble{l: l, seq: m.Seq, ids: m.Ensemble, ackQuorum: m.AckQuorum, tracker: tr,
 		senders: make([]replica.Sender, len(m.Ensemble)), behind: make([]time.Time, len(m.Ensemble))}
 	e.ctx, e.end = context.WithCancel(context.Background())
-	id := replica.SegmentID{Log: r.Log, Seq: m.Seq}
+	id := l.segID(m.Seq)
 	var errs []error
 	for i, node := range m.Ensemble {
 		n, err := r.Node(node)
@@ -113,12 +113,15 @@ func (l *Log) openEnsemble(m meta.Segment) (*ensemble, error) {
 				func(err error) { e.lose(i, err) })
 		}
 		if err != nil {
+			// The segment runs at the ack quorum of the others; a roll
+			// would likely choose the node again.
 			errs = append(errs, fmt.Errorf("replica %s: %w", node, err))
 			l.noteFailed(node)
-			e.degraded = true
 			continue
 		}
+		e.mu.Lock() // its callbacks may run already
 		e.senders[i] = s
+		e.mu.Unlock()
 	}
 	if len(m.Ensemble)-len(errs) < m.AckQuorum {
 		e.close()
@@ -144,6 +147,7 @@ func (e *ensemble) send(f *frag) {
 		e.resolve([]*frag{f}, err)
 		return
 	}
+	f.sent = time.Now()
 	e.pending = append(e.pending, f)
 	senders := slices.Clone(e.senders)
 	e.mu.Unlock()
@@ -244,9 +248,15 @@ func (e *ensemble) watchLag(timeout time.Duration) {
 		var slow []int
 		e.mu.Lock()
 		confirmed := e.tracker.Confirmed()
+		// The oldest fragment waiting that long: the replicas that lack
+		// it stopped, even if too many stopped for any to lag the others.
+		stalled := len(e.pending) > 0 && now.Sub(e.pending[0].sent) > timeout
 		for i, s := range e.senders {
 			switch {
-			case s == nil || e.tracker.End(i) >= confirmed:
+			case s == nil:
+			case stalled && e.tracker.End(i) <= uint64(e.pending[0].n):
+				slow = append(slow, i)
+			case e.tracker.End(i) >= confirmed:
 				e.behind[i] = time.Time{}
 			case e.behind[i].IsZero():
 				e.behind[i] = now
@@ -294,21 +304,18 @@ func (l *Log) segID(seq uint64) replica.SegmentID {
 // returns the replicas' errors.
 func (l *Log) call(ctx context.Context, ids []string, fn func(ctx context.Context, i int, n replica.Node) error) []error {
 	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, l.opts.Replicas.CallTimeout)
-			defer cancel()
-			n, err := l.opts.Replicas.Node(id)
-			if err == nil {
-				err = fn(ctx, i, n)
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("replica %s: %w", id, err)
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(ids), len(ids), func(i int) error {
+		ctx, cancel := context.WithTimeout(ctx, l.opts.Replicas.CallTimeout)
+		defer cancel()
+		n, err := l.opts.Replicas.Node(ids[i])
+		if err == nil {
+			err = fn(ctx, i, n)
+		}
+		if err != nil {
+			errs[i] = fmt.Errorf("replica %s: %w", ids[i], err)
+		}
+		return nil
+	})
 	return errs
 }
 
@@ -371,8 +378,11 @@ func (l *Log) copyForward(ctx context.Context, m meta.Segment, epoch uint64, rec
 		from = min(from, c.End)
 	}
 	sizes, err := src.List(ctx, id)
-	if err != nil || uint64(len(sizes)) < rec.End {
-		return fmt.Errorf("objlog: recover segment %d of %s: list replica %s: %d fragments, %w", m.Seq, l.opts.Prefix, m.Ensemble[rec.Source], len(sizes), err)
+	if err == nil && uint64(len(sizes)) < rec.End {
+		err = fmt.Errorf("it holds %d fragments, not %d", len(sizes), rec.End)
+	}
+	if err != nil {
+		return fmt.Errorf("objlog: recover segment %d of %s: list replica %s: %w", m.Seq, l.opts.Prefix, m.Ensemble[rec.Source], err)
 	}
 	frags := make([][]byte, rec.End-from)
 	for n := from; n < rec.End; n++ {
@@ -512,7 +522,8 @@ func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []
 		}
 		errs = append(errs, fmt.Errorf("replica %s: %w", node, err))
 	}
-	if notFound == len(v.m.Ensemble) {
+	if notFound > 0 {
+		// Those that have it cannot be reached, or it was offloaded.
 		return 0, fmt.Errorf("%w: %s: %w", blob.ErrNotFound, key, errors.Join(errs...))
 	}
 	return 0, fmt.Errorf("objlog: read %s from its replicas: %w", key, errors.Join(errs...))
@@ -577,6 +588,8 @@ func (l *Log) offloader() {
 // first, and reports how many it moved. The log does it by itself after
 // each seal; Offload is for tests and tools that want it done.
 func (l *Log) Offload(ctx context.Context) (int, error) {
+	l.gcMu.Lock() // no truncation deletes a segment under it
+	defer l.gcMu.Unlock()
 	done := 0
 	for {
 		l.mu.Lock()
@@ -605,10 +618,8 @@ func (l *Log) offloadSoon() {
 
 // offload has a replica of the sealed segment s upload its fragments, in
 // objects of about CompactBytes, records them in metadata, which clears the
-// ensemble, and has the replicas drop their copies.
+// ensemble, and has the replicas drop their copies. The caller holds gcMu.
 func (l *Log) offload(ctx context.Context, s *seg) error {
-	l.gcMu.Lock()
-	defer l.gcMu.Unlock()
 	l.mu.Lock()
 	m := s.m
 	objs := slices.Clone(s.objs)
@@ -709,7 +720,9 @@ func (l *Log) refreshOffloaded(ctx context.Context) error {
 // dropReplicas has the replicas of m drop their copies, as far as they can
 // be reached: what one keeps is only disk space.
 func (l *Log) dropReplicas(ctx context.Context, m meta.Segment) {
-	errs := l.call(ctx, m.Ensemble, func(ctx context.Context, _ int, n replica.Node) error {
+	// Once the segment is recorded in the bucket, nothing asks again: a
+	// closing log still finishes this, within the call timeout.
+	errs := l.call(context.WithoutCancel(ctx), m.Ensemble, func(ctx context.Context, _ int, n replica.Node) error {
 		return n.Drop(ctx, l.segID(m.Seq))
 	})
 	if err := errors.Join(errs...); err != nil {

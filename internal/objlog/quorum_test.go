@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ var errDead = errors.New("test: node is down")
 type faultNode struct {
 	replica.Node
 	store *replica.Store
+	hold  *atomic.Bool // refuse offloads while set
 
 	mu      sync.Mutex
 	dead    bool
@@ -142,6 +144,9 @@ func (f *faultNode) Offload(ctx context.Context, seg replica.SegmentID, objs []r
 	if err := f.down(); err != nil {
 		return err
 	}
+	if f.hold.Load() {
+		return errors.New("test: offloads are held")
+	}
 	return f.Node.Offload(ctx, seg, objs)
 }
 
@@ -156,6 +161,8 @@ func (f *faultNode) Drop(ctx context.Context, seg replica.SegmentID) error {
 type cluster struct {
 	nodes map[string]*faultNode
 	ids   []string
+	hold  atomic.Bool // refuse offloads
+	stale bool        // live lists the killed nodes too
 }
 
 func newCluster(t *testing.T, e *env, n int) *cluster {
@@ -168,7 +175,7 @@ func newCluster(t *testing.T, e *env, n int) *cluster {
 		}
 		t.Cleanup(func() { s.Close() })
 		id := fmt.Sprintf("n%d", i)
-		c.nodes[id] = &faultNode{Node: replica.NewLocal(s), store: s}
+		c.nodes[id] = &faultNode{Node: replica.NewLocal(s), store: s, hold: &c.hold}
 		c.ids = append(c.ids, id)
 	}
 	return c
@@ -186,7 +193,7 @@ func (c *cluster) node(id string) (replica.Node, error) {
 func (c *cluster) live() []string {
 	var ids []string
 	for _, id := range c.ids {
-		if c.nodes[id].down() == nil {
+		if c.stale || c.nodes[id].down() == nil {
 			ids = append(ids, id)
 		}
 	}
@@ -213,6 +220,7 @@ func (e *env) segments() []meta.Segment {
 func TestQuorumAppendReadOffload(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
 	c := newCluster(t, e, 3)
+	c.hold.Store(true) // read from the replicas first
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), SegmentBytes: 2000, FlushBytes: 300, MaxBatchBytes: 100, CacheBytes: 1})
 	epoch := e.writer(l)
 	var want []string
@@ -233,9 +241,12 @@ func TestQuorumAppendReadOffload(t *testing.T) {
 	if len(segs) < 3 {
 		t.Fatalf("%d segments of at most 2000 bytes for 300 appends", len(segs))
 	}
-	if s := segs[len(segs)-1]; s.Sealed || len(s.Ensemble) != 3 || s.AckQuorum != 2 {
-		t.Fatalf("open segment %d: sealed %v, ensemble %v, ack quorum %d", s.Seq, s.Sealed, s.Ensemble, s.AckQuorum)
+	for _, s := range segs {
+		if len(s.Ensemble) != 3 || s.AckQuorum != 2 {
+			t.Fatalf("segment %d: ensemble %v, ack quorum %d", s.Seq, s.Ensemble, s.AckQuorum)
+		}
 	}
+	c.hold.Store(false)
 	if _, err := l.Offload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +274,7 @@ func TestQuorumAppendReadOffload(t *testing.T) {
 	}
 }
 
-// ensembleOf returns the ensemble of the open segment.
+// openEnsemble returns the open segment's sequence number and ensemble.
 func (e *env) openEnsemble() (uint64, []string) {
 	e.t.Helper()
 	segs := e.segments()
@@ -467,17 +478,77 @@ func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
 	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	epoch := e.writer(a)
 	appendN(t, a, epoch, "a", 50)
-	a.stopOffload() // this handle leaves the sealed segment to the other
+	c.hold.Store(true) // a leaves the sealed segment to the others
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	rb := c.replicas(quorum.Default)
+	rb.Node = func(id string) (replica.Node, error) {
+		n, err := c.node(id)
+		return noOffload{n}, err
+	}
+	b := e.open(Options{Replicas: rb, CacheBytes: 1})
 	defer b.Close()
-	b.stopOffload()
 	other := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer other.Close()
+	c.hold.Store(false)
 	if n, err := other.Offload(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Offload: %d segments, %v", n, err)
 	}
 	wantSeq(t, readAll(t, b, 0, 50), "a", 50)
+}
+
+// noOffload is a replica that a log handle cannot offload through.
+type noOffload struct{ replica.Node }
+
+func (noOffload) Offload(context.Context, replica.SegmentID, []replica.Object) error {
+	return errors.New("test: this handle does not offload")
+}
+
+// TestQuorumDeadNodeStillListed writes on three nodes while one of them is
+// dead but still listed live, as for the node TTL after a crash: the
+// segment runs at the ack quorum of the other two instead of rolling over
+// and over onto the dead node.
+func TestQuorumDeadNodeStillListed(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	c.stale = true
+	c.nodes["n1"].kill()
+	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	epoch := e.writer(l)
+	for r := range 5 {
+		appendN(t, l, epoch, fmt.Sprintf("r%d", r), 10)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs := e.segments(); len(segs) != 1 {
+		t.Fatalf("%d segments for 50 appends with a dead node listed live, want 1", len(segs))
+	}
+}
+
+// TestQuorumStalledReplicasFail pauses two replicas of three: no replica
+// lags the others, yet the appends fail after LagTimeout instead of
+// waiting for ever.
+func TestQuorumStalledReplicasFail(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	r := c.replicas(quorum.Default)
+	r.LagTimeout = 20 * time.Millisecond
+	l := e.open(Options{Replicas: r})
+	defer l.Close()
+	epoch := e.writer(l)
+	appendN(t, l, epoch, "a", 10)
+	_, ens := e.openEnsemble()
+	c.nodes[ens[0]].pause()
+	c.nodes[ens[1]].pause()
+	p, err := l.Append(epoch, entry("stalled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("append to two stalled replicas of three: %v, want it failed", err)
+	}
 }

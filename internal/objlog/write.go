@@ -55,6 +55,7 @@ type frag struct {
 	maxTime int64
 	done    bool
 	err     error
+	sent    time.Time // quorum mode: when it went to the replicas
 }
 
 // check refuses an append or tick from epoch. The caller holds mu.
@@ -236,7 +237,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	}
 	ticks := l.queue[0].isTick
 	if !ticks {
-		if o := l.open; o != nil && (o.frags > 0 && l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
+		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
 			if len(l.inflight) > 0 {
 				return stepWait, nil, 0
 			}
