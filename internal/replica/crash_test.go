@@ -61,11 +61,6 @@ func crashWorkload(s *Store, a *acked, step func()) {
 		var wg sync.WaitGroup
 		for i, f := range frags {
 			n := from + uint64(i)
-			a.mu.Lock()
-			if uint64(len(a.sent[id])) == n {
-				a.sent[id] = append(a.sent[id], f)
-			}
-			a.mu.Unlock()
 			wg.Add(1)
 			err := s.Add(id, epoch, n, f, func(err error) {
 				defer wg.Done()
@@ -79,6 +74,12 @@ func crashWorkload(s *Store, a *acked, step func()) {
 				wg.Done()
 				break
 			}
+			// Only what the store took: a refused add must leave no trace.
+			a.mu.Lock()
+			if uint64(len(a.sent[id])) == n {
+				a.sent[id] = append(a.sent[id], f)
+			}
+			a.mu.Unlock()
 		}
 		wg.Wait()
 		step()
@@ -100,7 +101,7 @@ func crashWorkload(s *Store, a *acked, step func()) {
 	addAll(segA, 1, 0, fs[:4])
 	addAll(segB, 1, 0, fs[4:9])
 	fence(segA, 2)
-	addAll(segA, 1, 4, fs[4:6]) // refused
+	addAll(segA, 1, 4, fs[10:12]) // refused: other bytes than those accepted next
 	addAll(segA, 2, 4, fs[4:8])
 	fence(segC, 7)
 	a.mu.Lock()

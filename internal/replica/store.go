@@ -433,10 +433,15 @@ func (s *Store) Drop(id SegmentID) error {
 		s.mu.Unlock()
 		return nil // a concurrent Drop won
 	}
-	seg.dropping = true
-	if err := s.barrier(seg); errors.Is(err, ErrClosed) {
-		s.mu.Unlock()
-		return err
+	if !seg.dropping {
+		// Only the first attempt waits for the queue: it emptied it, and
+		// a retry must not send the committer a segment whose journal is
+		// gone, which it would create again.
+		seg.dropping = true
+		if err := s.barrier(seg); errors.Is(err, ErrClosed) {
+			s.mu.Unlock()
+			return err
+		}
 	}
 	// An error of a failed segment is no reason to keep its files.
 	file := seg.file
