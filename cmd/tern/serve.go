@@ -303,9 +303,17 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on http://%s); try: tern --server %s log create hello\n",
 		addr, httpLis.Addr(), dialAddr(grpcLis.Addr()))
 
+	var lost <-chan struct{} // stays nil outside a cluster
+	if node != nil {
+		lost = node.node.Lost()
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "reason", "interrupted")
+	case <-lost:
+		// Other nodes have taken its logs over; it can serve none.
+		logger.Error("this node lost its cluster lease; shutting down so that it can be restarted")
+		err = fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s): restart it", cfg.NodeID, cfg.NodeTTL)
 	case err = <-served:
 		logger.Error("grpc server failed; shutting down", "err", err)
 		err = fmt.Errorf("serve gRPC on %s: %w", addr, err)

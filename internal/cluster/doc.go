@@ -50,7 +50,7 @@
 //
 // Lost is closed when the node gives its lease up for good: the lease was not
 // renewed in time, etcd no longer has it, the node's own nodes/ key was
-// deleted, or Close or Abandon. A lost node claims nothing any more: Owned is
+// deleted, or Close. A lost node claims nothing any more: Owned is
 // empty, Acquire fails with ErrLost, and whatever it served must be treated as
 // served by someone else. It does not join again by itself; Join anew.
 package cluster

@@ -240,7 +240,7 @@ func (n *Node) left() time.Duration {
 }
 
 // Lost returns a channel that is closed once the node has given up its lease
-// for good (see the package doc), Close and Abandon included.
+// for good (see the package doc), Close and abandon included.
 func (n *Node) Lost() <-chan struct{} { return n.lost }
 
 // lose gives the lease up: the node is no longer Valid, Lost is closed and
@@ -312,7 +312,7 @@ func (n *Node) renew(ctx context.Context) {
 			wait = n.ttl / 10
 		}
 	}
-	if ctx.Err() == nil { // not Close or Abandon, which see to the lease
+	if ctx.Err() == nil { // not Close or abandon, which see to the lease
 		n.revoke()
 	}
 }
@@ -344,7 +344,7 @@ func (n *Node) revoke() {
 // ownerships, so that the others see it leave at once. ctx bounds the
 // revocation; if it fails, Close returns its error, and the keys go when the
 // lease expires.
-// Close after Close or Abandon does nothing.
+// Close after Close or abandon does nothing.
 func (n *Node) Close(ctx context.Context) error {
 	var err error
 	n.closeOnce.Do(func() {
@@ -362,10 +362,10 @@ func (n *Node) Close(ctx context.Context) error {
 	return err
 }
 
-// Abandon stops the node as a crash would: its renewals and watch stop, and
+// abandon stops the node as a crash would: its renewals and watch stop, and
 // its lease is left to expire, with the node's keys. The node stays Valid
 // until the lease could have expired; then Lost is closed. For tests.
-func (n *Node) Abandon() {
+func (n *Node) abandon() {
 	n.closeOnce.Do(func() {
 		n.stop()
 		n.wg.Wait()

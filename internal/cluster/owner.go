@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -69,16 +68,16 @@ func (n *Node) Acquire(ctx context.Context, logID uint64) error {
 	if n.ours(o) {
 		return nil
 	}
-	m, err := n.member(ctx, o.node, resp.Header.Revision)
-	if err != nil {
-		return fmt.Errorf("cluster: acquire log %d: %w", logID, err)
-	}
+	// The owner's address from the view: a hint for the caller, empty if
+	// the view does not have the node yet.
+	m, _ := n.Member(o.node)
+	m.ID = o.node
 	return &OwnedError{LogID: logID, Owner: m}
 }
 
 // Release gives up the ownership of logID: it deletes the log's owner key if
 // it is this node's, on this node's lease, and does nothing otherwise. Its
-// assignee (see Plan) acquires the log once it sees the key go.
+// assignee (see Assign) takes the log once it sees the key go.
 func (n *Node) Release(ctx context.Context, logID uint64) error {
 	key := n.ownerKey(logID)
 	_, err := n.cli.Txn(ctx).
@@ -91,40 +90,4 @@ func (n *Node) Release(ctx context.Context, logID uint64) error {
 	}
 	n.logger.Debug("cluster: log released", "node", n.self.ID, "log", logID)
 	return nil
-}
-
-// OwnerOf reads the owner of logID from etcd, linearizably, for callers that
-// cannot act on the view's hint. The owner and its address are read at the
-// same revision; the Member has an empty Addr if the owner's node key is
-// missing. It reports false if the log has no owner.
-func (n *Node) OwnerOf(ctx context.Context, logID uint64) (Member, bool, error) {
-	resp, err := n.cli.Get(ctx, n.ownerKey(logID))
-	if err != nil {
-		return Member{}, false, fmt.Errorf("cluster: owner of log %d: %w", logID, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Member{}, false, nil
-	}
-	m, err := n.member(ctx, string(resp.Kvs[0].Value), resp.Header.Revision)
-	if err != nil {
-		return Member{}, false, fmt.Errorf("cluster: owner of log %d: %w", logID, err)
-	}
-	return m, true, nil
-}
-
-// member reads node id's key as of revision rev; the Member has an empty
-// Addr if the key is missing or malformed.
-func (n *Node) member(ctx context.Context, id string, rev int64) (Member, error) {
-	resp, err := n.cli.Get(ctx, n.nodeKey(id), clientv3.WithRev(rev))
-	if err != nil {
-		return Member{}, fmt.Errorf("read node %s: %w", id, err)
-	}
-	m := Member{ID: id}
-	if len(resp.Kvs) > 0 {
-		var r nodeRecord
-		if json.Unmarshal(resp.Kvs[0].Value, &r) == nil {
-			m.Addr = r.Addr
-		}
-	}
-	return m, nil
 }

@@ -86,21 +86,6 @@ func (n *Node) Owned() []uint64 {
 	return n.ownedLocked()
 }
 
-// Owners returns every log's owner ID, as the view has it: with Members, what
-// Plan needs. The node's own logs are left out once it is not Valid.
-func (n *Node) Owners() map[uint64]string {
-	valid := n.Valid()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	m := make(map[uint64]string, len(n.view.owners))
-	for id, o := range n.view.owners {
-		if o.node != n.self.ID || valid {
-			m[id] = o.node
-		}
-	}
-	return m
-}
-
 func (n *Node) ownedLocked() []uint64 {
 	var ids []uint64
 	for id, o := range n.view.owners {

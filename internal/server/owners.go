@@ -36,20 +36,35 @@ func (s *Server) route(ctx context.Context, name string) error {
 	if n == nil {
 		return nil
 	}
-	id, err := s.logID(ctx, name)
+	s.mu.Lock()
+	_, serving := s.ids[name]
+	s.mu.Unlock()
+	if serving && n.Valid() {
+		return nil
+	}
+	// Not served here. The ID is read each time: a log deleted and created
+	// again under its name has a new one.
+	id, err := s.c.LogID(ctx, name)
 	if err != nil {
 		return err
-	}
-	if s.serving(id) && n.Valid() {
-		return nil
 	}
 	if m, ok := n.Owner(id); ok && m.ID != n.ID() {
 		return &rpcerr.NotOwnerError{Log: name, Owner: m.Addr}
 	}
-	// Not served here: by the assignee, if that is another node. The view
-	// may still show this node as the owner of a log it just gave up.
+	// By the assignee, if that is another node. The view may still show
+	// this node as the owner of a log it just gave up.
 	if a, ok := cluster.Assign(id, n.Members()); ok && a.ID != n.ID() {
 		return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
+	}
+	// One taker at a time: the handle left from before, when another node
+	// served the log, is stale and goes before anyone is served from here.
+	s.takeMu.Lock()
+	defer s.takeMu.Unlock()
+	s.mu.Lock()
+	_, serving = s.ids[name]
+	s.mu.Unlock()
+	if serving {
+		return nil
 	}
 	err = n.Acquire(ctx, id)
 	if oe, ok := errors.AsType[*cluster.OwnedError](err); ok {
@@ -58,45 +73,15 @@ func (s *Server) route(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	s.c.CloseLog(name)
 	s.mu.Lock()
-	fresh := s.served[id] == ""
-	s.served[id] = name
+	s.served[id], s.ids[name] = name, id
 	s.mu.Unlock()
-	if fresh {
-		// A handle from before, when another node served the log, is
-		// stale: load it again.
-		s.c.CloseLog(name)
-		s.log.Info("serving log", "log", name, "id", id)
-	}
+	s.log.Info("serving log", "log", name, "id", id)
 	return nil
 }
 
-// serving reports whether this node has taken the log and not given it up.
-func (s *Server) serving(id uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.served[id] != ""
-}
-
-// logID returns the named log's ID, from a cache: IDs never change.
-func (s *Server) logID(ctx context.Context, name string) (uint64, error) {
-	s.mu.Lock()
-	id, ok := s.ids[name]
-	s.mu.Unlock()
-	if ok {
-		return id, nil
-	}
-	id, err := s.c.LogID(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	s.ids[name] = id
-	s.mu.Unlock()
-	return id, nil
-}
-
-// forget drops the log's ID after it was deleted, and gives it up.
+// forget gives up a log after it was deleted.
 func (s *Server) forget(ctx context.Context, name string) {
 	s.mu.Lock()
 	id, ok := s.ids[name]
@@ -111,29 +96,21 @@ func (s *Server) forget(ctx context.Context, name string) {
 }
 
 // balance follows the cluster's changes until the Server closes: it stops
-// serving the logs this node no longer owns, and gives up those that
-// placement now assigns to another live node.
+// serving the logs another node owns, and gives up those that placement
+// now assigns to another live node.
 func (s *Server) balance() {
 	n := s.node
 	for {
 		changed := n.Changed()
-		s.mu.Lock()
-		var lost, served []uint64
-		for id := range s.served {
-			served = append(served, id)
+		members := n.Members()
+		for _, id := range s.servedIDs() {
 			// The view may not show an Acquire yet, so only another
 			// owner says the log is gone; a lapsed lease loses the node.
 			if m, ok := n.Owner(id); ok && m.ID != n.ID() {
-				lost = append(lost, id)
+				s.unserve(id, "another node serves it")
+				continue
 			}
-		}
-		s.mu.Unlock()
-		for _, id := range lost {
-			s.unserve(id, "another node serves it")
-		}
-		_, release := cluster.Plan(n.Members(), served, n.Owners(), n.ID())
-		for _, id := range release {
-			if s.unserve(id, "it now belongs to another node") {
+			if a, ok := cluster.Assign(id, members); ok && a.ID != n.ID() && s.unserve(id, "it now belongs to another node") {
 				ctx, cancel := context.WithTimeout(s.ctx, releaseTimeout)
 				if err := n.Release(ctx, id); err != nil {
 					s.log.Warn("release failed", "id", id, "err", err)
@@ -144,15 +121,25 @@ func (s *Server) balance() {
 		select {
 		case <-changed:
 		case <-n.Lost():
-			for _, id := range served {
+			for _, id := range s.servedIDs() {
 				s.unserve(id, "the node lost its lease")
 			}
-			<-s.ctx.Done()
 			return
 		case <-s.ctx.Done():
 			return
 		}
 	}
+}
+
+// servedIDs lists the logs this node serves.
+func (s *Server) servedIDs() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]uint64, 0, len(s.served))
+	for id := range s.served {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // releaseTimeout bounds a release.
@@ -164,6 +151,7 @@ func (s *Server) unserve(id uint64, why string) bool {
 	s.mu.Lock()
 	name := s.served[id]
 	delete(s.served, id)
+	delete(s.ids, name)
 	s.mu.Unlock()
 	if name == "" {
 		return false

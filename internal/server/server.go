@@ -48,8 +48,9 @@ type Server struct {
 	closed  bool
 	writers map[string]map[uint64]*writer // by log and epoch
 	node    *cluster.Node                 // nil outside a cluster
-	served  map[uint64]string             // the logs this node took, by ID
-	ids     map[string]uint64             // log IDs by name
+	served  map[uint64]string             // the logs this node serves, by ID
+	ids     map[string]uint64             // and their IDs by name
+	takeMu  sync.Mutex                    // one log taken at a time
 	streams sync.WaitGroup                // the open streams; Add only under mu, before closed
 	closing sync.WaitGroup                // writers being closed in the background
 }
