@@ -182,18 +182,21 @@ func (c *remoteClient) OpenLog(ctx context.Context, name string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.opts, err = optionsFromProto(info.GetOptions()); err != nil {
-		return nil, fmt.Errorf("tern: log %q: %w", name, err)
-	}
-	return &Log{remote: l}, nil
+	return l.withOptions(info)
 }
 
 func (c *remoteClient) newLog(info *ternpb.LogInfo) (*Log, error) {
+	return (&remoteLog{c: c, name: info.GetName()}).withOptions(info)
+}
+
+// withOptions sets l's options from info and returns l as a Log.
+func (l *remoteLog) withOptions(info *ternpb.LogInfo) (*Log, error) {
 	opts, err := optionsFromProto(info.GetOptions())
 	if err != nil {
-		return nil, fmt.Errorf("tern: log %q: %w", info.GetName(), err)
+		return nil, fmt.Errorf("tern: log %q: %w", l.name, err)
 	}
-	return &Log{remote: &remoteLog{c: c, name: info.GetName(), opts: opts}}, nil
+	l.opts = opts
+	return &Log{remote: l}, nil
 }
 
 func (c *remoteClient) DeleteLog(ctx context.Context, name string) error {

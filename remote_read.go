@@ -170,22 +170,16 @@ func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopOpening := context.AfterFunc(ctx, cancel)
 	var stream grpc.ServerStreamingClient[ternpb.ReadResponse]
-	var err error
-	for attempt := 0; ; attempt++ {
-		var api ternpb.TernClient
-		if api, err = l.api(); err == nil {
-			stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
-		}
+	err := l.call(sctx, func(sctx context.Context, api ternpb.TernClient) (err error) {
+		stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
 		if err == nil {
 			err = opened(stream)
 		}
-		if err == nil || attempt == maxRedirects || !l.redirect(err) {
-			break
-		}
-	}
+		return err
+	})
 	if err != nil || !stopOpening() {
 		cancel()
-		return nil, cmp.Or(ctx.Err(), l.c.err(err))
+		return nil, cmp.Or(ctx.Err(), err)
 	}
 	r := &remoteReader{c: l.c, cancel: cancel}
 	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })

@@ -294,12 +294,10 @@ func (w *remoteWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 			return ctx.Err()
 		}
 	}
-	api, err := w.l.api()
-	if err != nil {
+	return w.l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
 		return err
-	}
-	_, err = api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
-	return w.l.c.err(err)
+	})
 }
 
 // Close waits for the queued appends to be answered, then half-closes the

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -72,6 +74,36 @@ func (c *testCluster) owner(t *testing.T) string {
 	}
 }
 
+// openEnsemble returns the ensemble of the only log's open segment, from
+// its metadata, waiting while the log rolls to a new one.
+func (c *testCluster) openEnsemble(t *testing.T) []string {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := c.etcd.Get(t.Context(), "/tern/logs/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last []byte
+		for _, kv := range resp.Kvs { // sorted by key; segment keys are zero-padded
+			if strings.Contains(string(kv.Key), "/segments/") {
+				last = kv.Value
+			}
+		}
+		var seg struct {
+			Sealed   bool     `json:"sealed"`
+			Ensemble []string `json:"ensemble"`
+		}
+		if err := json.Unmarshal(last, &seg); err == nil && !seg.Sealed && len(seg.Ensemble) > 0 {
+			return seg.Ensemble
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no open segment within %v; the last is %s", waitTimeout, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // acked is what a writer had acknowledged: payloads by offset.
 type acked struct {
 	mu      sync.Mutex
@@ -128,18 +160,10 @@ func TestClusterFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := c.owner(t)
-	// The client's first node, which stays up, and the others.
-	var seed, replica, other string
-	for _, id := range []string{"n0", "n1", "n2", "n3"} {
-		switch {
-		case id == owner:
-		case seed == "":
-			seed = id
-		case replica == "":
-			replica = id
-		default:
-			other = id
-		}
+	// The client's first node, which stays up.
+	seed := "n0"
+	if seed == owner {
+		seed = "n1"
 	}
 	cl := openClient(t, c.nodes[seed].addr)
 	log, err := cl.OpenLog(ctx, "q")
@@ -155,6 +179,14 @@ func TestClusterFailures(t *testing.T) {
 	}()
 	a.waitMore(t, 300, "before the failures")
 
+	// A replica of the open segment, neither the owner nor the seed.
+	var replica string
+	for _, id := range c.openEnsemble(t) {
+		if id != owner && id != seed {
+			replica = id
+			break
+		}
+	}
 	c.nodes[replica].kill9()
 	a.waitMore(t, 300, "after kill -9 of a replica")
 	c.nodes[replica].restart()
@@ -163,9 +195,13 @@ func TestClusterFailures(t *testing.T) {
 	a.waitMore(t, 300, "after kill -9 of the owner")
 	c.nodes[owner].restart()
 
-	paused := other
-	if c.owner(t) == other {
-		paused = replica
+	// Any node but the seed and the owner.
+	var paused string
+	for _, id := range []string{"n0", "n1", "n2", "n3"} {
+		if id != seed && id != c.owner(t) {
+			paused = id
+			break
+		}
 	}
 	if err := c.nodes[paused].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
