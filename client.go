@@ -50,7 +50,8 @@ type Options struct {
 	Logger *slog.Logger
 	// RetentionInterval is how often retention is applied to every log, and
 	// the logs in object storage are compacted (retention is also applied
-	// when a log is opened). Default: one minute.
+	// when a log is opened); on a node of a cluster, to every log the node
+	// serves (Cluster.Serves). Default: one minute.
 	RetentionInterval time.Duration
 	// CommitInterval is how long a subscriber's acknowledgements wait to be
 	// committed to the subscription's cursor together. A crash redelivers
@@ -71,9 +72,9 @@ type Options struct {
 	// ModeLocal.
 	DefaultMode Mode
 
-	// Cluster reaches the replica nodes of the logs in quorum mode; tern
-	// serve sets it for the nodes of a cluster. Without it, quorum logs
-	// can be neither created nor opened.
+	// Cluster reaches the replica nodes of the logs in quorum mode, and
+	// says which logs this node serves; tern serve sets it for the nodes of
+	// a cluster. Without it, quorum logs can be neither created nor opened.
 	Cluster Cluster
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
@@ -312,9 +313,9 @@ func (c *Client) removeOrphans(ctx context.Context) error {
 	return nil
 }
 
-// retainLoop applies retention to every log every RetentionInterval, and
-// compacts those in object storage: a log needs no writer, nor a reader, for
-// its old data to go.
+// retainLoop applies retention to every log every RetentionInterval (on a
+// node of a cluster, every log it serves), and compacts those in object
+// storage: a log needs no writer, nor a reader, for its old data to go.
 func (c *Client) retainLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.RetentionInterval)
@@ -339,6 +340,9 @@ func (c *Client) retainLoop() {
 
 // allLogs opens every log the metadata has (those already open stay as they
 // are) and returns them. A log that fails to open is logged and left out.
+// On a node of a cluster, a log that another node serves, or that none does
+// yet, is left out unopened: its retention and compaction are its owner's,
+// and would race with them.
 func (c *Client) allLogs() []*Log {
 	ctx, cancel := context.WithTimeout(c.stop, time.Minute)
 	defer cancel()
@@ -348,6 +352,9 @@ func (c *Client) allLogs() []*Log {
 	}
 	logs := make([]*Log, 0, len(ms))
 	for _, m := range ms {
+		if c.opts.Cluster != nil && !c.opts.Cluster.Serves(m.ID) {
+			continue
+		}
 		l, err := c.OpenLog(ctx, m.Name)
 		switch {
 		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
@@ -464,6 +471,10 @@ type Cluster interface {
 	Node(id string) (replica.Node, error)
 	// Live lists the IDs of the live nodes.
 	Live() []string
+	// Serves reports whether this node serves the log with the given ID
+	// now. The retention loop skips the logs it does not serve. It must be
+	// cheap: no I/O.
+	Serves(logID uint64) bool
 }
 
 func errNoCluster(name string) error {
@@ -598,7 +609,7 @@ func (c *Client) markDeleted(id uint64, objects bool) error {
 }
 
 // ListLogs describes the logs whose names start with prefix, by name. It
-// opens each of them.
+// opens each of them; ListLogsMeta does not.
 func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
 	if c.remote != nil {
 		return c.remote.ListLogs(ctx, prefix)
@@ -621,6 +632,31 @@ func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error)
 			return nil, err
 		}
 		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+// ListLogsMeta describes the logs whose names start with prefix, by name,
+// from the metadata store alone: it opens none of them, so no data is read
+// and no retention is applied. Name, ID, Created, Options, Epoch and Start
+// (the last truncation point) are set; End, Bytes, Segments and Objects,
+// which need the log's data, are 0. A server uses it for the logs another
+// node serves.
+func (c *Client) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
+	if c.remote != nil {
+		return nil, fmt.Errorf("%w: ListLogsMeta of a server's logs", ErrInvalid)
+	}
+	ms, err := c.meta.ListLogs(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("tern: list logs: %w", err)
+	}
+	infos := make([]LogInfo, len(ms))
+	for i, m := range ms {
+		var opts LogOptions
+		if err := json.Unmarshal(m.Options, &opts); err != nil {
+			return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+		}
+		infos[i] = LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), Epoch: m.Epoch}
 	}
 	return infos, nil
 }

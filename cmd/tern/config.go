@@ -86,7 +86,6 @@ func defaultServeConfig() serveConfig {
 		Etcd:     []string{},
 		EtcdRoot: "/tern/",
 		LogLevel: "info",
-		Mode:     string(tern.ModeLocal),
 		NodeTTL:  "10s",
 	}
 }
@@ -185,7 +184,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "a YAML configuration `file`, overridden by $TERN_* and flags")
 	fs.StringVar(&f.LogLevel, "log-level", d.LogLevel, "the lowest `level` logged: debug, info, warn or error; $TERN_LOG_LEVEL")
 	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=true&ca=FILE&sse=s3|c) or dir:///PATH; $TERN_STORAGE (default: none)")
-	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local or object (needs --storage); $TERN_MODE")
+	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local, object (needs --storage) or quorum (needs --node-id); $TERN_MODE (default: local, or quorum on a node of a cluster)")
 	fs.StringVar(&f.StorageSSECKeyFile, "storage-ssec-key-file", d.StorageSSECKeyFile, "a `file` holding the SSE-C key of sse=c: 32 bytes, or 64 hex digits; $TERN_STORAGE_SSEC_KEY_FILE")
 	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
 	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
@@ -224,6 +223,13 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	}
 	if cfg.Etcd == nil {
 		cfg.Etcd = []string{} // printed as [], not null
+	}
+	if cfg.Mode == "" {
+		// A node of a cluster serves logs that move between the nodes.
+		cfg.Mode = string(tern.ModeLocal)
+		if cfg.NodeID != "" {
+			cfg.Mode = string(tern.ModeQuorum)
+		}
 	}
 	if err := cfg.check(); err != nil {
 		return cfg, err
@@ -274,6 +280,8 @@ func (c serveConfig) checkCluster() error {
 		return configErrorf("node ID %q: use letters, digits, '-', '_' or '.', with --node-id (or $TERN_NODE_ID, or node_id: in the config file)", c.NodeID)
 	case c.Storage == "":
 		return configErrorf("a node of a cluster keeps sealed segments in the cluster's object store, and none is set: set --storage (or $TERN_STORAGE, or storage: in the config file)")
+	case c.Mode == string(tern.ModeLocal):
+		return configErrorf("mode local keeps a log on one node's disk, and the logs of a cluster move between its nodes: use --mode quorum (a node's default) or object (or $TERN_MODE, or mode: in the config file)")
 	}
 	if ttl, err := time.ParseDuration(c.NodeTTL); err != nil || ttl < time.Second {
 		return configErrorf("node TTL %q: use a duration of at least 1s, such as 10s, with --node-ttl (or $TERN_NODE_TTL, or node_ttl: in the config file)", c.NodeTTL)

@@ -47,8 +47,19 @@ func writeConfig(t *testing.T, text string) string {
 
 func TestConfigDefaults(t *testing.T) {
 	got := printConfig(t, nil)
-	if want := defaultServeConfig(); !reflect.DeepEqual(got, want) {
+	want := defaultServeConfig()
+	want.Mode = "local" // a standalone server's
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("default config %+v, want %+v", got, want)
+	}
+	// A node of a cluster makes quorum logs by default, and no local ones.
+	store := "dir://" + t.TempDir()
+	if got := printConfig(t, nil, "--node-id", "n1", "--storage", store); got.Mode != "quorum" {
+		t.Errorf("a node's default mode is %q, want quorum", got.Mode)
+	}
+	r0 := ternEnv(t, nil, "serve", "--print-config", "--node-id", "n1", "--storage", store, "--mode", "local")
+	if r0.code != 2 || !strings.Contains(r0.stderr, "mode local keeps a log on one node's disk") || !strings.Contains(r0.stderr, "--mode quorum") {
+		t.Errorf("a node with --mode local: exit %d, stderr:\n%s", r0.code, r0.stderr)
 	}
 	r := ternEnv(t, nil, "serve", "--print-config")
 	if !strings.Contains(r.stdout, "etcd: []\n") || !strings.Contains(r.stdout, "listen: 127.0.0.1:7070\n") {

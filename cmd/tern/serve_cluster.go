@@ -128,6 +128,13 @@ func (r *replicaSet) Live() []string {
 	return ids
 }
 
+// Serves reports whether this node owns the log, as its view of the
+// cluster has it: a node that is not Valid owns none.
+func (r *replicaSet) Serves(logID uint64) bool {
+	m, ok := r.node.Owner(logID)
+	return ok && m.ID == r.node.ID()
+}
+
 func (r *replicaSet) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

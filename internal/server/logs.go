@@ -16,6 +16,9 @@ func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*
 	if err != nil {
 		return nil, wire(err)
 	}
+	if s.node != nil && opts.Mode == tern.ModeLocal {
+		return nil, wire(fmt.Errorf("%w: a local log lives on one node's disk, and the logs of a cluster move between its nodes: create it in mode quorum or object", tern.ErrInvalid))
+	}
 	l, err := s.c.CreateLog(ctx, req.GetName(), opts)
 	if err != nil {
 		return nil, wire(err)
@@ -43,9 +46,16 @@ func (s *Server) DescribeLog(ctx context.Context, req *ternpb.DescribeLogRequest
 	return logInfoProto(info), nil
 }
 
-// ListLogs describes the logs whose names start with the prefix.
+// ListLogs describes the logs whose names start with the prefix. A node of
+// a cluster lists them all too, but opens only those it serves (listServed).
 func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*ternpb.ListLogsResponse, error) {
-	infos, err := s.c.ListLogs(ctx, req.GetPrefix())
+	var infos []tern.LogInfo
+	var err error
+	if s.node == nil {
+		infos, err = s.c.ListLogs(ctx, req.GetPrefix())
+	} else {
+		infos, err = s.listServed(ctx, req.GetPrefix())
+	}
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -54,6 +64,40 @@ func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*te
 		resp.Logs[i] = logInfoProto(info)
 	}
 	return resp, nil
+}
+
+// listServed describes the logs whose names start with prefix: in full
+// those this node serves, and the others from their metadata alone, without
+// opening them (another node serves them, or will at the first call): name,
+// ID, creation time, options, writer epoch and start. Their End is given as
+// their Start, and their Bytes, Segments and Objects as 0; DescribeLog, on
+// the node that serves the log, describes it in full.
+func (s *Server) listServed(ctx context.Context, prefix string) ([]tern.LogInfo, error) {
+	ms, err := s.c.ListLogsMeta(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]tern.LogInfo, 0, len(ms))
+	for _, info := range ms {
+		if !s.servesID(info.ID) {
+			info.End = info.Start
+			infos = append(infos, info)
+			continue
+		}
+		l, err := s.c.OpenLog(ctx, info.Name)
+		if errors.Is(err, tern.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		full, err := l.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, full)
+	}
+	return infos, nil
 }
 
 // DeleteLog deletes a log and its data, and drops the Server's writers of it.

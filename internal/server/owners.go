@@ -14,11 +14,12 @@ import (
 // cluster). A call about a log that this node does not serve fails with a
 // *rpcerr.NotOwnerError naming the node that does, and the client goes
 // there. A log that no live node serves is taken by the node that placement
-// assigns it to, at the first call about it: that node fences the old
-// writer and recovers the log when a writer opens. When this node stops
-// serving a log (its lease lapsed, or a node joined that the log now
-// belongs to), it ends the log's writers and streams and forgets the log,
-// so that serving it again starts from the metadata store.
+// assigns it to: at the first call about it, or before, when that node sees
+// the cluster change (adopt); it fences the old writer and recovers the
+// log's open segment when a writer opens. When this node stops serving a
+// log (its lease lapsed, or a node joined that the log now belongs to), it
+// ends the log's writers and streams and forgets the log, so that serving
+// it again starts from the metadata store.
 
 // open returns the named log once this node serves it.
 func (s *Server) open(ctx context.Context, name string) (*tern.Log, error) {
@@ -36,10 +37,7 @@ func (s *Server) route(ctx context.Context, name string) error {
 	if n == nil {
 		return nil
 	}
-	s.mu.Lock()
-	_, serving := s.ids[name]
-	s.mu.Unlock()
-	if serving && n.Valid() {
+	if s.serves(name) && n.Valid() {
 		return nil
 	}
 	// Not served here. The ID is read each time: a log deleted and created
@@ -56,17 +54,22 @@ func (s *Server) route(ctx context.Context, name string) error {
 	if a, ok := cluster.Assign(id, n.Members()); ok && a.ID != n.ID() {
 		return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
 	}
+	return s.take(ctx, name, id)
+}
+
+// take makes this node the server of the named log, whose ID is id, unless
+// it serves it already. The caller has seen that no other live node owns it
+// and that placement assigns it here; if another node acquired it since,
+// take fails with a *rpcerr.NotOwnerError naming that node.
+func (s *Server) take(ctx context.Context, name string, id uint64) error {
 	// One taker at a time: the handle left from before, when another node
 	// served the log, is stale and goes before anyone is served from here.
 	s.takeMu.Lock()
 	defer s.takeMu.Unlock()
-	s.mu.Lock()
-	_, serving = s.ids[name]
-	s.mu.Unlock()
-	if serving {
+	if s.serves(name) {
 		return nil
 	}
-	err = n.Acquire(ctx, id)
+	err := s.node.Acquire(ctx, id)
 	if oe, ok := errors.AsType[*cluster.OwnedError](err); ok {
 		return &rpcerr.NotOwnerError{Log: name, Owner: oe.Owner.Addr}
 	}
@@ -79,6 +82,22 @@ func (s *Server) route(ctx context.Context, name string) error {
 	s.mu.Unlock()
 	s.log.Info("serving log", "log", name, "id", id)
 	return nil
+}
+
+// serves reports whether this node serves the named log.
+func (s *Server) serves(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[name]
+	return ok
+}
+
+// servesID reports whether this node serves the log with ID id.
+func (s *Server) servesID(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.served[id]
+	return ok
 }
 
 // forget gives up a log after it was deleted.
@@ -95,9 +114,10 @@ func (s *Server) forget(ctx context.Context, name string) {
 	}
 }
 
-// balance follows the cluster's changes until the Server closes: it stops
-// serving the logs another node owns, and gives up those that placement
-// now assigns to another live node.
+// balance follows the cluster's changes until the Server closes: at start
+// and at each change it stops serving the logs another node owns, gives up
+// those that placement now assigns to another live node, and takes those
+// that no live node serves and placement assigns here (adopt).
 func (s *Server) balance() {
 	n := s.node
 	for {
@@ -111,15 +131,22 @@ func (s *Server) balance() {
 				continue
 			}
 			if a, ok := cluster.Assign(id, members); ok && a.ID != n.ID() && s.unserve(id, "it now belongs to another node") {
-				ctx, cancel := context.WithTimeout(s.ctx, releaseTimeout)
+				ctx, cancel := context.WithTimeout(s.ctx, etcdTimeout)
 				if err := n.Release(ctx, id); err != nil {
 					s.log.Warn("release failed", "id", id, "err", err)
 				}
 				cancel()
 			}
 		}
+		// A pass that failed on etcd is tried again after a while: the
+		// change it missed may be the last for long.
+		var retry <-chan time.Time
+		if !s.adopt(members) {
+			retry = time.After(adoptRetry)
+		}
 		select {
 		case <-changed:
+		case <-retry:
 		case <-n.Lost():
 			for _, id := range s.servedIDs() {
 				s.unserve(id, "the node lost its lease")
@@ -129,6 +156,97 @@ func (s *Server) balance() {
 			return
 		}
 	}
+}
+
+// adopt takes the logs in object storage (object and quorum mode) that no
+// live node serves and that placement assigns to this node among members,
+// and opens them in the background (warm): a log whose owner died, or that
+// a node gave up to this one, is served again without waiting for a call
+// about it. A local log, whose data is on one node's disk, is left to the
+// first call about it. adopt reports false if the logs could not be listed
+// or one could not be taken for a reason that may pass.
+//
+// adopt runs in balance's goroutine, so that the next pass sees what it
+// took. It reads the list of logs from metadata, and makes one etcd call
+// per log it takes.
+func (s *Server) adopt(members []cluster.Member) bool {
+	n := s.node
+	if !n.Valid() {
+		return true // balance sees the node lost
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, etcdTimeout)
+	logs, err := s.c.ListLogsMeta(ctx, "")
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("listing the logs to take over failed", "err", err)
+		}
+		return false
+	}
+	ok := true
+	var taken []string
+	for _, l := range logs {
+		if mode := l.Options.Mode; mode != tern.ModeObject && mode != tern.ModeQuorum {
+			continue
+		}
+		if s.servesID(l.ID) {
+			continue
+		}
+		if m, owned := n.Owner(l.ID); owned && m.ID != n.ID() {
+			continue
+		}
+		if a, _ := cluster.Assign(l.ID, members); a.ID != n.ID() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, etcdTimeout)
+		err := s.take(ctx, l.Name, l.ID)
+		cancel()
+		switch {
+		case err == nil:
+			taken = append(taken, l.Name)
+		case errors.Is(err, rpcerr.ErrNotOwner):
+			// Another node took it since the view was read.
+		case errors.Is(err, cluster.ErrLost) || s.ctx.Err() != nil:
+			// balance sees the node lost, or the Server closed.
+			return true
+		default:
+			s.log.Warn("taking over a log failed", "log", l.Name, "id", l.ID, "err", err)
+			ok = false
+		}
+	}
+	if len(taken) > 0 {
+		s.warm(taken)
+	}
+	return ok
+}
+
+// warm opens the named logs, just taken, in the background, so that the
+// first call about each does not wait for its segments to be read (for a
+// quorum log, the open segment's fragments that AckQuorum replicas hold).
+// A log left by a dead writer is recovered when the next writer opens, not
+// here. A log that fails to open is logged, and opened again by the next
+// call about it.
+func (s *Server) warm(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.warming.Add(1)
+	go func() {
+		defer s.warming.Done()
+		for _, name := range names {
+			if !s.serves(name) {
+				continue // given up meanwhile
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, openTimeout)
+			_, err := s.c.OpenLog(ctx, name)
+			cancel()
+			if err != nil && s.ctx.Err() == nil {
+				s.log.Warn("opening a log taken over failed; the next call about it opens it", "log", name, "err", err)
+			}
+		}
+	}()
 }
 
 // servedIDs lists the logs this node serves.
@@ -142,8 +260,16 @@ func (s *Server) servedIDs() []uint64 {
 	return ids
 }
 
-// releaseTimeout bounds a release.
-const releaseTimeout = 5 * time.Second
+const (
+	// etcdTimeout bounds each etcd call of balance: a release, the listing
+	// of the logs, an acquire.
+	etcdTimeout = 5 * time.Second
+	// adoptRetry is how long after a failed adopt the next one runs, if no
+	// change comes first.
+	adoptRetry = 2 * time.Second
+	// openTimeout bounds the open of a log taken over.
+	openTimeout = 30 * time.Second
+)
 
 // unserve ends the writers and streams of log id and forgets it. It
 // reports whether this node served it.

@@ -53,6 +53,7 @@ type Server struct {
 	takeMu  sync.Mutex                    // one log taken at a time
 	streams sync.WaitGroup                // the open streams; Add only under mu, before closed
 	closing sync.WaitGroup                // writers being closed in the background
+	warming sync.WaitGroup                // logs taken over being opened (warm); Add only under mu, before closed
 }
 
 // New returns a Server of c's logs. The Server does not own c: close the
@@ -156,6 +157,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.closing.Wait()
+	s.warming.Wait()
 	return err
 }
 
