@@ -203,8 +203,11 @@ func (c *remoteClient) DeleteLog(ctx context.Context, name string) error {
 	if c.isClosed() {
 		return ErrClosed
 	}
-	_, err := c.api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
-	return c.err(err)
+	// To the node that serves the log, which deletes it and gives it up.
+	return (&remoteLog{c: c, name: name}).call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
+		return err
+	})
 }
 
 func (c *remoteClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +23,19 @@ import (
 // client was opened with, which points it on.
 
 // maxRedirects bounds the redirects one call follows.
-const maxRedirects = 4
+const maxRedirects = 10
+
+// redirectPause is how long a call waits before it follows its redirect
+// number attempt (from 0). While a log moves between nodes, their views of
+// the cluster catch up within milliseconds, and until then they may send a
+// call back and forth: the first redirects are followed at once, the later
+// ones after a pause that doubles, 0.7s in all.
+func redirectPause(attempt int) time.Duration {
+	if attempt < 2 {
+		return 0
+	}
+	return min(5*time.Millisecond<<(attempt-2), 200*time.Millisecond)
+}
 
 // apiAt returns the API of the server at addr, connecting once per address.
 func (c *remoteClient) apiAt(addr string) (ternpb.TernClient, error) {
@@ -87,7 +100,11 @@ func (l *remoteLog) call(ctx context.Context, fn func(ctx context.Context, api t
 		}
 		err = fn(ctx, api)
 		if err != nil && attempt < maxRedirects && l.redirect(err) {
-			continue
+			select {
+			case <-time.After(redirectPause(attempt)):
+				continue
+			case <-ctx.Done():
+			}
 		}
 		return l.c.err(err)
 	}
