@@ -23,24 +23,15 @@ const WindowBytes = 16 << 20
 
 // bufferPool replaces gRPC's default pool, whose tiers jump from 32 KiB to
 // 1 MiB: a request of 33 KiB (32 entries of 1 KiB, a common group) took a
-// 1 MiB buffer, zeroed on every Get. Tiers at every power of two up to
-// 16 MiB keep the zeroing within twice the message.
-var bufferPool = func() mem.BufferPool {
-	exps := make([]uint8, 0, 17)
-	for e := uint8(8); e <= 24; e++ {
-		exps = append(exps, e)
-	}
-	p, err := mem.NewBinaryTieredBufferPool(exps...)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}()
+// 1 MiB buffer, zeroed on every Get. Tiers at every power of two keep a
+// buffer within twice the message, and nothing is zeroed.
+var bufferPool mem.BufferPool = new(tieredPool)
 
 // Server returns the options of a gRPC server of the Tern service.
 func Server() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		experimental.BufferPool(bufferPool),
+		grpc.ForceServerCodecV2(codec{}),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.InitialWindowSize(WindowBytes),
 		grpc.InitialConnWindowSize(WindowBytes),
@@ -52,7 +43,7 @@ func Server() []grpc.ServerOption {
 func Dial() []grpc.DialOption {
 	return []grpc.DialOption{
 		experimental.WithBufferPool(bufferPool),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes), grpc.ForceCodecV2(codec{})),
 		grpc.WithInitialWindowSize(WindowBytes),
 		grpc.WithInitialConnWindowSize(WindowBytes),
 	}
