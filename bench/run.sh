@@ -108,6 +108,24 @@ for w in sync-1k conc-1k e2e-10k; do
 		failed+=("tern --grpc $w: failed")
 done
 
+# Quorum logs on a cluster of tern serve nodes on this machine (an etcd in
+# the benchmark's process, the nodes' journals all on $data, sealed data in
+# a directory there): each workload next to the disk's limit, in the same
+# run. Their throughput is held against the disk's bandwidth divided by the
+# replicas that write to it. Then the fail-over time, at the nodes' default
+# lease and at a short one.
+echo "== Tern on a cluster: quorum logs"
+for w in quorum-1k quorum-put; do
+	"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("disk $w: failed")
+	"$tern" bench --dir "$data" --cluster 3 --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("tern --cluster $w: failed")
+done
+for ttl in 10s 2s; do
+	"$tern" bench failover --dir "$data" --node-ttl "$ttl" --kills 5 --json "$results" 2>>"$log" | tee -a "$log" ||
+		failed+=("tern failover --node-ttl $ttl: failed")
+done
+
 echo "== the object store's limits (MinIO), and Tern's logs in object storage"
 minio_dir=$(mktemp -d "$data/minio-XXXXXX")
 minio_pid=

@@ -81,32 +81,50 @@ func (h *Histogram) Summary() (Latency, [][2]float64) {
 	return l, append(dist, [2]float64{100, l.Max})
 }
 
-// ProcMeter measures the CPU time and peak memory of one process from
-// StartProc to Stop.
+// ProcMeter measures the CPU time and peak memory of one process, or the
+// sum over several, from StartProc to Stop.
 type ProcMeter struct {
 	pid  int
 	cpu0 float64
+	// more are the other processes of a group, measured alike.
+	more []*ProcMeter
 	// note says what could not be measured as asked.
 	note string
 }
 
-// StartProc starts measuring process pid, or this process when pid is 0.
-// It resets the process's peak RSS so that Stop reports the peak of the
+// StartProc starts measuring process pid, or this process when pid is 0;
+// with more PIDs, the processes of a cluster, whose figures add up. It
+// resets each process's peak RSS so that Stop reports the peak of the
 // measured part only (Linux clear_refs); where that is not allowed the
 // peak since the process started is reported, with a note.
-func StartProc(pid int) *ProcMeter {
+func StartProc(pid int, more ...int) *ProcMeter {
 	m := &ProcMeter{pid: pid}
 	if err := os.WriteFile(m.procFile("clear_refs"), []byte("5"), 0); err != nil {
 		m.note = fmt.Sprintf("peak memory is since the process started: resetting it failed: %v", err)
 	}
 	m.cpu0, _ = m.cpu()
+	for _, p := range more {
+		m.more = append(m.more, StartProc(p))
+	}
 	return m
 }
 
 // Stop returns the CPU seconds (user and system) used since StartProc, the
-// peak resident memory in bytes, and a note when either is not what it
-// says.
+// peak resident memory in bytes (for a group, the sum of each process's
+// peak), and a note when either is not what it says.
 func (m *ProcMeter) Stop() (cpuSeconds float64, peakRSS int64, note string) {
+	cpuSeconds, peakRSS, note = m.stop()
+	for _, o := range m.more {
+		c, p, n := o.stop()
+		cpuSeconds, peakRSS = cpuSeconds+c, peakRSS+p
+		if note == "" {
+			note = n
+		}
+	}
+	return cpuSeconds, peakRSS, note
+}
+
+func (m *ProcMeter) stop() (cpuSeconds float64, peakRSS int64, note string) {
 	cpu, err := m.cpu()
 	if err != nil {
 		return 0, 0, fmt.Sprintf("process %d not measured: %v", m.pid, err)

@@ -21,6 +21,10 @@ type RunOptions struct {
 	// PID is the process under test, for CPU time and peak memory; 0 means
 	// this process (an embedded system).
 	PID int
+	// PIDs, when set, are more processes under test (the nodes of a
+	// cluster, with PID one of them): their CPU times and peak memories
+	// add up.
+	PIDs []int
 	// StorageDir is measured for Result.StorageBytes ("": not measured).
 	StorageDir string
 }
@@ -41,6 +45,9 @@ func Run(ctx context.Context, spec Spec, t Target, o RunOptions) (*Result, error
 	spec, err := spec.Normalize()
 	if err != nil {
 		return nil, err
+	}
+	if spec.Kind == KindFailover {
+		return nil, fmt.Errorf("loadgen: workload %q kills nodes: tern bench failover runs it", spec.Name)
 	}
 	if spec.Kind != KindAppend {
 		if _, ok := t.(Reader); !ok {
@@ -82,7 +89,7 @@ func runAppend(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result
 	if err != nil {
 		return err
 	}
-	m := StartProc(o.PID)
+	m := StartProc(o.PID, o.PIDs...)
 	l.run(ctx, o.Progress)
 	l.finish(r, m)
 	return nil
@@ -132,7 +139,7 @@ func runEndToEnd(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resu
 			return ctx.Err()
 		}
 	}
-	m := StartProc(o.PID)
+	m := StartProc(o.PID, o.PIDs...)
 	l.run(ctx, o.Progress)
 	deadline := time.Now().Add(drainTimeout)
 	for seen.Load() < l.ackedAll.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -178,7 +185,7 @@ func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resul
 	}
 	r.Notes = append(r.Notes, DropCaches())
 
-	m := StartProc(o.PID)
+	m := StartProc(o.PID, o.PIDs...)
 	var n, bytes int64
 	var first time.Duration
 	t0 = time.Now()
@@ -212,7 +219,7 @@ func runPubSub(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result
 	if err != nil {
 		return err
 	}
-	m := StartProc(o.PID)
+	m := StartProc(o.PID, o.PIDs...)
 	t0 := time.Now()
 	l.run(ctx, o.Progress)
 	produce := time.Since(t0)

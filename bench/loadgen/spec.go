@@ -39,6 +39,10 @@ const (
 	// the start, timing each half: the table Milvus used to compare NATS
 	// with RocksMQ.
 	KindPubSub Kind = "pubsub"
+	// KindFailover is not run by Run: tern bench failover kills the node
+	// that serves a log, Count times, under a steady append, and times
+	// each kill to the next append acknowledged.
+	KindFailover Kind = "failover"
 )
 
 // Spec is a workload. The zero values of the optional fields take the
@@ -89,8 +93,8 @@ func (s Spec) Normalize() (Spec, error) {
 		s.Duration = 10 * time.Second
 	}
 	switch {
-	case !slices.Contains([]Kind{KindAppend, KindEndToEnd, KindCatchUp, KindPubSub}, s.Kind):
-		return s, fmt.Errorf("loadgen: unknown workload kind %q (want append, e2e, catchup or pubsub)", s.Kind)
+	case !slices.Contains([]Kind{KindAppend, KindEndToEnd, KindCatchUp, KindPubSub, KindFailover}, s.Kind):
+		return s, fmt.Errorf("loadgen: unknown workload kind %q (want append, e2e, catchup, pubsub or failover)", s.Kind)
 	case s.EntryBytes < 0 || s.InFlight < 0 || s.Rate < 0 || s.Duration < 0 || s.Warmup < 0:
 		return s, fmt.Errorf("loadgen: negative figures in workload %q", s.Name)
 	case s.Kind == KindEndToEnd && s.Rate == 0:
@@ -137,6 +141,13 @@ var Presets = map[string]Spec{
 	// 1 KiB at a steady 1,000 entries/s: a fragment of about 20 KiB per 20 ms
 	// flush interval; latency against a raw PUT of that size, one at a time.
 	"obj-1k": {Kind: KindAppend, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
+	// Logs in quorum mode, on a cluster of tern serve nodes on this machine
+	// (tern bench --cluster): one 1 KiB append in flight, the latency of
+	// an append held by 2 of 3 replicas; and 64 KiB entries pipelined
+	// 32 MiB deep, the throughput against the disk's bandwidth shared by
+	// the replicas that write to it.
+	"quorum-1k":  {Kind: KindAppend, EntryBytes: 1 << 10, Producers: 1},
+	"quorum-put": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 1, InFlight: 512},
 	// Milvus's NATS-versus-RocksMQ rounds.
 	"pubsub-5m":  {Kind: KindPubSub, EntryBytes: 5_000_000, Count: 100, InFlight: 64},
 	"pubsub-1m":  {Kind: KindPubSub, EntryBytes: 1_000_000, Count: 500, InFlight: 64},

@@ -152,7 +152,9 @@ func (rep *report) settings(sys string) string {
 	case "tern":
 		return "durable: fsync=always, an append is acknowledged after fdatasync; (unsafe): fsync off; " +
 			"object SIZE/INTERVAL xN: a log in object storage (tern bench --storage, on the same MinIO as the s3 rows), " +
-			"an append is acknowledged once the fragment holding it is stored, fragments cut at SIZE or INTERVAL, N uploads at once"
+			"an append is acknowledged once the fragment holding it is stored, fragments cut at SIZE or INTERVAL, N uploads at once; " +
+			"quorum E/Q, N nodes: a log in quorum mode on N tern serve nodes on this machine (tern bench --cluster, tern bench failover), " +
+			"an append is acknowledged once Q of the E replicas of its segment hold it on disk"
 	case "disk", "s3":
 		return "the physical limit, measured by internal/physical: the variant says what was done"
 	}
@@ -196,6 +198,13 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 	case w.limit != nil:
 		fmt.Fprintf(b, "vs limit: %s against the disk's `%s` row (%s%s).", w.vsLimit.name, w.limit.Variant,
 			limitWhat[w.limit.Variant], formatMeasure(w.vsLimit, w.limit.Result))
+		if i := slices.IndexFunc(w.rows, func(r *row) bool { return replicasPerDisk(r.Result) > 1 }); i >= 0 && !w.vsLimit.lowerBetter {
+			n := replicasPerDisk(w.rows[i].Result)
+			fmt.Fprintf(b, " For quorum logs, whose %.0f replicas all write to that disk, against its bandwidth divided by %.0f (%s).", n, n,
+				formatMeasure(w.vsLimit, &loadgen.Result{MBPerSec: w.limit.MBPerSec / n, EntriesPerSec: w.limit.EntriesPerSec / n}))
+		}
+	case w.limitVar == "":
+		b.WriteString("vs limit: no physical limit applies.")
 	default:
 		fmt.Fprintf(b, "vs limit: no disk `%s` row in the results, so no ratio.", w.limitVar)
 	}
@@ -323,6 +332,9 @@ func describeSpec(s loadgen.Spec) string {
 	}
 	var d string
 	switch s.Kind {
+	case loadgen.KindFailover:
+		return fmt.Sprintf("the node serving a quorum log killed -9 %s, under a steady append of %s entries, one in flight; "+
+			"each kill timed to the acknowledgement of the first append sent after it, and the latency columns are these times", plural(s.Count, "time"), size)
 	case loadgen.KindCatchUp:
 		return fmt.Sprintf("%s written in %s entries, untimed, then read from the start by one reader", sizeLabel(s.TotalBytes), size)
 	case loadgen.KindPubSub:

@@ -100,6 +100,8 @@ type workload struct {
 // compares and the workload's headline figure.
 func measures(s loadgen.Spec) (limit string, vsLimit, headline measure) {
 	switch {
+	case s.Kind == loadgen.KindFailover:
+		return "", p50, p50 // no physical limit: the nodes' lease bounds it
 	case s.Kind == loadgen.KindCatchUp:
 		return "o_direct read", mbs, mbs
 	case s.Kind == loadgen.KindPubSub:
@@ -117,7 +119,7 @@ func measures(s loadgen.Spec) (limit string, vsLimit, headline measure) {
 
 // workloadOrder is the order of the sections; other workloads follow, by name.
 var workloadOrder = []string{"sync-1k", "conc-1k", "conc-4k", "conc-64k", "async-100b", "catchup-1g", "e2e-1k", "e2e-10k",
-	"pubsub-5m", "pubsub-1m", "pubsub-64k", "pubsub-1k"}
+	"pubsub-5m", "pubsub-1m", "pubsub-64k", "pubsub-1k", "quorum-1k", "quorum-put", "failover"}
 
 func orderKey(name string) (int, string) {
 	if i := slices.Index(workloadOrder, name); i >= 0 {
@@ -139,6 +141,8 @@ func classify(r *loadgen.Result, durableAtAck map[string][]string) group {
 		return groupTern
 	case inObjectStorage(r):
 		return groupDurable // acknowledged once the store has the object
+	case inQuorum(r):
+		return groupDurable // acknowledged once the ack quorum has it on disk
 	case strings.Contains(r.Variant, "(unsafe)"):
 		return groupOther
 	case r.Variant == "durable" || slices.Contains(durableAtAck[r.System], r.Variant):
@@ -152,6 +156,19 @@ func classify(r *loadgen.Result, durableAtAck map[string][]string) group {
 // not the disk's.
 func inObjectStorage(r *loadgen.Result) bool {
 	return r.System == "tern" && strings.HasPrefix(r.Variant, "object ")
+}
+
+// inQuorum reports whether r is of Tern's logs in quorum mode, on a
+// cluster (tern bench --cluster, tern bench failover).
+func inQuorum(r *loadgen.Result) bool {
+	return r.System == "tern" && strings.HasPrefix(r.Variant, "quorum ")
+}
+
+// replicasPerDisk is how many replicas of r's log write to the one disk
+// (1 unless r says otherwise): a rate is held against the disk's
+// bandwidth shared among them.
+func replicasPerDisk(r *loadgen.Result) float64 {
+	return max(r.Extra["replicas_per_disk"], 1)
 }
 
 // buildWorkloads groups results by workload, in report order. A later
@@ -205,7 +222,7 @@ func (w *workload) finish() {
 	}
 	if w.tern == nil {
 		for _, r := range w.rows {
-			if inObjectStorage(r.Result) {
+			if inObjectStorage(r.Result) || inQuorum(r.Result) {
 				w.tern = r
 				break
 			}
@@ -255,6 +272,9 @@ func (w *workload) finish() {
 		r.vsLimit = math.NaN()
 		if r.limit != nil {
 			r.vsLimit = w.vsLimit.ratio(r.Result, r.limit.Result)
+			if !w.vsLimit.lowerBetter {
+				r.vsLimit *= replicasPerDisk(r.Result)
+			}
 		}
 		r.vsTern = math.NaN()
 		if r.group != groupLimit {

@@ -347,3 +347,61 @@ func TestObjectStorageRows(t *testing.T) {
 		t.Errorf("where Tern is behind says too much:\n%s", lines)
 	}
 }
+
+// Quorum logs are durable rows held against the disk, their rates against
+// the disk's bandwidth shared by the replicas that write to it; a
+// fail-over has no limit, and is described as what it is.
+func TestQuorumRows(t *testing.T) {
+	preset := func(name string) loadgen.Spec {
+		s, err := loadgen.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const q = "quorum 3/2, 3 nodes"
+	share := map[string]float64{"replicas_per_disk": 3}
+	failover, err := loadgen.Spec{Name: "failover", Kind: loadgen.KindFailover, EntryBytes: 1 << 10, Count: 5}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := []*loadgen.Result{
+		{System: "disk", Variant: "write+fdatasync", Workload: "quorum-put", Spec: preset("quorum-put"), MBPerSec: 900},
+		{System: "tern", Variant: q, Workload: "quorum-put", Spec: preset("quorum-put"), MBPerSec: 150, Extra: share},
+		{System: "disk", Variant: "write+fdatasync", Workload: "quorum-1k", Spec: preset("quorum-1k"), Latency: loadgen.Latency{P50: 100}},
+		{System: "tern", Variant: q, Workload: "quorum-1k", Spec: preset("quorum-1k"), Latency: loadgen.Latency{P50: 400}, Extra: share},
+		{System: "tern", Variant: q + ", ttl 2s", Workload: "failover", Spec: failover, Latency: loadgen.Latency{P50: 2.2e6, Max: 2.5e6}},
+	}
+	ws := buildWorkloads(results, &Setup{})
+	byName := map[string]*workload{}
+	for _, w := range ws {
+		byName[w.name] = w
+	}
+	for _, c := range []struct{ workload, vsLimit string }{
+		{"quorum-put", "0.50"}, // 150 MB/s against 900 / 3
+		{"quorum-1k", "0.25"},  // the latency is not shared: against 100µs
+		{"failover", "-"},
+	} {
+		w := byName[c.workload]
+		if w == nil || w.tern == nil || !inQuorum(w.tern.Result) {
+			t.Fatalf("%s: the quorum row is not Tern's: %+v", c.workload, w)
+		}
+		if w.tern.group != groupDurable || ratio(w.tern.vsLimit) != c.vsLimit {
+			t.Errorf("%s: group %d, vs limit %s; want %d, %s", c.workload, w.tern.group, ratio(w.tern.vsLimit), groupDurable, c.vsLimit)
+		}
+	}
+	var b bytes.Buffer
+	rep := &report{setup: &Setup{}}
+	rep.writeWorkload(&b, byName["quorum-put"])
+	rep.writeWorkload(&b, byName["failover"])
+	out := b.String()
+	for _, want := range []string{
+		"whose 3 replicas all write to that disk, against its bandwidth divided by 3 (300 MB/s)",
+		"The node serving a quorum log killed -9 5 times",
+		"vs limit: no physical limit applies.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}

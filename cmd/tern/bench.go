@@ -35,6 +35,7 @@ func (a *app) benchCmd() *cobra.Command {
 		f            benchFlags
 		grpcLoopback bool
 		obj          objectFlags
+		cl           clusterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -84,6 +85,27 @@ peers and writes docs/benchmarks.md.`,
 			}
 			if grpcLoopback && a.server != "" {
 				return usagef(cmd, "--grpc starts its own server: leave out --server")
+			}
+			if cl.nodes > 0 || strings.HasPrefix(spec.Name, "quorum-") {
+				if flag := changedFlag(cmd, "grpc", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
+					return usagef(cmd, "--%s does not apply to quorum logs on a --cluster", flag)
+				}
+				if a.server != "" {
+					return usagef(cmd, "--cluster starts its own nodes: leave out --server (and $TERN_SERVER)")
+				}
+				if err := cl.check(cmd, 3); err != nil {
+					return err
+				}
+				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+					r, err := a.benchQuorum(ctx, cmd, dir, spec, cl)
+					if err != nil {
+						return nil, err
+					}
+					return []*loadgen.Result{r}, nil
+				})
+			}
+			if changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl") != "" {
+				return usagef(cmd, "--%s applies to quorum logs: add --cluster N", changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"))
 			}
 			if err := obj.check(cmd, a, grpcLoopback); err != nil {
 				return err
@@ -139,7 +161,9 @@ peers and writes docs/benchmarks.md.`,
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
 	obj.addFlags(cmd)
-	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd())
+	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
+	cl.addFlags(cmd, "")
+	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd(), a.benchFailoverCmd())
 	return cmd
 }
 

@@ -209,3 +209,62 @@ func TestBenchS3(t *testing.T) {
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--size", "0"}, "--size")
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", "http://x"}, "s3://")
 }
+
+// Quorum logs on a cluster of tern serve processes: this test binary runs
+// as tern for them (TestMain).
+func TestBenchCluster(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	must(t, dir, "", "bench", "--dir", dir, "--workload", "quorum-1k", "--cluster", "3", "--duration", "300ms", "--warmup", "100ms", "--json", out)
+	must(t, dir, "", "bench", "--dir", dir, "--cluster", "3", "--ensemble", "3", "--ack-quorum", "3", "--entry-bytes", "4096", "--in-flight", "16",
+		"--duration", "300ms", "--json", out)
+	rs := readResults(t, out)
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want 2", len(rs))
+	}
+	for i, want := range []string{"quorum 3/2, 3 nodes", "quorum 3/3, 3 nodes"} {
+		r := rs[i]
+		if r.System != "tern" || r.Variant != want || r.Entries == 0 || r.Errors != 0 || r.Extra["replicas_per_disk"] != 3 || r.CPUSeconds <= 0 {
+			t.Errorf("result %d: %+v; want %s, entries acknowledged, no errors, 3 replicas on the disk, the nodes' CPU", i, r, want)
+		}
+	}
+	if rs[0].Workload != "quorum-1k" || rs[1].Spec.InFlight != 16 {
+		t.Errorf("workloads: %s %+v", rs[0].Workload, rs[1].Spec)
+	}
+	// The run's directory, nodes and all, is gone.
+	if left, _ := filepath.Glob(filepath.Join(dir, "tern-bench-*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+func TestBenchFailover(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	stderr := ternIn(t, dir, "", "bench", "failover", "--dir", dir, "--kills", "2", "--node-ttl", "1s", "--json", out)
+	if stderr.code != 0 {
+		t.Fatalf("exit %d: %s", stderr.code, stderr.stderr)
+	}
+	rs := readResults(t, out)
+	if len(rs) != 1 {
+		t.Fatalf("%d results, want 1", len(rs))
+	}
+	r := rs[0]
+	// Each kill failed the append in flight, or the next: the client
+	// lost its connection to the log's node.
+	if r.Workload != "failover" || r.Spec.Kind != loadgen.KindFailover || r.Latency.Count != 2 || r.Latency.P50 <= 0 || r.Errors < 2 {
+		t.Errorf("result %+v", r)
+	}
+	if n := strings.Count(stderr.stderr, "the next append was acknowledged"); n != 2 {
+		t.Errorf("%d kills reported, want 2:\n%s", n, stderr.stderr)
+	}
+}
+
+func TestBenchClusterUsage(t *testing.T) {
+	dir := t.TempDir()
+	fails(t, 2, dir, "", []string{"bench", "--workload", "quorum-1k"}, "quorum logs need a cluster: add --cluster N")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "2"}, "--cluster 2", "at least 3")
+	fails(t, 2, dir, "", []string{"bench", "--ensemble", "5"}, "--ensemble applies to quorum logs: add --cluster N")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--grpc"}, "--grpc does not apply to quorum logs")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ensemble", "5"}, "--ensemble 5 needs as many nodes")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ack-quorum", "4"}, "--ack-quorum 4")
+	fails(t, 2, dir, "", []string{"bench", "failover", "--cluster", "3"}, "at least 4")
+	fails(t, 2, dir, "", []string{"bench", "failover", "--kills", "0"}, "--kills 0")
+}

@@ -14,6 +14,15 @@ import (
 	"github.com/ternwal/tern"
 )
 
+// TestMain lets this test binary run as tern: tern bench --cluster and
+// tern bench failover start their nodes as "<this program> serve ...".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
 // result is what a command line did.
 type result struct {
 	code           int
