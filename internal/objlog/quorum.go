@@ -108,7 +108,7 @@ func (l *Log) openEnsemble(m meta.Segment) (*ensemble, error) {
 		n, err := r.Node(node)
 		var s replica.Sender
 		if err == nil {
-			s, err = n.Stream(e.ctx, id, m.Epoch,
+			s, err = openStream(e.ctx, n, id, m.Epoch, r.LagTimeout,
 				func(count uint64) { e.durable(i, count) },
 				func(err error) { e.lose(i, err) })
 		}
@@ -129,6 +129,24 @@ func (l *Log) openEnsemble(m meta.Segment) (*ensemble, error) {
 	}
 	go e.watchLag(r.LagTimeout)
 	return e, nil
+}
+
+// openStream opens n's stream of segment id, or fails if it is not open
+// within timeout. Opening a gRPC stream waits while the connection is being
+// made, and a connection to a node behind a partition that drops packets
+// hangs until gRPC's connect timeout (20s), while the flusher holds every
+// append.
+func openStream(ctx context.Context, n replica.Node, id replica.SegmentID, epoch uint64, timeout time.Duration, onDurable func(uint64), onErr func(error)) (replica.Sender, error) {
+	ctx, cancel := context.WithCancel(ctx) // the stream's life, cut short if it does not open in time
+	timer := time.AfterFunc(timeout, cancel)
+	s, err := n.Stream(ctx, id, epoch, onDurable, onErr)
+	if !timer.Stop() {
+		if err == nil {
+			s.Close()
+		}
+		return nil, fmt.Errorf("objlog: the stream did not open within %v", timeout)
+	}
+	return s, err
 }
 
 func (l *Log) noteFailed(node string) {
@@ -590,6 +608,12 @@ func (l *Log) offloader() {
 func (l *Log) Offload(ctx context.Context) (int, error) {
 	l.gcMu.Lock() // no truncation deletes a segment under it
 	defer l.gcMu.Unlock()
+	// Another process (an earlier owner) may have offloaded a segment, or
+	// an offload of this log recorded it after a writer's Fence reloaded
+	// the segments: its replicas have dropped it.
+	if err := l.refreshOffloaded(ctx); err != nil {
+		return 0, err
+	}
 	done := 0
 	for {
 		l.mu.Lock()

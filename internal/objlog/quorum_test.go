@@ -32,6 +32,7 @@ type faultNode struct {
 	mu      sync.Mutex
 	dead    bool
 	paused  bool
+	hang    chan struct{} // opening a stream waits until it is closed, while set
 	streams []*faultStream
 }
 
@@ -82,6 +83,16 @@ func (s *faultStream) fail(err error) {
 func (f *faultNode) Stream(ctx context.Context, seg replica.SegmentID, epoch uint64, onDurable func(uint64), onErr func(error)) (replica.Sender, error) {
 	if err := f.down(); err != nil {
 		return nil, err
+	}
+	f.mu.Lock()
+	hang := f.hang
+	f.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	fs := &faultStream{n: f, onErr: onErr}
 	inner, err := f.Node.Stream(ctx, seg, epoch, func(count uint64) {
@@ -498,6 +509,39 @@ func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
 	wantSeq(t, readAll(t, b, 0, 50), "a", 50)
 }
 
+// TestQuorumOffloadAfterOffloadElsewhere offloads a segment through
+// another handle on the log, as an earlier owner would, or an offload under
+// way while a writer's Fence reloads the segments: this handle, whose
+// segment list still points at the replicas, does not try the segment
+// again (its replicas dropped it) and fail on it at every pass.
+func TestQuorumOffloadAfterOffloadElsewhere(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	epoch := e.writer(a)
+	appendN(t, a, epoch, "a", 50)
+	c.hold.Store(true) // a leaves the sealed segment to the others
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rb := c.replicas(quorum.Default)
+	rb.Node = func(id string) (replica.Node, error) {
+		n, err := c.node(id)
+		return noOffload{n}, err
+	}
+	b := e.open(Options{Replicas: rb})
+	defer b.Close()
+	other := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer other.Close()
+	c.hold.Store(false)
+	if n, err := other.Offload(context.Background()); err != nil || n != 1 {
+		t.Fatalf("Offload: %d segments, %v", n, err)
+	}
+	if n, err := b.Offload(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Offload of the handle whose segment list is stale: %d segments, %v; want none to do", n, err)
+	}
+}
+
 // noOffload is a replica that a log handle cannot offload through.
 type noOffload struct{ replica.Node }
 
@@ -524,6 +568,35 @@ func TestQuorumDeadNodeStillListed(t *testing.T) {
 	}
 	if segs := e.segments(); len(segs) != 1 {
 		t.Fatalf("%d segments for 50 appends with a dead node listed live, want 1", len(segs))
+	}
+}
+
+// TestQuorumHangingNodeLeftOut starts a segment while opening a stream to
+// one of its replicas hangs, as a connection through a partition that drops
+// packets does: after LagTimeout the segment runs at the ack quorum of the
+// others instead of holding the appends.
+func TestQuorumHangingNodeLeftOut(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	hang := make(chan struct{})
+	c.nodes["n1"].hang = hang
+	r := c.replicas(quorum.Default)
+	r.LagTimeout = 20 * time.Millisecond
+	l := e.open(Options{Replicas: r})
+	defer l.Close()
+	defer close(hang) // before Close, should a stream still wait
+	epoch := e.writer(l)
+	p, err := l.Append(epoch, entry("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatalf("append with a replica whose stream hangs: %v", err)
+	}
+	if _, ens := e.openEnsemble(); !slices.Contains(ens, "n1") {
+		t.Fatalf("the segment's ensemble is %v; the test meant n1 to be in it", ens)
 	}
 }
 

@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/miniotest"
+)
+
+// proxiedCluster is a testCluster whose nodes the other nodes and the
+// clients reach only through a proxy each, in this process: a node's proxy
+// can cut it off while its etcd lease, which it keeps directly, still lists
+// it live.
+type proxiedCluster struct {
+	*testCluster
+	proxies map[string]*toxiproxy.Proxy
+}
+
+// startProxiedCluster starts n nodes as startCluster does, each listening
+// on a port of its own and advertising its proxy's.
+func startProxiedCluster(t *testing.T, n int) *proxiedCluster {
+	t.Helper()
+	e, err := meta.StartEtcd(t.Context(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	m := miniotest.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
+	ts := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	c := &proxiedCluster{testCluster: &testCluster{nodes: map[string]*server{}, etcd: cli}, proxies: map[string]*toxiproxy.Proxy{}}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		p := toxiproxy.NewProxy(ts, id, "127.0.0.1:0", freeAddr(t))
+		if err := p.Start(); err != nil { // sets p.Listen to the port it took
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		c.proxies[id] = p
+		c.nodes[id] = startServerAt(t, p.Upstream, env, "--node-id", id, "--node-ttl", nodeTTL, "--advertise", p.Listen,
+			"--etcd", e.Endpoints()[0], "--storage", "s3://"+m.Bucket+"/cluster?endpoint="+m.Endpoint)
+	}
+	return c
+}
+
+// startServerAt is startServerEnv with the gRPC address given: the proxy
+// in front of the server is made first, to pass its address to
+// --advertise.
+func startServerAt(t *testing.T, addr string, env []string, args ...string) *server {
+	t.Helper()
+	data := t.TempDir()
+	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
+	t.Cleanup(func() {
+		s.kill()
+		checkRaces(t, "tern serve", s.stderr)
+		if t.Failed() {
+			t.Logf("tern serve --data %s logged:\n%s", data, s.stderr.tail(64<<10))
+		}
+	})
+	s.start()
+	return s
+}
+
+// partitionDirections are the toxiproxy streams a partition cuts: from
+// the peers to the node, and back.
+var partitionDirections = []string{"upstream", "downstream"}
+
+// partition cuts node id off: its proxy still accepts connections and keeps
+// those it has, and drops every byte either way. A black hole rather than
+// a refused or reset connection: nothing tells the peers that it is gone,
+// as when a switch or a firewall drops the packets.
+func (c *proxiedCluster) partition(t *testing.T, id string) {
+	t.Helper()
+	for _, dir := range partitionDirections {
+		toxic := fmt.Sprintf(`{"name": "partition-%s", "type": "timeout", "stream": %q, "attributes": {"timeout": 0}}`, dir, dir)
+		if _, err := c.proxies[id].Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+			t.Fatalf("partition %s (%s): %v", id, dir, err)
+		}
+	}
+}
+
+// heal ends the partition of node id. Toxiproxy closes the connections the
+// partition held (their bytes were dropped), and new ones go through.
+func (c *proxiedCluster) heal(t *testing.T, id string) {
+	t.Helper()
+	for _, dir := range partitionDirections {
+		if err := c.proxies[id].Toxics.RemoveToxic(t.Context(), "partition-"+dir); err != nil {
+			t.Fatalf("heal %s (%s): %v", id, dir, err)
+		}
+	}
+}
+
+// waitRolled watches the segments of the only log from etcd revision rev,
+// when node id was cut off: it waits until the segment open then is sealed
+// and a new one is open on an ensemble without id, and fails if a segment
+// created since has id in its ensemble. A segment of a quorum log ends at
+// 1 GiB or a million fragments (each append here is one), minutes away at
+// this test's rate: only a roll ends it within the wait.
+func (c *proxiedCluster) waitRolled(t *testing.T, id string, rev int64) [][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	var created [][]string
+	sealed := false
+	for resp := range c.etcd.Watch(ctx, "/tern/logs/", clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range resp.Events {
+			kv := ev.Kv
+			if ev.Type != clientv3.EventTypePut || !strings.Contains(string(kv.Key), "/segments/") {
+				continue
+			}
+			var seg struct {
+				Sealed   bool     `json:"sealed"`
+				Ensemble []string `json:"ensemble"`
+			}
+			if err := json.Unmarshal(kv.Value, &seg); err != nil {
+				t.Fatalf("segment %s: %v", kv.Key, err)
+			}
+			switch {
+			case kv.CreateRevision != kv.ModRevision:
+				sealed = sealed || seg.Sealed
+			case slices.Contains(seg.Ensemble, id):
+				t.Fatalf("a segment created after %s was cut off has it in its ensemble %v; the ensembles since: %v", id, seg.Ensemble, append(created, seg.Ensemble))
+			default:
+				created = append(created, seg.Ensemble)
+			}
+			if sealed && len(created) > 0 {
+				return created
+			}
+		}
+	}
+	t.Fatalf("the log did not roll to an ensemble without %s within %v (segment sealed: %v; ensembles since: %v)", id, waitTimeout, sealed, created)
+	return nil
+}
+
+// TestClusterPartitionedReplica runs steady appends to a quorum log on
+// four nodes and cuts a replica of the open segment, not the owner, off
+// from every other node and from the client, while etcd still lists it
+// live. Every append succeeds, the owner rolls to ensembles without the
+// replica, and once the partition heals every acknowledged entry is read
+// back at its offset, through the node that was cut off, offsets are
+// dense, and no entry is there twice.
+func TestClusterPartitionedReplica(t *testing.T) {
+	c := startProxiedCluster(t, 4)
+	ctx := t.Context()
+	first := openClient(t, c.proxies["n0"].Listen)
+	if _, err := first.CreateLog(ctx, "q", tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: 3, AckQuorum: 2}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := first.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.OpenWriter(ctx); err != nil { // takes the log somewhere
+		t.Fatal(err)
+	}
+	owner := c.owner(t)
+	// The client's first node, which is never cut off.
+	seed := "n0"
+	if seed == owner {
+		seed = "n1"
+	}
+	cl := openClient(t, c.proxies[seed].Listen)
+	log, err := cl.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a := &acked{entries: map[tern.Offset]string{}, changed: make(chan struct{})}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- appendUntil(log, a, stop)
+	}()
+	stopAppends := sync.OnceValue(func() error {
+		close(stop)
+		return <-done
+	})
+	t.Cleanup(func() { stopAppends() })
+	a.waitMore(t, 300, "before the partition")
+
+	// A replica of the open segment, neither the owner nor the seed.
+	before := c.openEnsemble(t)
+	var cut string
+	for _, id := range before {
+		if id != owner && id != seed {
+			cut = id
+			break
+		}
+	}
+	resp, err := c.etcd.Get(ctx, "/tern/logs/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("owner %s, seed %s, open segment on %v: cutting %s off", owner, seed, before, cut)
+	c.partition(t, cut)
+	start := time.Now()
+	a.waitMore(t, 300, "with a replica cut off")
+	created := c.waitRolled(t, cut, resp.Header.Revision+1)
+	t.Logf("rolled to %v, %v after %s was cut off", created, time.Since(start).Round(time.Millisecond), cut)
+	a.waitMore(t, 300, "on the new ensemble, with the replica still cut off")
+
+	c.heal(t, cut)
+	a.waitMore(t, 300, "after the partition healed")
+	if err := stopAppends(); err != nil {
+		t.Fatal(err)
+	}
+
+	a.mu.Lock()
+	entries := a.entries
+	a.mu.Unlock()
+	// appendUntil gives each try its own payload, e-0, e-1, ...: one that
+	// is missing was an append, or a writer's opening, that failed, and
+	// with one replica of three cut off none should.
+	got := map[string]bool{}
+	var end tern.Offset
+	for off, p := range entries {
+		got[p] = true
+		end = max(end, off+1)
+	}
+	for i := range len(entries) {
+		if p := "e-" + strconv.Itoa(i); !got[p] {
+			t.Errorf("%s was not acknowledged: an append failed, with one replica of three cut off", p)
+			break
+		}
+	}
+
+	healed := openClient(t, c.proxies[cut].Listen)
+	hlog, err := healed.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]tern.Offset{}
+	for _, e := range readAll(t, hlog, 0, end) { // dense offsets
+		p := string(e.Payload)
+		if at, dup := seen[p]; dup {
+			t.Fatalf("%q at offsets %d and %d", p, at, e.Offset)
+		}
+		seen[p] = e.Offset
+		if want, ok := entries[e.Offset]; ok && want != p {
+			t.Fatalf("offset %d holds %q, and %q was acknowledged there", e.Offset, p, want)
+		}
+	}
+	t.Logf("%d entries acknowledged through the partition, %d read", len(entries), end)
+}
