@@ -336,9 +336,14 @@ func behind(ws []*workload) []string {
 			if inObjectStorage(r.Result) {
 				who = "Tern " + r.Variant
 			}
-			out = append(out, fmt.Sprintf("**%s**: %s is at %s of the physical limit by %s: %s against %s for the %s's `%s`.",
-				w.name, who, ratio(r.vsLimit), w.vsLimit.name, formatMeasure(w.vsLimit, r.Result),
-				formatMeasure(w.vsLimit, r.limit.Result), limitName[r.limit.System], r.limit.Variant))
+			limit := fmt.Sprintf("%s for the %s's `%s`", formatMeasure(w.vsLimit, r.limit.Result), limitName[r.limit.System], r.limit.Variant)
+			if n := replicasPerDisk(r.Result); n > 1 && !w.vsLimit.lowerBetter {
+				share := &loadgen.Result{MBPerSec: r.limit.MBPerSec / n, EntriesPerSec: r.limit.EntriesPerSec / n}
+				limit = fmt.Sprintf("%s, the %s's `%s` (%s) divided by the %.0f replicas that write to it",
+					formatMeasure(w.vsLimit, share), limitName[r.limit.System], r.limit.Variant, formatMeasure(w.vsLimit, r.limit.Result), n)
+			}
+			out = append(out, fmt.Sprintf("**%s**: %s is at %s of the physical limit by %s: %s against %s.",
+				w.name, who, ratio(r.vsLimit), w.vsLimit.name, formatMeasure(w.vsLimit, r.Result), limit))
 		}
 	}
 	return out

@@ -390,6 +390,9 @@ func TestQuorumRows(t *testing.T) {
 			t.Errorf("%s: group %d, vs limit %s; want %d, %s", c.workload, w.tern.group, ratio(w.tern.vsLimit), groupDurable, c.vsLimit)
 		}
 	}
+	if lines := strings.Join(behind(ws), "\n"); !strings.Contains(lines, "**quorum-put**: Tern is at 0.50 of the physical limit by MB/s: 150 MB/s against 300 MB/s, the disk's `write+fdatasync` (900 MB/s) divided by the 3 replicas that write to it.") {
+		t.Errorf("where Tern is behind:\n%s", lines)
+	}
 	var b bytes.Buffer
 	rep := &report{setup: &Setup{}}
 	rep.writeWorkload(&b, byName["quorum-put"])
