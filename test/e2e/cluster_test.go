@@ -147,36 +147,8 @@ func (a *acked) waitMore(t *testing.T, n int, what string) {
 // offset, offsets are dense, and no entry is there twice.
 func TestClusterFailures(t *testing.T) {
 	c := startCluster(t, 4)
-	ctx := t.Context()
-	first := openClient(t, c.nodes["n0"].addr)
-	if _, err := first.CreateLog(ctx, "q", tern.LogOptions{Mode: tern.ModeQuorum, SegmentBytes: 256 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := first.OpenLog(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.OpenWriter(ctx); err != nil { // takes the log somewhere
-		t.Fatal(err)
-	}
-	owner := c.owner(t)
-	// The client's first node, which stays up.
-	seed := "n0"
-	if seed == owner {
-		seed = "n1"
-	}
-	cl := openClient(t, c.nodes[seed].addr)
-	log, err := cl.OpenLog(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	a := &acked{entries: map[tern.Offset]string{}, changed: make(chan struct{})}
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- appendUntil(log, a, stop)
-	}()
+	ap := c.startAppending(t, tern.LogOptions{Mode: tern.ModeQuorum, SegmentBytes: 256 << 10}, func(id string) string { return c.nodes[id].addr })
+	a, owner, seed := ap.acked, ap.owner, ap.seed
 	a.waitMore(t, 300, "before the failures")
 
 	// A replica of the open segment, neither the owner nor the seed.
@@ -211,34 +183,73 @@ func TestClusterFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.waitMore(t, 300, "after the paused node resumed")
-	close(stop)
-	if err := <-done; err != nil {
+	entries := ap.stop(t)
+	end := checkAcked(t, ap.log, entries)
+	t.Logf("%d entries acknowledged through the failures, %d read", len(entries), end)
+}
+
+// appending is a steady append to the quorum log "q" of a cluster.
+type appending struct {
+	log         *tern.Log
+	owner, seed string // the node that serves the log, and the client's first
+	acked       *acked
+	stop        func(t *testing.T) map[tern.Offset]string // ends the appends, and returns what was acknowledged
+}
+
+// startAppending creates the log "q" with opts through node n0, lets a node
+// take it, and appends to it one entry at a time, through a client whose
+// first node is another (addr gives a node's address), until stop.
+func (c *testCluster) startAppending(t *testing.T, opts tern.LogOptions, addr func(id string) string) *appending {
+	t.Helper()
+	ctx := t.Context()
+	first := openClient(t, addr("n0"))
+	if _, err := first.CreateLog(ctx, "q", opts); err != nil {
 		t.Fatal(err)
 	}
+	l, err := first.OpenLog(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.OpenWriter(ctx); err != nil { // takes the log somewhere
+		t.Fatal(err)
+	}
+	ap := &appending{owner: c.owner(t), seed: "n0", acked: &acked{entries: map[tern.Offset]string{}, changed: make(chan struct{})}}
+	if ap.seed == ap.owner {
+		ap.seed = "n1"
+	}
+	if ap.log, err = openClient(t, addr(ap.seed)).OpenLog(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- appendUntil(ap.log, ap.acked, stop) }()
+	stopOnce := sync.OnceValue(func() error {
+		close(stop)
+		return <-done
+	})
+	t.Cleanup(func() { stopOnce() })
+	ap.stop = func(t *testing.T) map[tern.Offset]string {
+		t.Helper()
+		if err := stopOnce(); err != nil {
+			t.Fatal(err)
+		}
+		ap.acked.mu.Lock()
+		defer ap.acked.mu.Unlock()
+		return ap.acked.entries
+	}
+	return ap
+}
 
-	a.mu.Lock()
-	entries := a.entries
-	a.mu.Unlock()
+// checkAcked reads l from its start to the end of what was acknowledged,
+// and checks that the offsets are dense, that no payload is there twice,
+// and that every acknowledged entry is at its offset. It returns the end.
+func checkAcked(t *testing.T, l *tern.Log, entries map[tern.Offset]string) tern.Offset {
+	t.Helper()
 	var end tern.Offset
 	for off := range entries {
 		end = max(end, off+1)
 	}
-	r, err := log.OpenReader(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rctx, cancel := context.WithTimeout(ctx, waitTimeout)
-	defer cancel()
 	seen := map[string]tern.Offset{}
-	for next := tern.Offset(0); next < end; next++ {
-		e, err := r.Next(rctx)
-		if err != nil {
-			t.Fatalf("read at %d of %d: %v", next, end, err)
-		}
-		if e.Offset != next {
-			t.Fatalf("read offset %d, want %d: offsets are not dense", e.Offset, next)
-		}
+	for _, e := range readAll(t, l, 0, end) { // dense offsets
 		p := string(e.Payload)
 		if at, dup := seen[p]; dup {
 			t.Fatalf("%q at offsets %d and %d", p, at, e.Offset)
@@ -248,7 +259,7 @@ func TestClusterFailures(t *testing.T) {
 			t.Fatalf("offset %d holds %q, and %q was acknowledged there", e.Offset, p, want)
 		}
 	}
-	t.Logf("%d entries acknowledged through the failures, %d read", len(entries), end)
+	return end
 }
 
 // appendUntil appends entries one at a time until stop closes, opening a

@@ -52,7 +52,14 @@ func startServer(t *testing.T, data string, args ...string) *server {
 // startServerEnv is startServer with more environment variables.
 func startServerEnv(t *testing.T, data string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, data: data, addr: freeAddr(t), httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
+	return startServerAt(t, data, freeAddr(t), env, args...)
+}
+
+// startServerAt is startServerEnv with the gRPC address given (a proxy in
+// front of the server needs it first).
+func startServerAt(t *testing.T, data, addr string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
 	t.Cleanup(func() {
 		s.kill()
 		checkRaces(t, "tern serve", s.stderr)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,28 +55,10 @@ func startProxiedCluster(t *testing.T, n int) *proxiedCluster {
 		}
 		t.Cleanup(p.Stop)
 		c.proxies[id] = p
-		c.nodes[id] = startServerAt(t, p.Upstream, env, "--node-id", id, "--node-ttl", nodeTTL, "--advertise", p.Listen,
+		c.nodes[id] = startServerAt(t, t.TempDir(), p.Upstream, env, "--node-id", id, "--node-ttl", nodeTTL, "--advertise", p.Listen,
 			"--etcd", e.Endpoints()[0], "--storage", "s3://"+m.Bucket+"/cluster?endpoint="+m.Endpoint)
 	}
 	return c
-}
-
-// startServerAt is startServerEnv with the gRPC address given: the proxy
-// in front of the server is made first, to pass its address to
-// --advertise.
-func startServerAt(t *testing.T, addr string, env []string, args ...string) *server {
-	t.Helper()
-	data := t.TempDir()
-	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
-	t.Cleanup(func() {
-		s.kill()
-		checkRaces(t, "tern serve", s.stderr)
-		if t.Failed() {
-			t.Logf("tern serve --data %s logged:\n%s", data, s.stderr.tail(64<<10))
-		}
-	})
-	s.start()
-	return s
 }
 
 // partitionDirections are the toxiproxy streams a partition cuts: from
@@ -164,40 +145,8 @@ func (c *proxiedCluster) waitRolled(t *testing.T, id string, rev int64) [][]stri
 func TestClusterPartitionedReplica(t *testing.T) {
 	c := startProxiedCluster(t, 4)
 	ctx := t.Context()
-	first := openClient(t, c.proxies["n0"].Listen)
-	if _, err := first.CreateLog(ctx, "q", tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: 3, AckQuorum: 2}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := first.OpenLog(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.OpenWriter(ctx); err != nil { // takes the log somewhere
-		t.Fatal(err)
-	}
-	owner := c.owner(t)
-	// The client's first node, which is never cut off.
-	seed := "n0"
-	if seed == owner {
-		seed = "n1"
-	}
-	cl := openClient(t, c.proxies[seed].Listen)
-	log, err := cl.OpenLog(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	a := &acked{entries: map[tern.Offset]string{}, changed: make(chan struct{})}
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- appendUntil(log, a, stop)
-	}()
-	stopAppends := sync.OnceValue(func() error {
-		close(stop)
-		return <-done
-	})
-	t.Cleanup(func() { stopAppends() })
+	ap := c.startAppending(t, tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: 3, AckQuorum: 2}, func(id string) string { return c.proxies[id].Listen })
+	a, owner, seed := ap.acked, ap.owner, ap.seed
 	a.waitMore(t, 300, "before the partition")
 
 	// A replica of the open segment, neither the owner nor the seed.
@@ -223,21 +172,13 @@ func TestClusterPartitionedReplica(t *testing.T) {
 
 	c.heal(t, cut)
 	a.waitMore(t, 300, "after the partition healed")
-	if err := stopAppends(); err != nil {
-		t.Fatal(err)
-	}
-
-	a.mu.Lock()
-	entries := a.entries
-	a.mu.Unlock()
+	entries := ap.stop(t)
 	// appendUntil gives each try its own payload, e-0, e-1, ...: one that
 	// is missing was an append, or a writer's opening, that failed, and
 	// with one replica of three cut off none should.
 	got := map[string]bool{}
-	var end tern.Offset
-	for off, p := range entries {
+	for _, p := range entries {
 		got[p] = true
-		end = max(end, off+1)
 	}
 	for i := range len(entries) {
 		if p := "e-" + strconv.Itoa(i); !got[p] {
@@ -245,22 +186,11 @@ func TestClusterPartitionedReplica(t *testing.T) {
 			break
 		}
 	}
-
-	healed := openClient(t, c.proxies[cut].Listen)
-	hlog, err := healed.OpenLog(ctx, "q")
+	// Through the node that was cut off.
+	hlog, err := openClient(t, c.proxies[cut].Listen).OpenLog(ctx, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]tern.Offset{}
-	for _, e := range readAll(t, hlog, 0, end) { // dense offsets
-		p := string(e.Payload)
-		if at, dup := seen[p]; dup {
-			t.Fatalf("%q at offsets %d and %d", p, at, e.Offset)
-		}
-		seen[p] = e.Offset
-		if want, ok := entries[e.Offset]; ok && want != p {
-			t.Fatalf("offset %d holds %q, and %q was acknowledged there", e.Offset, p, want)
-		}
-	}
+	end := checkAcked(t, hlog, entries)
 	t.Logf("%d entries acknowledged through the partition, %d read", len(entries), end)
 }
