@@ -33,6 +33,19 @@ type testCluster struct {
 
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	c, start := startShared(t)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		c.nodes[id] = start(t.TempDir(), freeAddr(t), "--node-id", id)
+	}
+	return c
+}
+
+// startShared starts what the nodes of a cluster share, an etcd in this
+// process and a MinIO, and returns the cluster without nodes, and how to
+// start a node with its data directory, gRPC address and more flags.
+func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...string) *server) {
+	t.Helper()
 	e, err := meta.StartEtcd(t.Context(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -45,18 +58,23 @@ func startCluster(t *testing.T, n int) *testCluster {
 	t.Cleanup(func() { cli.Close() })
 	m := miniotest.Start(t)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
-	c := &testCluster{nodes: map[string]*server{}, etcd: cli}
-	for i := range n {
-		id := fmt.Sprintf("n%d", i)
-		c.nodes[id] = startServerEnv(t, t.TempDir(), env, "--node-id", id, "--node-ttl", nodeTTL,
-			"--etcd", e.Endpoints()[0], "--storage", "s3://"+m.Bucket+"/cluster?endpoint="+m.Endpoint)
+	start := func(data, addr string, args ...string) *server {
+		return startServerAt(t, data, addr, env, append([]string{"--node-ttl", nodeTTL,
+			"--etcd", e.Endpoints()[0], "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + m.Endpoint}, args...)...)
 	}
-	return c
+	return &testCluster{nodes: map[string]*server{}, etcd: cli}, start
 }
 
 // owner returns the ID of the node that serves the only log, waiting while
 // it moves (a node that joins may take it over).
 func (c *testCluster) owner(t *testing.T) string {
+	t.Helper()
+	return c.ownerOtherThan(t, "")
+}
+
+// ownerOtherThan returns the ID of the node that serves the only log, once
+// that is another node than old.
+func (c *testCluster) ownerOtherThan(t *testing.T, old string) string {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -64,11 +82,11 @@ func (c *testCluster) owner(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.Kvs) == 1 {
+		if len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) != old {
 			return string(resp.Kvs[0].Value)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no node served the log within %v", waitTimeout)
+			t.Fatalf("no node but %q served the log within %v", old, waitTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -13,11 +13,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/miniotest"
 )
 
 // proxiedCluster is a testCluster whose nodes the other nodes and the
@@ -33,20 +30,9 @@ type proxiedCluster struct {
 // on a port of its own and advertising its proxy's.
 func startProxiedCluster(t *testing.T, n int) *proxiedCluster {
 	t.Helper()
-	e, err := meta.StartEtcd(t.Context(), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	m := miniotest.Start(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
+	shared, start := startShared(t)
 	ts := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	c := &proxiedCluster{testCluster: &testCluster{nodes: map[string]*server{}, etcd: cli}, proxies: map[string]*toxiproxy.Proxy{}}
+	c := &proxiedCluster{testCluster: shared, proxies: map[string]*toxiproxy.Proxy{}}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i)
 		p := toxiproxy.NewProxy(ts, id, "127.0.0.1:0", freeAddr(t))
@@ -55,8 +41,7 @@ func startProxiedCluster(t *testing.T, n int) *proxiedCluster {
 		}
 		t.Cleanup(p.Stop)
 		c.proxies[id] = p
-		c.nodes[id] = startServerAt(t, t.TempDir(), p.Upstream, env, "--node-id", id, "--node-ttl", nodeTTL, "--advertise", p.Listen,
-			"--etcd", e.Endpoints()[0], "--storage", "s3://"+m.Bucket+"/cluster?endpoint="+m.Endpoint)
+		c.nodes[id] = start(t.TempDir(), p.Upstream, "--node-id", id, "--advertise", p.Listen)
 	}
 	return c
 }

@@ -3,9 +3,6 @@ package e2e
 import (
 	"fmt"
 	"testing"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ternwal/tern"
 )
@@ -62,25 +59,5 @@ func TestTakeOverIdleLog(t *testing.T) {
 	defer w.Close()
 	if off, err := w.Append(ctx, tern.Entry{Payload: []byte("after")}); err != nil || off != n {
 		t.Fatalf("append after the takeover: offset %d, %v; want offset %d", off, err, n)
-	}
-}
-
-// ownerOtherThan returns the ID of the node that serves the only log, once
-// that is another node than old.
-func (c *testCluster) ownerOtherThan(t *testing.T, old string) string {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		resp, err := c.etcd.Get(t.Context(), "/tern/owners/", clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) != old {
-			return string(resp.Kvs[0].Value)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no node but %s served the log within %v", old, waitTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
