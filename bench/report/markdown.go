@@ -201,7 +201,7 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 		if i := slices.IndexFunc(w.rows, func(r *row) bool { return replicasPerDisk(r.Result) > 1 }); i >= 0 && !w.vsLimit.lowerBetter {
 			n := replicasPerDisk(w.rows[i].Result)
 			fmt.Fprintf(b, " For quorum logs, whose %.0f replicas all write to that disk, against its bandwidth divided by %.0f (%s).", n, n,
-				formatMeasure(w.vsLimit, &loadgen.Result{MBPerSec: w.limit.MBPerSec / n, EntriesPerSec: w.limit.EntriesPerSec / n}))
+				formatMeasure(w.vsLimit, share(w.limit.Result, n)))
 		}
 	case w.limitVar == "":
 		b.WriteString("vs limit: no physical limit applies.")

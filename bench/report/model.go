@@ -171,6 +171,11 @@ func replicasPerDisk(r *loadgen.Result) float64 {
 	return max(r.Extra["replicas_per_disk"], 1)
 }
 
+// share is the rates of limit divided among n replicas.
+func share(limit *loadgen.Result, n float64) *loadgen.Result {
+	return &loadgen.Result{MBPerSec: limit.MBPerSec / n, EntriesPerSec: limit.EntriesPerSec / n}
+}
+
 // buildWorkloads groups results by workload, in report order. A later
 // result of the same system, variant and workload replaces an earlier one.
 func buildWorkloads(results []*loadgen.Result, setup *Setup) []*workload {
@@ -338,9 +343,8 @@ func behind(ws []*workload) []string {
 			}
 			limit := fmt.Sprintf("%s for the %s's `%s`", formatMeasure(w.vsLimit, r.limit.Result), limitName[r.limit.System], r.limit.Variant)
 			if n := replicasPerDisk(r.Result); n > 1 && !w.vsLimit.lowerBetter {
-				share := &loadgen.Result{MBPerSec: r.limit.MBPerSec / n, EntriesPerSec: r.limit.EntriesPerSec / n}
 				limit = fmt.Sprintf("%s, the %s's `%s` (%s) divided by the %.0f replicas that write to it",
-					formatMeasure(w.vsLimit, share), limitName[r.limit.System], r.limit.Variant, formatMeasure(w.vsLimit, r.limit.Result), n)
+					formatMeasure(w.vsLimit, share(r.limit.Result, n)), limitName[r.limit.System], r.limit.Variant, formatMeasure(w.vsLimit, r.limit.Result), n)
 			}
 			out = append(out, fmt.Sprintf("**%s**: %s is at %s of the physical limit by %s: %s against %s.",
 				w.name, who, ratio(r.vsLimit), w.vsLimit.name, formatMeasure(w.vsLimit, r.Result), limit))

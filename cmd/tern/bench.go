@@ -55,6 +55,12 @@ segments), reopened and the logs compacted; the result says how many objects
 (one PUT each) held each GB written before and after compaction. --storage
 does not combine with --grpc or --server yet.
 
+With --cluster N, measure logs in quorum mode (--ensemble, --ack-quorum) on N
+tern serve processes of this program, started on loopback in the fresh
+directory (so their journals share one disk), with an etcd in this process and
+their sealed segments in a directory there, or under a new prefix of --storage;
+through the remote Go client. "tern bench failover" kills such nodes.
+
 A workload is a preset (--workload) whose figures the other flags override,
 or "custom" when no preset is named. With --rate the load is open-loop: appends
 start on a fixed schedule, and an append that Tern held back past its scheduled
@@ -97,26 +103,18 @@ peers and writes docs/benchmarks.md.`,
 					return err
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-					r, err := a.benchQuorum(ctx, cmd, dir, spec, cl)
-					if err != nil {
-						return nil, err
-					}
-					return []*loadgen.Result{r}, nil
+					return single(a.benchQuorum(ctx, cmd, dir, spec, cl))
 				})
 			}
-			if changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl") != "" {
-				return usagef(cmd, "--%s applies to quorum logs: add --cluster N", changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"))
+			if flag := changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"); flag != "" {
+				return usagef(cmd, "--%s applies to quorum logs: add --cluster N", flag)
 			}
 			if err := obj.check(cmd, a, grpcLoopback); err != nil {
 				return err
 			}
 			if obj.storage != "" {
 				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-					r, err := a.benchObject(ctx, cmd, dir, spec, obj)
-					if err != nil {
-						return nil, err
-					}
-					return []*loadgen.Result{r}, nil
+					return single(a.benchObject(ctx, cmd, dir, spec, obj))
 				})
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
@@ -189,6 +187,14 @@ func (f *benchFlags) resolve(cmd *cobra.Command) (loadgen.Spec, error) {
 		return spec, usagef(cmd, "%s", strings.TrimPrefix(err.Error(), "loadgen: "))
 	}
 	return spec, nil
+}
+
+// single is the result of a measure that has one, for runBench.
+func single(r *loadgen.Result, err error) ([]*loadgen.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []*loadgen.Result{r}, nil
 }
 
 // runBench runs measure on a fresh directory and reports what it returns.

@@ -45,11 +45,7 @@ errors; none of them was acknowledged.`,
 				return usagef(cmd, "--kills %d: kill at least once", kills)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				r, err := a.benchFailover(ctx, cmd, dir, cl, kills)
-				if err != nil {
-					return nil, err
-				}
-				return []*loadgen.Result{r}, nil
+				return single(a.benchFailover(ctx, cmd, dir, cl, kills))
 			})
 		},
 	}
