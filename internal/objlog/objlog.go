@@ -60,7 +60,7 @@ type Options struct {
 	MaxInFlight   int           // fragment uploads at once; default 4
 	RetryTimeout  time.Duration // an upload retried this long fails the log; default 30s
 	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
-	MaxFragments  int           // or that has this many fragments; default 1000, 1<<20 in quorum mode
+	MaxFragments  int           // or that has this many fragments; default 1000, 8192 in quorum mode
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
 	MaxBatchBytes int           // a group of appends stops growing at this size; default FlushBytes/16, at least 64 KiB
 	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 16 MiB
@@ -90,12 +90,13 @@ func (o *Options) setDefaults() {
 		// at once, and let the fragments in flight group what queues.
 		def(&o.FlushBytes, 1<<20)
 		def(&o.MaxInFlight, 8)
-		// A fragment is a journal record on the replicas, and sealed
-		// fragments are offloaded in runs of CompactBytes: a segment can
-		// take many, and ends at SegmentBytes (1 GiB of 1 KiB fragments).
-		// Short segments would cost a create and a seal in etcd each, and
-		// reset the lag rule before it sees a replica lag.
-		def(&o.MaxFragments, 1<<20)
+		// A fragment is a journal record on the replicas, not an object,
+		// and short segments cost a create and a seal in etcd each and
+		// reset the lag rule before it sees a replica lag. But the seal
+		// writes the list of fragments (up to 56 bytes each: 459 KB at
+		// 8192) into one etcd value, which must stay well under etcd's
+		// 1.5 MiB request limit, and offload replaces it in one request.
+		def(&o.MaxFragments, 8192)
 		if o.FlushInterval <= 0 {
 			o.FlushInterval = time.Nanosecond
 		}

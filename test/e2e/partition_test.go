@@ -75,48 +75,48 @@ func (c *proxiedCluster) heal(t *testing.T, id string) {
 	}
 }
 
-// waitRolled watches the segments of the only log from etcd revision rev,
-// when node id was cut off: it waits until the segment open then is sealed
-// and a new one is open on an ensemble without id, and fails if a segment
-// created since has id in its ensemble. A segment of a quorum log ends at
-// 1 GiB or a million fragments (each append here is one), minutes away at
-// this test's rate: only a roll ends it within the wait.
-func (c *proxiedCluster) waitRolled(t *testing.T, id string, rev int64) [][]string {
+// waitLeftOut watches the segments of the only log from etcd revision
+// rev, when node id was cut off, until k segments in a row are created on
+// ensembles without id, and returns the ensembles of those created since
+// rev. A segment that has id may start before the owner sees the
+// partition, but none after one that left it out: the owner avoids a node
+// that failed. Each ensemble is 3 of the 4 nodes by rendezvous hashing, so
+// an owner that never rolled nor avoided id would leave it out of k in a
+// row with probability 4^-k.
+func (c *proxiedCluster) waitLeftOut(t *testing.T, id string, rev int64, k int) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
 	var created [][]string
-	sealed := false
+	run := 0
 	for resp := range c.etcd.Watch(ctx, "/tern/logs/", clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := resp.Err(); err != nil {
 			t.Fatal(err)
 		}
 		for _, ev := range resp.Events {
 			kv := ev.Kv
-			if ev.Type != clientv3.EventTypePut || !strings.Contains(string(kv.Key), "/segments/") {
+			if ev.Type != clientv3.EventTypePut || kv.CreateRevision != kv.ModRevision || !strings.Contains(string(kv.Key), "/segments/") {
 				continue
 			}
 			var seg struct {
-				Sealed   bool     `json:"sealed"`
 				Ensemble []string `json:"ensemble"`
 			}
 			if err := json.Unmarshal(kv.Value, &seg); err != nil {
 				t.Fatalf("segment %s: %v", kv.Key, err)
 			}
+			created = append(created, seg.Ensemble)
 			switch {
-			case kv.CreateRevision != kv.ModRevision:
-				sealed = sealed || seg.Sealed
-			case slices.Contains(seg.Ensemble, id):
-				t.Fatalf("a segment created after %s was cut off has it in its ensemble %v; the ensembles since: %v", id, seg.Ensemble, append(created, seg.Ensemble))
-			default:
-				created = append(created, seg.Ensemble)
+			case !slices.Contains(seg.Ensemble, id):
+				run++
+			case run > 0:
+				t.Fatalf("a segment on %v started after one that left %s out; the ensembles since the cut: %v", seg.Ensemble, id, created)
 			}
-			if sealed && len(created) > 0 {
+			if run == k {
 				return created
 			}
 		}
 	}
-	t.Fatalf("the log did not roll to an ensemble without %s within %v (segment sealed: %v; ensembles since: %v)", id, waitTimeout, sealed, created)
+	t.Fatalf("%s was not left out of %d segments in a row within %v; the ensembles since the cut: %v", id, k, waitTimeout, created)
 	return nil
 }
 
@@ -151,9 +151,9 @@ func TestClusterPartitionedReplica(t *testing.T) {
 	c.partition(t, cut)
 	start := time.Now()
 	a.waitMore(t, 300, "with a replica cut off")
-	created := c.waitRolled(t, cut, resp.Header.Revision+1)
-	t.Logf("rolled to %v, %v after %s was cut off", created, time.Since(start).Round(time.Millisecond), cut)
-	a.waitMore(t, 300, "on the new ensemble, with the replica still cut off")
+	created := c.waitLeftOut(t, cut, resp.Header.Revision+1, 3)
+	t.Logf("%s left out of 3 segments in a row, %v after it was cut off; the ensembles since: %v", cut, time.Since(start).Round(time.Millisecond), created)
+	a.waitMore(t, 300, "on the new ensembles, with the replica still cut off")
 
 	c.heal(t, cut)
 	a.waitMore(t, 300, "after the partition healed")
