@@ -113,7 +113,8 @@ func (n *testNode) createLogs(t *testing.T, mode tern.Mode, names ...string) map
 }
 
 // waitOwners waits until, in n's view, each log of ids is owned by the node
-// want returns for it ("" for none).
+// want returns for it ("" for none), and n serves those it owns: the view
+// can show an Acquire before the Server has recorded what it took.
 func waitOwners(t *testing.T, n *testNode, what string, ids map[string]uint64, want func(name string, id uint64) string) {
 	t.Helper()
 	deadline := time.After(waitTimeout)
@@ -126,12 +127,17 @@ func waitOwners(t *testing.T, n *testNode, what string, ids map[string]uint64, w
 				wrong = fmt.Sprintf("log %s (%d) is owned by %q, want %q", name, id, m.ID, w)
 				break
 			}
+			if mine := m.ID == n.node.ID(); n.srv.servesID(id) != mine {
+				wrong = fmt.Sprintf("log %s (%d): owned by this node %v, served %v", name, id, mine, !mine)
+				break
+			}
 		}
 		if wrong == "" {
 			return
 		}
 		select {
 		case <-ch:
+		case <-time.After(10 * time.Millisecond): // for the Server, which signals nothing
 		case <-deadline:
 			t.Fatalf("%s: %s after %v", what, wrong, waitTimeout)
 		}
