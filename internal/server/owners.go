@@ -130,18 +130,14 @@ func (s *Server) balance() {
 				s.unserve(id, "another node serves it")
 				continue
 			}
-			if a, ok := cluster.Assign(id, members); ok && a.ID != n.ID() && s.unserve(id, "it now belongs to another node") {
-				ctx, cancel := context.WithTimeout(s.ctx, etcdTimeout)
-				if err := n.Release(ctx, id); err != nil {
-					s.log.Warn("release failed", "id", id, "err", err)
-				}
-				cancel()
+			if a, ok := cluster.Assign(id, members); ok && a.ID != n.ID() {
+				s.unserve(id, "it now belongs to another node")
 			}
 		}
 		// A pass that failed on etcd is tried again after a while: the
 		// change it missed may be the last for long.
 		var retry <-chan time.Time
-		if !s.adopt(members) {
+		if released := s.releaseUnserved(); !s.adopt(members) || !released {
 			retry = time.After(adoptRetry)
 		}
 		select {
@@ -156,6 +152,32 @@ func (s *Server) balance() {
 			return
 		}
 	}
+}
+
+// releaseUnserved releases the logs this node owns and does not serve:
+// those it just gave up, and those whose release failed before (their
+// owner key, on this node's lease, would keep the others from taking them
+// for as long as the node lives). It reports false if a release failed.
+func (s *Server) releaseUnserved() bool {
+	n := s.node
+	s.takeMu.Lock() // a take has acquired what it has not recorded yet
+	var ids []uint64
+	for _, id := range n.Owned() {
+		if !s.servesID(id) {
+			ids = append(ids, id)
+		}
+	}
+	s.takeMu.Unlock()
+	ok := true
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(s.ctx, etcdTimeout)
+		if err := n.Release(ctx, id); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("release failed; trying again", "id", id, "err", err)
+			ok = false
+		}
+		cancel()
+	}
+	return ok
 }
 
 // adopt takes the logs in object storage (object and quorum mode) that no
