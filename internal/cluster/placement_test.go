@@ -44,8 +44,3 @@ func TestAssign(t *testing.T) {
 		}
 	}
 }
-
-func sorted(ids ...uint64) []uint64 {
-	slices.Sort(ids)
-	return ids
-}

@@ -109,9 +109,11 @@ func (t *Tracker) Confirmed() uint64 { return t.confirmed }
 // End is the durable end replica last reported.
 func (t *Tracker) End(replica int) uint64 { return t.ends[replica] }
 
-// kthLargest returns the k-th largest of ends (k counts from 1).
+// kthLargest returns the k-th largest of ends (k counts from 1). It sorts
+// a copy on the stack: Tracker.Ack calls it for every acknowledgement.
 func kthLargest(ends []uint64, k int) uint64 {
-	s := slices.Clone(ends)
+	var buf [MaxEnsemble]uint64
+	s := append(buf[:0], ends...)
 	slices.Sort(s)
 	return s[len(s)-k]
 }
