@@ -248,7 +248,7 @@ func (s *Store) seal(seg *segment, count uint64) {
 	seg.frags = seg.frags[:count:count]
 	s.memBytes -= seg.memBytes
 	s.diskBytes -= seg.end - end
-	seg.memBytes, seg.end = 0, end
+	seg.memBytes, seg.memFrom, seg.end = 0, count, end
 	seg.durable = count
 	seg.sealed, seg.sealing = true, false
 }

@@ -116,8 +116,9 @@
 //
 // Add never waits; Fence, Seal and Drop wait for what was queued for the
 // segment before them (their point in the committer's queue). Reads of an
-// unsealed segment are served from memory, of a sealed one from its
-// journal; they do not wait for the committer.
+// unsealed segment are served from memory while its fragments are held
+// there (see Memory), the others from its journal; they do not wait for the
+// committer.
 //
 // Over gRPC, an Add stream's server side adds each fragment as it arrives
 // and answers with the durable count as the committer reports it,
@@ -127,8 +128,12 @@
 // (see ServerOptions) so that a dead replica fails its streams.
 //
 // Memory: Store.Add keeps the caller's data slice as the fragment's
-// in-memory copy until the segment is sealed or dropped; MemBytes bounds the
-// total, and DiskBytes the journals' bytes, and an add past either fails
-// with ErrFull. Open loads the fragments of unsealed segments even past
-// MemBytes; adds then fail with ErrFull until seals or drops free memory.
+// in-memory copy, for tail reads, until the segment is sealed or dropped or
+// memory is needed. MemBytes bounds the total: an add that would pass it
+// first takes durable fragments out of memory, oldest first in their
+// segment (they are read from the journal from then on), and fails with
+// ErrFull only if the fragments not yet durable would still pass it, which
+// means the disk is not keeping up. DiskBytes bounds the journals' bytes,
+// and an add past it fails with ErrFull. Open loads the fragments of
+// unsealed segments, which then leave memory as adds need room.
 package replica

@@ -260,14 +260,14 @@ func TestNodeErrors(t *testing.T) {
 func TestNodeFull(t *testing.T) {
 	for _, k := range nodeKinds {
 		t.Run(k.name, func(t *testing.T) {
-			env := k.env(t, func(o *Options) { o.MemBytes = 1000 })
+			env := k.env(t, func(o *Options) { o.DiskBytes = headerBytes + frameBytes(600) + 100 })
 			s, w := stream(t, env.node, segA, 1, 2)
 			sendAll(t, s, 0, [][]byte{frag(0, 600)})
 			w.waitCount(1)
 			if err := s.Send(1, frag(1, 600)); err != nil && !errors.Is(err, ErrFull) {
 				t.Fatal(err)
 			}
-			wantErr(t, "stream over the memory limit", w.waitErr(), ErrFull)
+			wantErr(t, "stream over the disk limit", w.waitErr(), ErrFull)
 		})
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // offloadParallel is how many objects Offload uploads at once.
@@ -72,19 +74,11 @@ func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error 
 }
 
 func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
-	var data []byte
-	for n := o.From; n < o.To; n++ {
-		frag, err := s.fragment(id, n)
-		if err != nil {
-			return err
-		}
-		if data == nil && o.To == o.From+1 {
-			data = frag
-			break
-		}
-		data = append(data, frag...)
+	data, err := s.sealedBytes(id, o.From, o.To)
+	if err != nil {
+		return err
 	}
-	err := s.bucket.PutIfAbsent(ctx, o.Key, data)
+	err = s.bucket.PutIfAbsent(ctx, o.Key, data)
 	if !errors.Is(err, blob.ErrExist) {
 		return err
 	}
@@ -98,24 +92,55 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 	return nil
 }
 
-// fragment returns a copy of durable fragment n.
-func (s *Store) fragment(id SegmentID, n uint64) ([]byte, error) {
+// sealedBytes returns the data of the sealed segment's fragments [from, to)
+// concatenated, read from the journal into one buffer, each frame checked.
+// A frame that fails its check gives a CorruptError: the bytes on disk are
+// not what was acknowledged, and the caller must take them from another
+// replica.
+//
+// Each frame is read whole into the buffer with its header in the
+// frameHeaderBytes before its data, last frame first: a header lands on the
+// tail of the previous fragment's place, which is read (and overwritten)
+// after the header has been checked. So the data is copied once, from the
+// file to its place.
+func (s *Store) sealedBytes(id SegmentID, from, to uint64) ([]byte, error) {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
-	if err == nil && n >= seg.durable {
-		err = fmt.Errorf("%w: fragment %d of %v", ErrNotFound, n, id)
+	if err == nil && to > seg.durable {
+		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", ErrNotFound, to-1, id, seg.durable)
 	}
-	var size int64
+	var frags []fragment
+	var file vfs.File
 	if err == nil {
-		size = seg.frags[n].size
+		frags, file = slices.Clone(seg.frags[from:to]), seg.file
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, size)
-	if _, err := s.Read(id, n, 0, data); err != nil {
-		return nil, err
+	total := 0
+	for _, f := range frags {
+		total += int(f.size)
 	}
-	return data, nil
+	buf := make([]byte, frameHeaderBytes+total)
+	end := len(buf)
+	for i := len(frags) - 1; i >= 0; i-- {
+		f := frags[i]
+		frame := buf[end-int(frameBytes(int(f.size))) : end]
+		if err := readAt(file, frame, f.pos); err != nil {
+			if _, lerr := s.lookupLocked(id); lerr != nil {
+				return nil, lerr // dropped while reading
+			}
+			return nil, fmt.Errorf("replica: read fragment %d of %v: %w", from+uint64(i), id, err)
+		}
+		n, data, err := decodeFrame(frame)
+		if err == nil && (n != from+uint64(i) || int64(len(data)) != f.size) {
+			err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, from+uint64(i), n, len(data))
+		}
+		if err != nil {
+			return nil, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
+		}
+		end -= int(f.size)
+	}
+	return buf[frameHeaderBytes:], nil
 }

@@ -227,6 +227,9 @@ func recoverJournal(f vfs.File, id SegmentID, st *state) (*segment, error) {
 			Err: fmt.Errorf("segment sealed at %d fragments, the journal holds %d", st.count, len(seg.frags))}
 	}
 	seg.durable = uint64(len(seg.frags))
+	if seg.sealed {
+		seg.memFrom = seg.durable
+	}
 	seg.end = pos
 	return seg, nil
 }

@@ -26,7 +26,10 @@ type Options struct {
 	// Bucket is where Offload uploads sealed segments.
 	Bucket blob.Bucket
 	// MemBytes bounds the fragment data of unsealed segments held in
-	// memory; DefaultMemBytes if zero. An add over it fails with ErrFull.
+	// memory; DefaultMemBytes if zero. To make room, durable fragments
+	// leave memory, oldest first in their segment, and are read from the
+	// journal; an add fails with ErrFull only when fragments not yet
+	// durable would take memory over MemBytes.
 	MemBytes int64
 	// DiskBytes bounds the journals' bytes on disk; zero for no limit. An
 	// add over it fails with ErrFull.
@@ -75,6 +78,7 @@ type segment struct {
 	durable   uint64     // fragments on disk; committer
 	end       int64      // journal size once the queue is written
 	memBytes  int64      // fragment data held in memory
+	memFrom   uint64     // fragments before it are not in memory
 	sealing   bool       // adds are refused: a Seal is under way
 	sealTo    uint64     // the count Seal asks the committer to persist
 	sealSet   bool       // sealTo is set
@@ -171,7 +175,7 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 		if n > 0 {
 			return fmt.Errorf("%w: fragment %d of %v, which has none", ErrGap, n, id)
 		}
-		if !s.fits(int64(len(data)), headerBytes+frameBytes(len(data))) {
+		if !s.makeRoom(int64(len(data)), headerBytes+frameBytes(len(data))) {
 			return fmt.Errorf("%w: no room for a new segment %v", ErrFull, id)
 		}
 		seg = s.newSegment(id, epoch)
@@ -188,7 +192,11 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 	queued := uint64(len(seg.frags))
 	switch {
 	case n < queued:
-		if !bytes.Equal(seg.frags[n].data, data) {
+		same, err := sameData(seg, n, data)
+		if err != nil {
+			return err
+		}
+		if !same {
 			return fmt.Errorf("%w: fragment %d of %v", ErrMismatch, n, id)
 		}
 		s.enqueue(op{seg: seg, n: n, done: done})
@@ -197,7 +205,7 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 		return fmt.Errorf("%w: fragment %d of %v, which has %d", ErrGap, n, id, queued)
 	}
 	size := frameBytes(len(data))
-	if !s.fits(int64(len(data)), size) {
+	if !s.makeRoom(int64(len(data)), size) {
 		return fmt.Errorf("%w: fragment %d of %v", ErrFull, n, id)
 	}
 	if n == 0 {
@@ -213,10 +221,43 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 	return nil
 }
 
-// fits reports, with s.mu held, whether mem more bytes in memory and disk
-// more on disk stay within the limits.
-func (s *Store) fits(mem, disk int64) bool {
-	return s.memBytes+mem <= s.maxMem && (s.maxDisk == 0 || s.diskBytes+disk <= s.maxDisk)
+// makeRoom reports, with s.mu held, whether mem more bytes in memory and
+// disk more on disk stay within the limits, once durable fragments have left
+// memory to make room, oldest first in their segment.
+func (s *Store) makeRoom(mem, disk int64) bool {
+	if s.maxDisk != 0 && s.diskBytes+disk > s.maxDisk {
+		return false
+	}
+	for _, seg := range s.segs {
+		for s.memBytes+mem > s.maxMem && seg.memFrom < seg.durable {
+			f := &seg.frags[seg.memFrom]
+			if f.data != nil {
+				f.data = nil
+				seg.memBytes -= f.size
+				s.memBytes -= f.size
+			}
+			seg.memFrom++
+		}
+		if s.memBytes+mem <= s.maxMem {
+			return true
+		}
+	}
+	return s.memBytes+mem <= s.maxMem
+}
+
+// sameData reports whether fragment n of seg, queued or durable, holds
+// data; it reads a fragment that has left memory from the journal. The
+// caller holds s.mu.
+func sameData(seg *segment, n uint64, data []byte) (bool, error) {
+	f := seg.frags[n]
+	if f.data != nil || f.size != int64(len(data)) {
+		return f.data != nil && bytes.Equal(f.data, data), nil
+	}
+	stored := make([]byte, f.size)
+	if err := readAt(seg.file, stored, f.pos+frameHeaderBytes); err != nil {
+		return false, fmt.Errorf("replica: read fragment %d of %v: %w", n, seg.id, err)
+	}
+	return bytes.Equal(stored, data), nil
 }
 
 // newSegment adds an empty segment, with s.mu held. The committer creates

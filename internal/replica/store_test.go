@@ -295,19 +295,38 @@ func readFile(t *testing.T, fs vfs.FS, path string) []byte {
 
 func TestLimits(t *testing.T) {
 	t.Run("Memory", func(t *testing.T) {
+		// Durable fragments leave memory to make room, and are read
+		// from the journal.
 		s := open(t, vfs.NewMem(), func(o *Options) { o.MemBytes = 1000 })
 		mustAdd(t, s, segA, 1, 0, frag(0, 600))
-		wantErr(t, "add over the limit", add(s, segA, 1, 1, frag(1, 600)), ErrFull)
-		wantErr(t, "new segment over the limit", add(s, segB, 1, 0, frag(1, 600)), ErrFull)
-		if err := s.Seal(segA, 1); err != nil {
+		mustAdd(t, s, segA, 1, 1, frag(1, 600))
+		mustAdd(t, s, segB, 1, 0, frag(2, 600))
+		for _, seg := range s.Segments() {
+			if want := map[SegmentID]int64{segA: 0, segB: 600}[seg.ID]; seg.MemBytes != want {
+				t.Errorf("segment %v holds %d bytes in memory, want %d", seg.ID, seg.MemBytes, want)
+			}
+		}
+		checkFrags(t, s, segA, [][]byte{frag(0, 600), frag(1, 600)})
+		// A re-add compares with the journal's copy.
+		mustAdd(t, s, segA, 1, 0, frag(0, 600))
+		wantErr(t, "re-add of a fragment out of memory, other bytes", add(s, segA, 1, 0, frag(9, 600)), ErrMismatch)
+
+		// Fragments not yet durable stay, and past the limit an add is
+		// refused until the disk catches up.
+		release := make(chan struct{})
+		s = open(t, blockingFS(release), func(o *Options) { o.MemBytes = 1000 })
+		done := make(chan error, 2)
+		if err := s.Add(segA, 1, 0, frag(0, 600), func(err error) { done <- err }); err != nil {
 			t.Fatal(err)
 		}
-		mustAdd(t, s, segB, 1, 0, frag(1, 600))
-		wantErr(t, "add over the limit", add(s, segC, 1, 0, frag(2, 600)), ErrFull)
-		if err := s.Drop(segB); err != nil {
+		wantErr(t, "add over the limit", s.Add(segA, 1, 1, frag(1, 600), nil), ErrFull)
+		wantErr(t, "new segment over the limit", s.Add(segB, 1, 0, frag(1, 600), nil), ErrFull)
+		close(release)
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		mustAdd(t, s, segC, 1, 0, frag(2, 600))
+		mustAdd(t, s, segA, 1, 1, frag(1, 600))
+		checkFrags(t, s, segA, [][]byte{frag(0, 600), frag(1, 600)})
 	})
 	t.Run("Disk", func(t *testing.T) {
 		limit := int64(2*headerBytes + 3*frameBytes(100))
@@ -391,6 +410,61 @@ func TestOffload(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	wantErr(t, "Offload with a cancelled context", s.Offload(cancelled, segB, one("1/2/0", "1/2/x")), context.Canceled)
+}
+
+// TestOffloadChecksFrames offloads fragments shorter and longer than a frame
+// header, joined into objects, from a journal on disk; then a bit flipped
+// in a sealed fragment makes Offload fail with ErrCorrupt and store nothing.
+func TestOffloadChecksFrames(t *testing.T) {
+	root := t.TempDir()
+	bucket := blob.NewMem()
+	s := open(t, chroot{vfs.OS, root}, func(o *Options) { o.Bucket = bucket })
+	ctx := t.Context()
+	var want [][]byte
+	for i, size := range []int{1, 7, 19, 20, 21, 500, 3, 4096} {
+		want = append(want, frag(i, size))
+	}
+	addAll(t, s, segA, 1, 0, want)
+	if err := s.Seal(segA, uint64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	objs := []Object{{"a", 0, 1}, {"b", 1, 5}, {"c", 5, 8}}
+	if err := s.Offload(ctx, segA, objs); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		got, err := bucket.Get(ctx, o.Key)
+		if err != nil || !bytes.Equal(got, bytes.Join(want[o.From:o.To], nil)) {
+			t.Errorf("object %s: %v, or other bytes", o.Key, err)
+		}
+	}
+
+	f, err := os.OpenFile(root+journalPath(testDir, segA), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := int64(headerBytes)
+	for _, w := range want[:5] {
+		pos += frameBytes(len(w))
+	}
+	pos += frameHeaderBytes + 100 // in fragment 5's data
+	b := []byte{0}
+	if _, err := f.ReadAt(b, pos); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, pos); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	err = s.Offload(ctx, segA, []Object{{"d", 0, 8}})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Pos != pos-frameHeaderBytes-100 {
+		t.Fatalf("Offload of a flipped fragment: %v, want ErrCorrupt at %d", err, pos-frameHeaderBytes-100)
+	}
+	if _, err := bucket.Get(ctx, "d"); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("the flipped fragment was stored, or: %v", err)
+	}
 }
 
 func TestDrop(t *testing.T) {
