@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ternwal/tern/api/ternpb"
 )
 
 // codec encodes messages as gRPC's own proto codec does, but in buffers
@@ -15,7 +17,8 @@ import (
 // pool the connection has, and that pool's largest tier is 1 MiB, so every
 // fragment of a quorum log (a little over 1 MiB) was a new buffer, zeroed.
 // A message that arrives in one buffer is decoded in place: proto.Unmarshal
-// copies what it keeps.
+// copies what it keeps. The replicas' add requests that carry fragments take
+// a shorter path (fragment.go).
 type codec struct{}
 
 var _ encoding.CodecV2 = codec{}
@@ -23,6 +26,11 @@ var _ encoding.CodecV2 = codec{}
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
+		if data, ok := marshalFragment(r); ok {
+			return data, nil
+		}
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("grpcopts: cannot encode %T: not a proto.Message", v)
@@ -43,6 +51,11 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
+		if done, err := unmarshalAdd(data, r); done {
+			return err
+		}
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("grpcopts: cannot decode into %T: not a proto.Message", v)

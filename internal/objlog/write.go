@@ -297,16 +297,20 @@ func (l *Log) cut() *frag {
 		}
 		f.seg, f.n = l.open, l.open.frags
 		l.open.frags++
-		f.data = make([]byte, 0, size)
+		batches := make([][]byte, 0, n)
 		for _, g := range l.queue[:n] {
 			g.Base = l.next
 			if g.isTick {
 				continue
 			}
-			f.data = append(f.data, g.b.Finish(l.next, g.epoch)...)
+			batches = append(batches, g.b.Finish(l.next, g.epoch))
 			l.next += uint64(g.b.Count())
 			f.maxTime = max(f.maxTime, g.maxTime)
 			l.queueBytes -= g.b.Bytes()
+		}
+		// Join copies them into a buffer it does not zero first.
+		f.data = bytes.Join(batches, nil)
+		for _, g := range l.queue[:n] {
 			g.release()
 		}
 	}
