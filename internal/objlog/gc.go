@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,10 +168,7 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 		if err != nil {
 			return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
 		}
-		data := make([]byte, 0, size)
-		for _, p := range parts {
-			data = append(data, p...)
-		}
+		data := bytes.Join(parts, nil)
 		key := "c" + objs[i].key
 		err = l.opts.Bucket.PutIfAbsent(ctx, prefix+key, data)
 		if errors.Is(err, blob.ErrExist) {
@@ -190,15 +188,7 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 	if err := l.opts.Meta.ReplaceObjects(ctx, s.m.Seq, old, out); err != nil {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
 	}
-	l.mu.Lock()
-	s.m.Objects = out
-	s.m.Bytes = 0
-	for _, o := range out {
-		s.m.Bytes += o.Bytes
-	}
-	fresh := sealedSeg(s.m)
-	s.objs, s.bytes = fresh.objs, fresh.bytes
-	l.mu.Unlock()
+	l.setObjects(s.m.Seq, out)
 
 	keep := map[string]bool{}
 	for _, o := range out {
@@ -208,6 +198,29 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
 	}
 	return nil
+}
+
+// setObjects records that sealed segment seq is in the bucket as objs, and
+// on no replicas, once metadata says so. It changes the segment that the
+// log holds now: a Fence reloads the segments while gcMu is held by the
+// caller, and the one the caller looked up before its metadata call may
+// have been replaced. Left as it was, the reloaded one would keep the
+// objects the caller goes on to delete.
+func (l *Log) setObjects(seq uint64, objs []meta.SegmentObject) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.IndexFunc(l.segs, func(s *seg) bool { return s.m.Seq == seq })
+	if i < 0 {
+		return // truncated meanwhile
+	}
+	s := l.segs[i]
+	m := s.m
+	m.Objects, m.Ensemble, m.AckQuorum, m.Bytes = objs, nil, 0, 0
+	for _, o := range objs {
+		m.Bytes += o.Bytes
+	}
+	fresh := sealedSeg(m)
+	s.m, s.objs, s.bytes = fresh.m, fresh.objs, fresh.bytes
 }
 
 // run is objects [from, to) of a segment, bytes in all, that compaction

@@ -698,6 +698,52 @@ func (b *blockCreate) CreateSegment(ctx context.Context, s meta.Segment) error {
 	return b.Meta.CreateSegment(ctx, s)
 }
 
+// replaceHook runs hook once, inside the first ReplaceObjects that
+// succeeds.
+type replaceHook struct {
+	Meta
+	hook func()
+}
+
+func (r *replaceHook) ReplaceObjects(ctx context.Context, seq uint64, old, new []meta.SegmentObject) error {
+	err := r.Meta.ReplaceObjects(ctx, seq, old, new)
+	if h := r.hook; err == nil && h != nil {
+		r.hook = nil
+		h()
+	}
+	return err
+}
+
+// A new writer's Fence reloads the segments while compaction records a
+// segment's new objects: the segment the log reads from then must be given
+// the new objects, since compaction deletes the old ones next.
+func TestCompactWhileFenced(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	ml, err := e.store.Log(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := &replaceHook{Meta: StoreMeta(e.store, "l")}
+	l, err := Open(context.Background(), Options{Bucket: e.bucket, Meta: rm, Prefix: "7/", Epoch: ml.Epoch,
+		FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	epoch := e.writer(l)
+	for i := range 4 {
+		appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+	}
+	rm.hook = func() { e.writer(l) }
+	if n, err := l.Compact(context.Background()); n == 0 || err != nil {
+		t.Fatalf("Compact = %d, %v", n, err)
+	}
+	got := readAll(t, l, 0, 80)
+	if len(got) != 80 || got[0] != "r0-0" || got[79] != "r3-19" {
+		t.Fatalf("after compaction: %d entries", len(got))
+	}
+}
+
 // A Fence while the old writer's flusher is creating a segment waits for
 // it: the old epoch's refused create must not fail the new writer's log.
 func TestFenceWaitsForCreate(t *testing.T) {

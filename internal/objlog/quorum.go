@@ -608,9 +608,8 @@ func (l *Log) offloader() {
 func (l *Log) Offload(ctx context.Context) (int, error) {
 	l.gcMu.Lock() // no truncation deletes a segment under it
 	defer l.gcMu.Unlock()
-	// Another process (an earlier owner) may have offloaded a segment, or
-	// an offload of this log recorded it after a writer's Fence reloaded
-	// the segments: its replicas have dropped it.
+	// Another process (an earlier owner) may have offloaded a segment: its
+	// replicas have dropped it.
 	if err := l.refreshOffloaded(ctx); err != nil {
 		return 0, err
 	}
@@ -656,7 +655,7 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	if count == 0 {
 		// Sealed empty: nothing to move, and replicas that never got a
 		// fragment may not know the segment.
-		return l.recordOffload(ctx, s, m, nil)
+		return l.recordOffload(ctx, m, nil)
 	}
 	var out []meta.SegmentObject
 	var plan []replica.Object
@@ -690,24 +689,16 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	if !uploaded {
 		return fmt.Errorf("objlog: offload segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
-	return l.recordOffload(ctx, s, m, out)
+	return l.recordOffload(ctx, m, out)
 }
 
-// recordOffload records that segment s, as m, is in the bucket as out, and
+// recordOffload records that segment m is in the bucket as out, and
 // has its replicas drop their copies.
-func (l *Log) recordOffload(ctx context.Context, s *seg, m meta.Segment, out []meta.SegmentObject) error {
+func (l *Log) recordOffload(ctx context.Context, m meta.Segment, out []meta.SegmentObject) error {
 	if err := l.opts.Meta.ReplaceObjects(ctx, m.Seq, m.Objects, out); err != nil {
 		return fmt.Errorf("objlog: offload segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
 	}
-	l.mu.Lock()
-	s.m.Objects, s.m.Ensemble, s.m.AckQuorum = out, nil, 0
-	s.m.Bytes = 0
-	for _, o := range out {
-		s.m.Bytes += o.Bytes
-	}
-	fresh := sealedSeg(s.m)
-	s.objs, s.bytes = fresh.objs, fresh.bytes
-	l.mu.Unlock()
+	l.setObjects(m.Seq, out)
 	l.dropReplicas(ctx, m)
 	return nil
 }
