@@ -296,7 +296,7 @@ func (a *app) benchQuorum(ctx context.Context, cmd *cobra.Command, dir string, s
 	if storage == "" {
 		r.Notes = append(r.Notes, "sealed segments offloaded to a directory on the journals' disk, a fourth write of every byte")
 	} else {
-		r.Notes = append(r.Notes, "sealed segments offloaded to "+storage)
+		r.Notes = append(r.Notes, "sealed segments offloaded to "+a.storage)
 	}
 	return r, nil
 }
