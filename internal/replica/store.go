@@ -250,8 +250,11 @@ func (s *Store) makeRoom(mem, disk int64) bool {
 // caller holds s.mu.
 func sameData(seg *segment, n uint64, data []byte) (bool, error) {
 	f := seg.frags[n]
-	if f.data != nil || f.size != int64(len(data)) {
-		return f.data != nil && bytes.Equal(f.data, data), nil
+	switch {
+	case f.size != int64(len(data)):
+		return false, nil
+	case f.data != nil || f.size == 0:
+		return bytes.Equal(f.data, data), nil
 	}
 	stored := make([]byte, f.size)
 	if err := readAt(seg.file, stored, f.pos+frameHeaderBytes); err != nil {
