@@ -327,6 +327,21 @@ func TestLimits(t *testing.T) {
 		}
 		mustAdd(t, s, segA, 1, 1, frag(1, 600))
 		checkFrags(t, s, segA, [][]byte{frag(0, 600), frag(1, 600)})
+
+		// An empty fragment re-added before its journal exists.
+		release = make(chan struct{})
+		s = open(t, blockingFS(release))
+		for range 2 {
+			if err := s.Add(segA, 1, 0, nil, func(err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(release)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 	t.Run("Disk", func(t *testing.T) {
 		limit := int64(2*headerBytes + 3*frameBytes(100))
