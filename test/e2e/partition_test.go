@@ -130,7 +130,13 @@ func (c *proxiedCluster) waitLeftOut(t *testing.T, id string, rev int64, k int) 
 func TestClusterPartitionedReplica(t *testing.T) {
 	c := startProxiedCluster(t, 4)
 	ctx := t.Context()
-	ap := c.startAppending(t, tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: 3, AckQuorum: 2}, func(id string) string { return c.proxies[id].Listen })
+	// Segments roll at least every 4 s, whatever the machine's speed: the
+	// owner avoids a node that failed for 30 s, and three segments without
+	// the cut node must start within that. (Under the race detector on a
+	// loaded machine, a segment of 8,192 fragments took 18 s, and the third
+	// one after the cut was free to take the node again.)
+	opts := tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: 3, AckQuorum: 2, SegmentAge: 4 * time.Second}
+	ap := c.startAppending(t, opts, func(id string) string { return c.proxies[id].Listen })
 	a, owner, seed := ap.acked, ap.owner, ap.seed
 	a.waitMore(t, 300, "before the partition")
 
