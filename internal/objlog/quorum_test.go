@@ -480,10 +480,12 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 	}
 }
 
-// TestQuorumReadAfterOffloadElsewhere offloads a segment through another
-// handle on the log, as an earlier owner would: a reader of this handle,
-// whose segment list still points at the replicas, finds it in the bucket.
-func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
+// offloadedElsewhere writes a sealed segment, opens a handle b on the log
+// with o's tuning, and then offloads the segment through another handle, as
+// an earlier owner would: b's segment list still points at the replicas,
+// which have dropped it. b cannot offload through its replicas itself.
+func offloadedElsewhere(t *testing.T, o Options) *Log {
+	t.Helper()
 	e := newEnv(t, blob.NewMem())
 	c := newCluster(t, e, 3)
 	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
@@ -493,50 +495,33 @@ func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rb := c.replicas(quorum.Default)
-	rb.Node = func(id string) (replica.Node, error) {
+	o.Replicas = c.replicas(quorum.Default)
+	o.Replicas.Node = func(id string) (replica.Node, error) {
 		n, err := c.node(id)
 		return noOffload{n}, err
 	}
-	b := e.open(Options{Replicas: rb, CacheBytes: 1})
-	defer b.Close()
+	b := e.open(o)
+	t.Cleanup(func() { b.Close() })
 	other := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer other.Close()
 	c.hold.Store(false)
 	if n, err := other.Offload(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Offload: %d segments, %v", n, err)
 	}
+	return b
+}
+
+// A reader of a handle whose segment list is stale finds the segment in
+// the bucket.
+func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
+	b := offloadedElsewhere(t, Options{CacheBytes: 1})
 	wantSeq(t, readAll(t, b, 0, 50), "a", 50)
 }
 
-// TestQuorumOffloadAfterOffloadElsewhere offloads a segment through
-// another handle on the log, as an earlier owner would, or an offload under
-// way while a writer's Fence reloads the segments: this handle, whose
-// segment list still points at the replicas, does not try the segment
-// again (its replicas dropped it) and fail on it at every pass.
+// A handle whose segment list is stale does not try the segment again and
+// fail on it at every pass.
 func TestQuorumOffloadAfterOffloadElsewhere(t *testing.T) {
-	e := newEnv(t, blob.NewMem())
-	c := newCluster(t, e, 3)
-	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
-	epoch := e.writer(a)
-	appendN(t, a, epoch, "a", 50)
-	c.hold.Store(true) // a leaves the sealed segment to the others
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rb := c.replicas(quorum.Default)
-	rb.Node = func(id string) (replica.Node, error) {
-		n, err := c.node(id)
-		return noOffload{n}, err
-	}
-	b := e.open(Options{Replicas: rb})
-	defer b.Close()
-	other := e.open(Options{Replicas: c.replicas(quorum.Default)})
-	defer other.Close()
-	c.hold.Store(false)
-	if n, err := other.Offload(context.Background()); err != nil || n != 1 {
-		t.Fatalf("Offload: %d segments, %v", n, err)
-	}
+	b := offloadedElsewhere(t, Options{})
 	if n, err := b.Offload(context.Background()); err != nil || n != 0 {
 		t.Fatalf("Offload of the handle whose segment list is stale: %d segments, %v; want none to do", n, err)
 	}
