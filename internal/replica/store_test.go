@@ -277,17 +277,8 @@ func TestSealCutShort(t *testing.T) {
 
 func readFile(t *testing.T, fs vfs.FS, path string) []byte {
 	t.Helper()
-	f, err := fs.Open(path)
+	b, err := vfs.ReadFile(fs, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	return b
@@ -639,13 +630,8 @@ func writeFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	f.Close()
+	appendFile(t, fs, path, b)
 	if err := fs.SyncDir(logDir(testDir, 1)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package segment_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -180,20 +179,11 @@ func writeSealed(t testing.TB, fs vfs.FS, dir string, base uint64, bs []batch) s
 
 func readFile(t testing.TB, fs vfs.FS, path string) []byte {
 	t.Helper()
-	f, err := fs.Open(path)
+	b, err := vfs.ReadFile(fs, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := make([]byte, size)
-	if _, err := f.ReadAt(p, 0); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
-	return p
+	return b
 }
 
 // writeFile replaces the file at path with data, durably.

@@ -313,17 +313,8 @@ func checkSize(t *testing.T, f File, want int64) {
 // content returns a file's bytes.
 func content(t *testing.T, fs FS, name string) []byte {
 	t.Helper()
-	f, err := fs.Open(name)
+	b, err := ReadFile(fs, name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -78,3 +78,22 @@ type File interface {
 	// Name returns the path the file was opened with.
 	Name() string
 }
+
+// ReadFile returns the whole content of the named file, as os.ReadFile
+// does, through fs.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return nil, err
+	}
+	return b, nil
+}
