@@ -71,6 +71,25 @@ func (p *Pending) Wait(ctx context.Context) (Offset, error) {
 	return Offset(off), err
 }
 
+// Done is closed once the outcome is known, for a select over several
+// appends or other events; Wait then returns at once.
+func (p *Pending) Done() <-chan struct{} {
+	switch {
+	case p.err != nil:
+		return closedChan
+	case p.remote != nil:
+		return p.remote.done
+	}
+	return p.p.Done()
+}
+
+// closedChan is the Done of a Pending that failed before it was queued.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // Append appends one entry and waits for its acknowledgement.
 func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
 	return w.AppendAsync(e).Wait(ctx)

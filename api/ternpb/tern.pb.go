@@ -1019,9 +1019,12 @@ func (x *Batch) GetEntries() []*Entry {
 	return nil
 }
 
+// AppendStreamResponse answers the stream's batches in the order they were
+// sent: one result per batch. A response may answer part of a request (the
+// batches known to be durable so far) or end one request and begin the next.
 type AppendStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*AppendResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per batch of the request, in order
+	Results       []*AppendResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // the next batches' results, in order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

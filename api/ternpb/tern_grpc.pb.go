@@ -70,8 +70,8 @@ type TernClient interface {
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	// AppendStream pipelines appends: a request carries one or more batches
 	// for one log, each appended atomically, in order. The server answers
-	// every request, in the order received, with one result per batch once
-	// they are durable (or failed). A failed batch does not end the stream.
+	// the batches in the order received, with one result each once it is
+	// durable (or failed); see AppendStreamResponse. A failed batch does not end the stream.
 	// A client packs the batches queued while it was sending into the next
 	// request, which costs the server one message for many appends.
 	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse], error)
@@ -294,8 +294,8 @@ type TernServer interface {
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	// AppendStream pipelines appends: a request carries one or more batches
 	// for one log, each appended atomically, in order. The server answers
-	// every request, in the order received, with one result per batch once
-	// they are durable (or failed). A failed batch does not end the stream.
+	// the batches in the order received, with one result each once it is
+	// durable (or failed); see AppendStreamResponse. A failed batch does not end the stream.
 	// A client packs the batches queued while it was sending into the next
 	// request, which costs the server one message for many appends.
 	AppendStream(grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]) error

@@ -265,13 +265,9 @@ func TestAppendStreamPipelined(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("response %d: %v", i, err)
-		}
-		if len(resp.Results) != 1 || resp.Results[0].Error != nil || resp.Results[0].Offset != uint64(i) {
-			t.Fatalf("response %d: %v, want offset %d", i, resp.Results, i)
+	for i, r := range recvResults(t, stream, n) {
+		if r.Error != nil || r.Offset != uint64(i) {
+			t.Fatalf("result %d: %v, want offset %d", i, r, i)
 		}
 	}
 	if _, err := stream.Recv(); err != io.EOF {
@@ -327,22 +323,16 @@ func TestAppendStreamFailedBatch(t *testing.T) {
 		}
 	}
 	stream.CloseSend()
-	for i, r := range reqs {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("response %d: %v", i, err)
-		}
-		if len(resp.Results) != len(r.want) {
-			t.Fatalf("response %d: %d results, want %d", i, len(resp.Results), len(r.want))
-		}
-		for j, w := range r.want {
-			got := resp.Results[j]
-			switch {
-			case w.code == codes.OK && (got.Error != nil || got.Offset != w.offset):
-				t.Errorf("response %d result %d: offset %d error %v, want offset %d", i, j, got.Offset, got.Error, w.offset)
-			case w.code != codes.OK && (got.Error == nil || codes.Code(got.Error.Code) != w.code || got.Error.Reason != w.reason || got.Offset != 0):
-				t.Errorf("response %d result %d: offset %d error %v, want %v %s", i, j, got.Offset, got.Error, w.code, w.reason)
-			}
+	var wants []want
+	for _, r := range reqs {
+		wants = append(wants, r.want...)
+	}
+	for i, got := range recvResults(t, stream, len(wants)) {
+		switch w := wants[i]; {
+		case w.code == codes.OK && (got.Error != nil || got.Offset != w.offset):
+			t.Errorf("result %d: offset %d error %v, want offset %d", i, got.Offset, got.Error, w.offset)
+		case w.code != codes.OK && (got.Error == nil || codes.Code(got.Error.Code) != w.code || got.Error.Reason != w.reason || got.Offset != 0):
+			t.Errorf("result %d: offset %d error %v, want %v %s", i, got.Offset, got.Error, w.code, w.reason)
 		}
 	}
 	if _, err := stream.Recv(); err != io.EOF {
@@ -490,6 +480,27 @@ func TestMetrics(t *testing.T) {
 }
 
 // streamReq is an AppendStream request of the given batches.
+// recvResults receives the next n results of an AppendStream, which the
+// server may answer in any number of responses.
+func recvResults(t *testing.T, stream ternpb.Tern_AppendStreamClient, n int) []*ternpb.AppendResult {
+	t.Helper()
+	var rs []*ternpb.AppendResult
+	for len(rs) < n {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %d of %d results: %v", len(rs), n, err)
+		}
+		if len(resp.Results) == 0 {
+			t.Fatalf("after %d of %d results: a response with none", len(rs), n)
+		}
+		rs = append(rs, resp.Results...)
+	}
+	if len(rs) > n {
+		t.Fatalf("%d results, want %d", len(rs), n)
+	}
+	return rs
+}
+
 func streamReq(log string, epoch uint64, batches ...[]*ternpb.Entry) *ternpb.AppendStreamRequest {
 	req := &ternpb.AppendStreamRequest{Log: log, Epoch: epoch}
 	for _, es := range batches {

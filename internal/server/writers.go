@@ -258,6 +258,20 @@ func (s *Server) queue(ctx context.Context, req *ternpb.AppendStreamRequest) []*
 	return fs
 }
 
+// ready reports whether the batch's outcome is known, so that wait would
+// not block.
+func (f *inFlight) ready() bool {
+	if f.p == nil {
+		return true
+	}
+	select {
+	case <-f.p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // wait returns the batch's outcome once it is known.
 func (f *inFlight) wait(ctx context.Context) (tern.Offset, error) {
 	if f.p != nil {
@@ -267,9 +281,16 @@ func (f *inFlight) wait(ctx context.Context) (tern.Offset, error) {
 	return 0, f.err
 }
 
+// maxResults bounds the results of one AppendStream response.
+const maxResults = 4096
+
 // AppendStream pipelines appends: a goroutine receives the requests and
-// queues them to the library in order; this one waits for each outcome in
-// the same order and answers it.
+// queues them to the library in order; this one waits for the outcomes in
+// the same order and answers them. It answers whatever is known before it
+// blocks, so a request whose batches went into two commit rounds has the
+// first round's answered as soon as that round is durable: the producers
+// that round woke do not wait for the next one, and stay a group of their
+// own that the committer can take while the other group is being synced.
 func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	ctx, end, err := s.stream(stream.Context(), "append")
 	if err != nil {
@@ -297,31 +318,57 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		}
 	}()
 
+	var (
+		results []*ternpb.AppendResult // known, not yet sent
+		fs      []*inFlight            // received, outcome not yet taken
+	)
+	answer := func() error {
+		if len(results) == 0 {
+			return nil
+		}
+		err := stream.Send(&ternpb.AppendStreamResponse{Results: results})
+		results = nil
+		return err
+	}
 	for {
-		var fs []*inFlight
-		select {
-		case fs = <-queue:
-		case <-ctx.Done():
+		if len(fs) == 0 {
+			var ok bool
+			select {
+			case fs, ok = <-queue:
+			default:
+				if err := answer(); err != nil {
+					return wire(s.streamErr("append", err))
+				}
+				select {
+				case fs, ok = <-queue:
+				case <-ctx.Done():
+					return wire(s.streamErr("append", ctx.Err()))
+				}
+			}
+			if !ok { // the client is done sending, or the stream broke
+				if err := answer(); err != nil {
+					return wire(s.streamErr("append", err))
+				}
+				return wire(s.streamErr("append", recvErr))
+			}
+			continue
+		}
+		f := fs[0]
+		if len(results) == maxResults || !f.ready() {
+			if err := answer(); err != nil {
+				return wire(s.streamErr("append", err))
+			}
+		}
+		off, err := f.wait(ctx)
+		if ctx.Err() != nil {
 			return wire(s.streamErr("append", ctx.Err()))
 		}
-		if fs == nil { // the client is done sending, or the stream broke
-			return wire(s.streamErr("append", recvErr))
+		fs = fs[1:]
+		if err != nil {
+			results = append(results, &ternpb.AppendResult{Error: rpcerr.Proto(err)})
+			continue
 		}
-		resp := &ternpb.AppendStreamResponse{Results: make([]*ternpb.AppendResult, len(fs))}
-		for i, f := range fs {
-			off, err := f.wait(ctx)
-			if ctx.Err() != nil {
-				return wire(s.streamErr("append", ctx.Err()))
-			}
-			if err != nil {
-				resp.Results[i] = &ternpb.AppendResult{Error: rpcerr.Proto(err)}
-				continue
-			}
-			resp.Results[i] = &ternpb.AppendResult{Offset: uint64(off)}
-			s.appended(f.start, f.entries, f.bytes)
-		}
-		if err := stream.Send(resp); err != nil {
-			return wire(s.streamErr("append", err))
-		}
+		results = append(results, &ternpb.AppendResult{Offset: uint64(off)})
+		s.appended(f.start, f.entries, f.bytes)
 	}
 }
