@@ -29,6 +29,10 @@ const nodeTTL = "2s"
 type testCluster struct {
 	nodes map[string]*server
 	etcd  *clientv3.Client
+
+	etcdDir    string             // the etcd's data, for a restart
+	etcdServer *meta.EmbeddedEtcd // replaced by startEtcd
+	minio      *miniotest.Server
 }
 
 func startCluster(t *testing.T, n int) *testCluster {
@@ -46,11 +50,13 @@ func startCluster(t *testing.T, n int) *testCluster {
 // start a node with its data directory, gRPC address and more flags.
 func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...string) *server) {
 	t.Helper()
-	e, err := meta.StartEtcd(t.Context(), t.TempDir(), nil)
+	c := &testCluster{nodes: map[string]*server{}, etcdDir: t.TempDir()}
+	e, err := meta.StartEtcd(t.Context(), c.etcdDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
+	c.etcdServer = e
+	t.Cleanup(func() { c.etcdServer.Close() })
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,26 @@ func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...st
 		return startServerAt(t, data, addr, env, append([]string{"--node-ttl", nodeTTL,
 			"--etcd", e.Endpoints()[0], "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + m.Endpoint}, args...)...)
 	}
-	return &testCluster{nodes: map[string]*server{}, etcd: cli}, start
+	c.etcd, c.minio = cli, m
+	return c, start
+}
+
+// stopEtcd stops the cluster's etcd, keeping its data and ports.
+func (c *testCluster) stopEtcd() { c.etcdServer.Close() }
+
+// startEtcd starts the cluster's etcd again after stopEtcd, on the same
+// data and ports.
+func (c *testCluster) startEtcd(t *testing.T) {
+	t.Helper()
+	e, err := meta.StartEtcd(t.Context(), c.etcdDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Endpoints()[0] != c.etcdServer.Endpoints()[0] {
+		e.Close()
+		t.Fatalf("etcd came back on %s, not %s where the nodes look for it", e.Endpoints()[0], c.etcdServer.Endpoints()[0])
+	}
+	c.etcdServer = e
 }
 
 // owner returns the ID of the node that serves the only log, waiting while
