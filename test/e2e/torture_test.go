@@ -44,12 +44,12 @@ type torture struct {
 	duration time.Duration
 	h        *check.History
 
-	mu         sync.Mutex
-	injected   map[string]int  // faults by kind
-	killedAt   time.Time       // the last kill -9 of a process serving appends
-	recoveries []time.Duration // from a kill -9 to the next acknowledged append invoked after it
-	waiting    bool            // a recovery is being timed
-	progress   map[string]tern.Offset
+	mu           sync.Mutex
+	injected     map[string]int  // faults by kind
+	recoveryFrom time.Time       // when the last recovery started
+	recoveries   []time.Duration // from there to the next acknowledged append invoked after it
+	waiting      bool            // a recovery is being timed
+	progress     map[string]tern.Offset
 
 	supervise func() // restarts the processes that exited; nil if none may
 }
@@ -122,19 +122,20 @@ func (tt *torture) count(kind string) {
 	tt.injected[kind]++
 }
 
-// killed notes a kill -9 of a process that served appends: the next
-// append invoked after it and acknowledged ends the recovery.
-func (tt *torture) killed() {
+// recovering starts timing a recovery: after the kill -9 of the node
+// serving a log, or the restart of a killed standalone server. The next
+// append invoked after it and acknowledged ends it.
+func (tt *torture) recovering() {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	tt.killedAt, tt.waiting = time.Now(), true
+	tt.recoveryFrom, tt.waiting = time.Now(), true
 }
 
 func (tt *torture) acked(invoked time.Time, log string, off tern.Offset) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	if tt.waiting && invoked.After(tt.killedAt) {
-		tt.recoveries = append(tt.recoveries, time.Since(tt.killedAt))
+	if tt.waiting && invoked.After(tt.recoveryFrom) {
+		tt.recoveries = append(tt.recoveries, time.Since(tt.recoveryFrom))
 		tt.waiting = false
 	}
 	tt.progress[log] = max(tt.progress[log], off+1)
@@ -457,7 +458,7 @@ func (tt *torture) report(rep *check.Report, ws []*workload) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	slices.Sort(kinds)
-	tt.t.Logf("%s, %v of faults (%s), %d truncations; recovery after kill -9: p50 %v, p99 %v over %d\n%s",
+	tt.t.Logf("%s, %v of faults (%s), %d truncations; recovery: p50 %v, p99 %v over %d\n%s",
 		tt.t.Name(), tt.duration, strings.Join(kinds, ", "), truncates, pct(0.5), pct(0.99), len(rec), rep)
 	path := os.Getenv("TERN_TORTURE_JSON")
 	if path == "" {
@@ -574,9 +575,9 @@ func TestTortureStandalone(t *testing.T) {
 	tt.run([]fault{
 		{"kill -9", func() func() {
 			srv.kill9()
-			tt.killed()
 			time.Sleep(tt.between(0, time.Second))
 			srv.restart()
+			tt.recovering() // the log cannot recover before the server is back
 			return func() {}
 		}},
 		{"pause", func() func() { return pause(t, srv) }},
@@ -680,7 +681,7 @@ func TestTortureCluster(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			running(id).kill9()
-			tt.killed()
+			tt.recovering()
 			time.Sleep(tt.between(0, time.Second))
 			c.nodes[id].restart()
 			return func() {}
