@@ -13,6 +13,7 @@ import (
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -514,16 +515,19 @@ func (v *ensembleView) List(ctx context.Context, prefix string) ([]blob.Info, er
 	return out, nil
 }
 
-// GetRange reads from the first replica that holds the fragment. It fails
-// with blob.ErrNotFound when none does: the segment was offloaded or
-// deleted meanwhile, and the reader looks again.
+// GetRange reads from the first replica that holds the fragment. A replica
+// whose copy fails its check (replica.ErrCorrupt) is passed over, and
+// logged once another has served the read. It fails with blob.ErrNotFound
+// when none holds the fragment: the segment was offloaded or deleted
+// meanwhile, and the reader looks again; and with a *segment.CorruptError
+// when every copy is damaged.
 func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []byte) (int, error) {
 	frag, err := strconv.ParseUint(key[len(key)-8:], 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("objlog: %s is not a fragment key", key)
 	}
 	id := v.l.segID(v.m.Seq)
-	var errs []error
+	var errs, damaged []error
 	notFound := 0
 	for k := range v.m.Ensemble {
 		node := v.m.Ensemble[(v.prefer+k)%len(v.m.Ensemble)]
@@ -532,17 +536,28 @@ func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []
 			var got int
 			got, err = n.Read(ctx, id, frag, off, p)
 			if err == nil || got > 0 {
+				for _, d := range damaged {
+					v.l.opts.Logger.Warn("a replica's copy of a fragment is damaged; read it from another replica",
+						"prefix", v.l.opts.Prefix, "key", key, "from", node, "err", d)
+				}
 				return got, err
 			}
 		}
-		if errors.Is(err, replica.ErrNotFound) {
+		err = fmt.Errorf("replica %s: %w", node, err)
+		switch {
+		case errors.Is(err, replica.ErrNotFound):
 			notFound++
+		case errors.Is(err, replica.ErrCorrupt):
+			damaged = append(damaged, err)
 		}
-		errs = append(errs, fmt.Errorf("replica %s: %w", node, err))
+		errs = append(errs, err)
 	}
-	if notFound > 0 {
+	switch {
+	case notFound > 0:
 		// Those that have it cannot be reached, or it was offloaded.
 		return 0, fmt.Errorf("%w: %s: %w", blob.ErrNotFound, key, errors.Join(errs...))
+	case len(errs) > 0 && len(damaged) == len(errs):
+		return 0, &segment.CorruptError{Path: key, Pos: off, Err: fmt.Errorf("every replica's copy is damaged: %w", errors.Join(errs...))}
 	}
 	return 0, fmt.Errorf("objlog: read %s from its replicas: %w", key, errors.Join(errs...))
 }
@@ -669,7 +684,7 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 	sealErrs := l.call(ctx, m.Ensemble, func(ctx context.Context, _ int, n replica.Node) error {
 		return n.Seal(ctx, id, count)
 	})
-	var err error
+	var err, failed error // failed: the offloads that failed, not the seals
 	uploaded := false
 	for i, node := range m.Ensemble {
 		if sealErrs[i] != nil {
@@ -682,9 +697,16 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 		}
 		if nerr == nil {
 			uploaded = true
+			if failed != nil {
+				// The others' failures, such as a damaged copy
+				// (replica.ErrCorrupt), are worth knowing.
+				l.opts.Logger.Warn("a replica could not offload a segment; another did", "prefix", l.opts.Prefix,
+					"segment", m.Seq, "from", node, "err", failed)
+			}
 			break
 		}
-		err = errors.Join(err, fmt.Errorf("replica %s: %w", node, nerr))
+		nerr = fmt.Errorf("replica %s: %w", node, nerr)
+		err, failed = errors.Join(err, nerr), errors.Join(failed, nerr)
 	}
 	if !uploaded {
 		return fmt.Errorf("objlog: offload segment %d of %s: %w", m.Seq, l.opts.Prefix, err)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -129,9 +130,14 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		case err != nil:
 			return err
 		}
+		if b.NextOffset() > end {
+			// The planned objects are acknowledged, so no batch of theirs
+			// reaches past the end: these bytes are damaged.
+			return r.f.corruptLast(fmt.Errorf("%w: batch of offsets %d to %d, past the end %d", record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, end))
+		}
 		took, err := r.Take(b)
 		if err != nil {
-			return r.f.corrupt(err)
+			return r.f.corruptLast(err)
 		}
 		if took {
 			r.f.pos = r.Pos()
@@ -220,6 +226,7 @@ type fetchObj struct {
 // chunk is one ranged GET of a fetcher.
 type chunk struct {
 	obj  int
+	off  int64 // where in the object it starts
 	size int64 // the bytes asked for
 	done chan struct{}
 	data []byte
@@ -250,6 +257,8 @@ type fetcher struct {
 	off    int64         // and its offset there
 	cur    []byte        // unconsumed bytes of object curObj
 	curObj int
+	curPos int64  // the position of cur in its object
+	last   int64  // the position in its object of the batch last returned
 	skip   uint64 // batches ending at or below it are skipped unchecked
 	pos    uint64 // the offset its reader expects next
 }
@@ -284,7 +293,7 @@ func (f *fetcher) issue() {
 		if f.flying.Load() >= budget || f.ahead >= 2*budget {
 			return
 		}
-		c := &chunk{obj: f.obj, size: n, done: make(chan struct{})}
+		c := &chunk{obj: f.obj, off: f.off, size: n, done: make(chan struct{})}
 		off := f.off
 		f.issued = append(f.issued, c)
 		f.ahead += n
@@ -294,7 +303,8 @@ func (f *fetcher) issue() {
 			got, err := o.src.GetRange(f.ctx, o.key, off, buf)
 			switch {
 			case err == io.EOF && int64(got) < n:
-				err = fmt.Errorf("objlog: %s ends at byte %d, before the %d its segment records: %w", o.key, off+int64(got), o.size, record.ErrCorrupt)
+				err = &segment.CorruptError{Path: o.key, Pos: off + int64(got),
+					Err: fmt.Errorf("%w: the object ends before the %d bytes its segment records", record.ErrCorrupt, o.size)}
 			case err == io.EOF:
 				err = nil
 			case err != nil:
@@ -327,14 +337,15 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 				break
 			}
 			if h.NextOffset() <= f.skip {
-				f.cur = f.cur[h.Length:]
+				f.cur, f.curPos = f.cur[h.Length:], f.curPos+int64(h.Length)
 				continue
 			}
 			b, err := record.Decode(f.cur)
 			if err != nil {
 				return record.Batch{}, f.corrupt(err)
 			}
-			f.cur = f.cur[h.Length:]
+			f.last = f.curPos
+			f.cur, f.curPos = f.cur[h.Length:], f.curPos+int64(h.Length)
 			return b, nil
 		}
 		f.issue()
@@ -369,9 +380,9 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			if len(f.cur) > 0 {
 				return record.Batch{}, f.corrupt(io.ErrUnexpectedEOF)
 			}
-			f.curObj, f.cur = c.obj, c.data
+			f.curObj, f.cur, f.curPos = c.obj, c.data, c.off
 		case len(f.cur) == 0:
-			f.cur = c.data
+			f.cur, f.curPos = c.data, c.off
 		default:
 			// A batch spans two GETs: join them in a new array, since
 			// batches already returned alias the old one.
@@ -380,6 +391,14 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 	}
 }
 
+// corrupt reports bytes of the current object, from the position of cur
+// on, that are not whole valid batches.
 func (f *fetcher) corrupt(err error) error {
-	return fmt.Errorf("objlog: %s is damaged: %w", f.objs[f.curObj].key, err)
+	return &segment.CorruptError{Path: f.objs[f.curObj].key, Pos: f.curPos, Err: err}
+}
+
+// corruptLast reports the batch last returned, which its reader could not
+// take.
+func (f *fetcher) corruptLast(err error) error {
+	return &segment.CorruptError{Path: f.objs[f.curObj].key, Pos: f.last, Err: err}
 }

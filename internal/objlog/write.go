@@ -12,6 +12,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -658,7 +659,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 		}
 		hd, err := record.ParseHeader(h[:])
 		if err != nil {
-			return fmt.Errorf("objlog: %s: %w", key, err)
+			return &segment.CorruptError{Path: key, Pos: 0, Err: err}
 		}
 		s.objs[i].base = hd.BaseOffset
 		return nil
@@ -672,9 +673,9 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 	if err != nil {
 		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
 	}
-	end, maxTime, err := scanBatches(data)
+	end, maxTime, err := scanBatches(prefix+last.key, data)
 	if err != nil {
-		return nil, false, fmt.Errorf("objlog: %s: %w", prefix+last.key, err)
+		return nil, false, err
 	}
 	for i := range s.objs {
 		if i+1 < len(s.objs) {
@@ -684,25 +685,46 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 		}
 		s.bytes += s.objs[i].bytes
 	}
+	// The first offsets come from headers whose CRC has not been checked:
+	// out of order, one of them is damaged.
 	if s.objs[0].base != m.Base {
-		return nil, false, fmt.Errorf("objlog: segment %d of %s starts at offset %d, its first fragment at %d", m.Seq, l.opts.Prefix, m.Base, s.objs[0].base)
+		return nil, false, &segment.CorruptError{Path: prefix + s.objs[0].key, Pos: 0,
+			Err: fmt.Errorf("%w: segment %d starts at offset %d, its first fragment at %d", record.ErrCorrupt, m.Seq, m.Base, s.objs[0].base)}
 	}
 	for i := range s.objs {
 		if s.objs[i].end <= s.objs[i].base {
-			return nil, false, fmt.Errorf("objlog: fragments of segment %d of %s are out of order at %s", m.Seq, l.opts.Prefix, s.objs[i].key)
+			return nil, false, misordered(ctx, src, prefix, s.objs[i:min(i+2, len(s.objs))])
 		}
 	}
 	s.end, s.maxTime = end, maxTime
 	return s, fenced, nil
 }
 
-// scanBatches checks the batches filling data and returns the offset after
-// the last one and the newest entry time.
-func scanBatches(data []byte) (end uint64, maxTime int64, err error) {
-	for len(data) > 0 {
+// misordered reports that the first offsets of objs, consecutive fragments,
+// are out of order: the fragment whose first batch fails its checks has the
+// damaged header.
+func misordered(ctx context.Context, src lister, prefix string, objs []object) error {
+	for _, o := range objs {
+		data, err := src.Get(ctx, prefix+o.key)
+		if err != nil {
+			return fmt.Errorf("objlog: read %s: %w", prefix+o.key, err)
+		}
+		if _, err := record.Decode(data); err != nil {
+			return &segment.CorruptError{Path: prefix + o.key, Pos: 0, Err: err}
+		}
+	}
+	return &segment.CorruptError{Path: prefix + objs[0].key, Pos: 0,
+		Err: fmt.Errorf("%w: fragments out of order: the next starts at offset %d, this one at %d", record.ErrCorrupt, objs[0].end, objs[0].base)}
+}
+
+// scanBatches checks the batches filling data, the object key, and returns
+// the offset after the last one and the newest entry time. Damage is a
+// *segment.CorruptError.
+func scanBatches(key string, data []byte) (end uint64, maxTime int64, err error) {
+	for pos := int64(0); len(data) > 0; {
 		b, err := record.Decode(data)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, &segment.CorruptError{Path: key, Pos: pos, Err: err}
 		}
 		err = b.Each(func(_ uint64, e record.Entry) error {
 			maxTime = max(maxTime, e.Time)
@@ -713,6 +735,7 @@ func scanBatches(data []byte) (end uint64, maxTime int64, err error) {
 		}
 		end = b.NextOffset()
 		data = data[b.Header.Length:]
+		pos += int64(b.Header.Length)
 	}
 	return end, maxTime, nil
 }

@@ -30,6 +30,7 @@ var wireErrors = []struct {
 	{ErrNotFound, codes.NotFound, "SEGMENT_NOT_FOUND"},
 	{ErrInvalid, codes.InvalidArgument, "INVALID_ARGUMENT"},
 	{ErrClosed, codes.Unavailable, "REPLICA_CLOSED"},
+	{ErrCorrupt, codes.DataLoss, "JOURNAL_CORRUPT"},
 }
 
 // toStatus returns err as a gRPC status error. Errors the table does not

@@ -370,8 +370,10 @@ func (s *Store) lookup(id SegmentID) (*segment, error) {
 // Read reads durable fragment n of seg from off into p, as io.ReaderAt
 // does: it returns fewer than len(p) bytes only at the fragment's end, and
 // then io.EOF. It fails with ErrNotFound if the segment is unknown or the
-// fragment not durable. It reads from memory while the segment is unsealed,
-// and from the journal once it is sealed.
+// fragment not durable. It reads from memory while the fragment is held
+// there, and otherwise from the journal: the whole frame, even for part of
+// the fragment, which is checked first. A frame that fails its check gives
+// a *CorruptError and no bytes: the caller must read another replica.
 func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
@@ -396,11 +398,22 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	want := int(min(int64(len(p)), f.size-off))
 	if f.data != nil {
 		copy(p, f.data[off:])
-	} else if _, err := file.ReadAt(p[:want], f.pos+frameHeaderBytes+off); err != nil {
-		if _, lerr := s.lookupLocked(id); lerr != nil {
-			return 0, lerr // dropped while reading
+	} else {
+		frame := make([]byte, frameBytes(int(f.size)))
+		if err := readAt(file, frame, f.pos); err != nil {
+			if _, lerr := s.lookupLocked(id); lerr != nil {
+				return 0, lerr // dropped while reading
+			}
+			return 0, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
 		}
-		return 0, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
+		got, data, err := decodeFrame(frame)
+		if err == nil && (got != n || int64(len(data)) != f.size) {
+			err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, n, got, len(data))
+		}
+		if err != nil {
+			return 0, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
+		}
+		copy(p, data[off:])
 	}
 	if want < len(p) {
 		return want, io.EOF

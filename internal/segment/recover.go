@@ -14,8 +14,10 @@ import (
 )
 
 // ErrUnfinished is returned by Recover for a segment file whose creation was
-// cut short by a crash: its header is missing or torn and it holds no batch.
-// It held nothing that was acknowledged, and the caller may remove it.
+// cut short by a crash: its header is missing or torn, it holds no batch, and
+// it is no longer than a sector (Create writes and syncs the header before
+// any batch is appended, so a longer file had a durable header). It held
+// nothing that was acknowledged, and the caller may remove it.
 var ErrUnfinished = errors.New("segment: file creation did not finish")
 
 // errNotSealed means a file has no valid footer.
@@ -149,7 +151,9 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 		if ferr != nil {
 			return nil, ferr
 		}
-		if found < 0 {
+		// A file longer than a sector had its header synced: a bad one
+		// is damage, even with no whole batch left after it.
+		if found < 0 && size <= vfs.SectorBytes {
 			return nil, fmt.Errorf("%w: %s", ErrUnfinished, path)
 		}
 		return nil, err

@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/ternwal/tern/internal/record"
@@ -52,8 +53,13 @@ func (c *Cursor) AddTick(t Tick) {
 func (c *Cursor) TickDue() bool { return len(c.ticks) > 0 && c.ticks[0].Offset <= c.next }
 
 // Take buffers the entries of b from Pos on, and moves Pos past b when
-// there were any.
+// there were any. A batch that starts after Pos would skip entries: that is
+// damage (a reader found where the batch holding Pos should be by headers
+// it had not checked), reported as an error wrapping record.ErrCorrupt.
 func (c *Cursor) Take(b record.Batch) (bool, error) {
+	if b.BaseOffset > c.next {
+		return false, fmt.Errorf("%w: batch of offsets %d to %d where offset %d was expected", record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, c.next)
+	}
 	c.buf = c.buf[:0]
 	err := b.Each(func(off uint64, e record.Entry) error {
 		if off >= c.next {

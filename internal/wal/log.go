@@ -168,7 +168,13 @@ func (l *Log) recover() error {
 			l.sealed = append(l.sealed, info)
 			continue
 		}
+		before, statErr := fs.Stat(path)
 		info, w, err := segment.Recover(fs, path)
+		if err == nil && w != nil && statErr == nil && info.Size < before.Size() {
+			// A torn write and damage to the last batches look the same.
+			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
+				"path", path, "at", info.Size, "bytes", before.Size()-info.Size)
+		}
 		if errors.Is(err, segment.ErrUnfinished) {
 			l.opts.Logger.Warn("removing a segment file whose creation a crash cut short", "path", path)
 			if err := segment.Remove(fs, path); err != nil {

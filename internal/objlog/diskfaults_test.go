@@ -1,0 +1,197 @@
+package objlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// journalCluster is a cluster of n replica nodes whose journals are files
+// under dirs[id], so that a test can damage them as a disk would.
+func journalCluster(t *testing.T, e *env, n int, memBytes int64) (*cluster, map[string]string) {
+	t.Helper()
+	c := &cluster{nodes: map[string]*faultNode{}}
+	dirs := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		dirs[id] = t.TempDir()
+		s, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dirs[id], Bucket: e.bucket, MemBytes: memBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		c.nodes[id] = &faultNode{Node: replica.NewLocal(s), store: s, hold: &c.hold}
+		c.ids = append(c.ids, id)
+	}
+	return c, dirs
+}
+
+// flipFragment flips a bit in the data of fragment k of segment seq of log
+// 7 in the journal under dir, and returns the journal's path.
+func flipFragment(t *testing.T, dir string, seq uint64, k int) string {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("%020d", 7), fmt.Sprintf("%020d.frags", seq))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header, frameHeader = 40, 20
+	pos := header
+	for range k {
+		pos += frameHeader + int(binary.LittleEndian.Uint32(b[pos+4:]))
+	}
+	size := int(binary.LittleEndian.Uint32(b[pos+4:]))
+	if pos+frameHeader+size > len(b) || size < 60 {
+		t.Fatalf("fragment %d of %s: %d bytes at %d of %d", k, path, size, pos, len(b))
+	}
+	at := int64(pos + frameHeader + 50) // in the first batch's entries
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// segmentInfo returns what replica node holds of segment seq.
+func segmentInfo(c *cluster, node string, seq uint64) replica.SegmentInfo {
+	for _, in := range c.nodes[node].store.Segments() {
+		if in.ID.Seq == seq {
+			return in
+		}
+	}
+	return replica.SegmentInfo{}
+}
+
+// syncBuffer is a log destination the handler writes to from any goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestQuorumReadRepairsDamagedReplica flips a bit in one replica's journal
+// copy of a fragment, of a sealed segment not yet offloaded and of the open
+// segment, and reads the log through a new handle, which asks that replica
+// first: the read returns every entry as written, from another replica,
+// and the owner logs the damaged copy. The offload then stores the
+// segments from a healthy replica, and says so too.
+func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		t.Run(fmt.Sprintf("open=%v", open), func(t *testing.T) {
+			e := newEnv(t, blob.NewMem())
+			// Little replica memory: the open segment's durable
+			// fragments are read from the journals.
+			c, dirs := journalCluster(t, e, 3, 600)
+			c.hold.Store(true) // the sealed segments stay on the replicas
+			var logged syncBuffer
+			logger := slog.New(slog.NewTextHandler(&logged, nil))
+			opts := Options{Replicas: c.replicas(quorum.Default), SegmentBytes: 700, FlushBytes: 300, MaxBatchBytes: 100,
+				MaxInFlight: 1, CacheBytes: 1, Logger: logger}
+			w := e.open(opts)
+			defer func() { w.Close() }()
+			epoch := e.writer(w)
+			var want []string
+			round := func() {
+				prefix := fmt.Sprintf("r%d", len(want)/10)
+				appendN(t, w, epoch, prefix, 10)
+				for i := range 10 {
+					want = append(want, fmt.Sprintf("%s-%d", prefix, i))
+				}
+			}
+			for range 12 {
+				round()
+			}
+			// The damaged replica must be the one readers ask first,
+			// hold the fragment, and read it from its journal. A sealed
+			// segment's third replica may lag behind (the ack quorum
+			// is two), and the open segment needs fragments.
+			var target meta.Segment
+			var node string
+			for tries := 0; node == ""; tries++ {
+				if tries == 20 {
+					t.Fatalf("no segment fits the test: %+v", e.segments())
+				}
+				segs := e.segments()
+				for _, m := range segs {
+					if m.Sealed == open || (open && m.Seq != segs[len(segs)-1].Seq) {
+						continue
+					}
+					in := segmentInfo(c, m.Ensemble[0], m.Seq)
+					if in.Count >= 1 && in.MemBytes < in.Bytes && (open || in.Count == uint64(len(m.Objects))) {
+						target, node = m, m.Ensemble[0]
+						break
+					}
+				}
+				if node == "" {
+					round()
+				}
+			}
+			journal := flipFragment(t, dirs[node], target.Seq, 0)
+
+			r := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1, Logger: logger})
+			defer func() { r.Close() }()
+			if got := readAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+			if s := logged.String(); !strings.Contains(s, "damaged") || !strings.Contains(s, node) || !strings.Contains(s, journal) {
+				t.Fatalf("the damaged copy on %s was not logged; the log says:\n%s", node, s)
+			}
+
+			// The writer seals the open segment; then a new handle
+			// offloads every segment, the damaged one from another
+			// replica.
+			r.Close()
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c.hold.Store(false)
+			before := len(logged.String())
+			o := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1, Logger: logger})
+			defer o.Close()
+			if _, err := o.Offload(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if s := logged.String()[before:]; !strings.Contains(s, node) || !strings.Contains(s, journal) {
+				t.Fatalf("the offload did not log the replica it could not offload from; the log says:\n%s", s)
+			}
+			for _, s := range e.segments() {
+				if len(s.Ensemble) != 0 {
+					t.Fatalf("segment %d is still on replicas %v after the offload", s.Seq, s.Ensemble)
+				}
+			}
+			r = e.open(Options{CacheBytes: 1})
+			if got := readAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
+				t.Fatalf("read from the bucket %q, want %q", got, want)
+			}
+		})
+	}
+}
