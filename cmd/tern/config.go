@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
@@ -375,10 +376,18 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // marshal is cfg as a config file, without the secret key: a comment says
-// whether it is set.
+// whether it is set. It refuses a value that is not UTF-8 (from the
+// environment or a flag), which YAML cannot hold: printed, it would load
+// back as another value.
 func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
+	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL}, c.Etcd...) {
+		if !utf8.ValidString(v) {
+			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
+		}
+	}
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("print config: %w", err)

@@ -222,14 +222,16 @@ func (n *Node) put(v *view, kv *mvccpb.KeyValue) bool {
 	return false // in the watched range, under neither prefix
 }
 
-// parseOwnerKey returns the log ID of an owners/ key.
+// parseOwnerKey returns the log ID of an owners/ key. Only the key ownerKey
+// writes counts: "owners/007" is not log 7's, whose key it would otherwise
+// shadow in the view, and whose entry its deletion would remove.
 func (n *Node) parseOwnerKey(key string) (uint64, bool) {
 	s, ok := strings.CutPrefix(key, n.ownerPrefix())
 	if !ok {
 		return 0, false
 	}
 	id, err := strconv.ParseUint(s, 10, 64)
-	return id, err == nil
+	return id, err == nil && strconv.FormatUint(id, 10) == s
 }
 
 // sleep waits for d or until ctx ends, and reports whether d passed.

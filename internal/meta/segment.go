@@ -97,8 +97,10 @@ func decodeSegment(v []byte) (Segment, error) {
 		End:       r.End,
 		Bytes:     r.Bytes,
 		MaxTime:   r.MaxTimeNS,
-		Ensemble:  r.Ensemble,
 		AckQuorum: r.AckQuorum,
+	}
+	if len(r.Ensemble) > 0 { // "ensemble":[] is none, as encodeSegment leaves it out
+		s.Ensemble = r.Ensemble
 	}
 	if r.CreatedNS != nil {
 		s.Created = time.Unix(0, *r.CreatedNS).UTC()

@@ -139,6 +139,13 @@ func (c *Conn) List(ctx context.Context, seg SegmentID) ([]int64, error) {
 	if err != nil {
 		return nil, fromStatus(err)
 	}
+	// Readers allocate a fragment's size: a replica's answer must not
+	// make them panic or exhaust memory.
+	for n, size := range resp.GetSizes() {
+		if size < 0 || size > MaxFragmentBytes {
+			return nil, fmt.Errorf("replica: list of %v answered with fragment %d of %d bytes", seg, n, size)
+		}
+	}
 	return resp.GetSizes(), nil
 }
 

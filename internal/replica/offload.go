@@ -79,6 +79,9 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 		return err
 	}
 	err = s.bucket.PutIfAbsent(ctx, o.Key, data)
+	if errors.Is(err, blob.ErrInvalidKey) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err) // the caller's key: no retry helps
+	}
 	if !errors.Is(err, blob.ErrExist) {
 		return err
 	}

@@ -132,9 +132,14 @@ func Proto(err error) *ternpb.Error {
 	return &ternpb.Error{Code: uint32(code), Message: err.Error(), Reason: reason, Metadata: md}
 }
 
-// FromProto is the inverse of Proto.
+// FromProto is the inverse of Proto. An Error always reports a failure:
+// one whose code is OK, which Proto never gives, is Unknown, not nil.
 func FromProto(e *ternpb.Error) error {
-	return fromParts(codes.Code(e.Code), e.Message, e.Reason, e.Metadata)
+	code := codes.Code(e.Code)
+	if code == codes.OK {
+		code = codes.Unknown
+	}
+	return fromParts(code, e.Message, e.Reason, e.Metadata)
 }
 
 // Error turns an error returned by a gRPC call into Tern's error for it: one
