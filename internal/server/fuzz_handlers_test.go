@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
 )
 
 // The fixture every input of FuzzHandlers finds: a log with a writer at
@@ -36,9 +31,8 @@ const (
 )
 
 // fuzzServer is a Server on a real gRPC server on 127.0.0.1 and a client of
-// it, for a whole fuzzing run: what start does for one test, which a fuzz
-// target cannot use, since every input is a test of its own and start's
-// cleanup would end the server after the first.
+// it, for a whole fuzzing run: started once, on the fuzz target (each input
+// is a test of its own, whose cleanup would end it).
 type fuzzServer struct {
 	api  ternpb.TernClient
 	logs map[string]*ternpb.LogInfo // as the last ListLogs gave them
@@ -46,38 +40,7 @@ type fuzzServer struct {
 
 func startFuzz(f *testing.F) *fuzzServer {
 	f.Helper()
-	c, err := tern.Open(context.Background(), tern.Options{Dir: f.TempDir(), CommitInterval: 10 * time.Millisecond})
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := New(c, Options{Registerer: prometheus.NewRegistry()})
-	g := grpc.NewServer(grpcopts.Server()...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(),
-		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		conn.Close()
-		if err := srv.Close(); err != nil {
-			f.Errorf("Server.Close: %v", err)
-		}
-		g.Stop()
-		if err := <-served; err != nil {
-			f.Errorf("Serve: %v", err)
-		}
-		if err := c.Close(); err != nil {
-			f.Errorf("Client.Close: %v", err)
-		}
-	})
-	fs := &fuzzServer{api: ternpb.NewTernClient(conn)}
+	fs := &fuzzServer{api: start(f).api}
 	if err := fs.reset(); err != nil {
 		f.Fatal(err)
 	}

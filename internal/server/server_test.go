@@ -31,7 +31,7 @@ type testServer struct {
 	reg  *prometheus.Registry
 }
 
-func start(t *testing.T) *testServer {
+func start(t testing.TB) *testServer {
 	t.Helper()
 	c, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir(), CommitInterval: 10 * time.Millisecond})
 	if err != nil {
