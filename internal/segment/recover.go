@@ -191,6 +191,7 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 			if err := truncateTail(f, pos); err != nil {
 				return nil, fmt.Errorf("segment: truncate torn tail of %s at byte %d: %w", path, pos, err)
 			}
+			w.cut = size - pos
 			break
 		}
 		var maxTime int64

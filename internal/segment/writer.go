@@ -22,7 +22,13 @@ type Writer struct {
 	info    Info
 	indexed int64 // position of the last indexed batch
 	broken  error
+	cut     int64 // bytes Recover cut from the file's end
 }
+
+// Cut returns how many bytes Recover cut from the end of the file after its
+// last whole batch: a torn last write, or damage to the last batches, which
+// look the same.
+func (w *Writer) Cut() int64 { return w.cut }
 
 // Create makes a new, empty segment in dir for offsets from base and makes it
 // durable (file and directory synced) before returning.

@@ -168,12 +168,10 @@ func (l *Log) recover() error {
 			l.sealed = append(l.sealed, info)
 			continue
 		}
-		before, statErr := fs.Stat(path)
 		info, w, err := segment.Recover(fs, path)
-		if err == nil && w != nil && statErr == nil && info.Size < before.Size() {
-			// A torn write and damage to the last batches look the same.
+		if err == nil && w != nil && w.Cut() > 0 {
 			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
-				"path", path, "at", info.Size, "bytes", before.Size()-info.Size)
+				"path", path, "at", info.Size, "bytes", w.Cut())
 		}
 		if errors.Is(err, segment.ErrUnfinished) {
 			l.opts.Logger.Warn("removing a segment file whose creation a crash cut short", "path", path)
