@@ -288,9 +288,8 @@ const maxResults = 4096
 // queues them to the library in order; this one waits for the outcomes in
 // the same order and answers them. It answers whatever is known before it
 // blocks, so a request whose batches went into two commit rounds has the
-// first round's answered as soon as that round is durable: the producers
-// that round woke do not wait for the next one, and stay a group of their
-// own that the committer can take while the other group is being synced.
+// first round's answered as soon as that round is durable, not once the
+// second is.
 func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	ctx, end, err := s.stream(stream.Context(), "append")
 	if err != nil {
@@ -328,27 +327,25 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		}
 		err := stream.Send(&ternpb.AppendStreamResponse{Results: results})
 		results = nil
-		return err
+		if err != nil {
+			return wire(s.streamErr("append", err))
+		}
+		return nil
 	}
 	for {
 		if len(fs) == 0 {
+			if len(queue) == 0 { // nothing more received: answer before waiting
+				if err := answer(); err != nil {
+					return err
+				}
+			}
 			var ok bool
 			select {
 			case fs, ok = <-queue:
-			default:
-				if err := answer(); err != nil {
-					return wire(s.streamErr("append", err))
-				}
-				select {
-				case fs, ok = <-queue:
-				case <-ctx.Done():
-					return wire(s.streamErr("append", ctx.Err()))
-				}
+			case <-ctx.Done():
+				return wire(s.streamErr("append", ctx.Err()))
 			}
-			if !ok { // the client is done sending, or the stream broke
-				if err := answer(); err != nil {
-					return wire(s.streamErr("append", err))
-				}
+			if !ok { // the client is done sending, or the stream broke; all is answered
 				return wire(s.streamErr("append", recvErr))
 			}
 			continue
@@ -356,7 +353,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		f := fs[0]
 		if len(results) == maxResults || !f.ready() {
 			if err := answer(); err != nil {
-				return wire(s.streamErr("append", err))
+				return err
 			}
 		}
 		off, err := f.wait(ctx)
