@@ -143,14 +143,12 @@ func (tt *torture) acked(invoked time.Time, log string, off tern.Offset) {
 
 // workload runs on each log until ctx ends: a writer appending pipelined,
 // a reader following the tail, a subscriber acknowledging what it gets,
-// and truncations behind both. open gives a Log handle through a client
-// of its own; it runs on the test goroutine.
+// and truncations behind both.
 type workload struct {
 	tt   *torture
 	log  string
-	open func() *tern.Log
-	// cursor reads the subscription's committed cursor from the metadata.
-	cursor func(ctx context.Context) (uint64, error)
+	addr func() string // the server a new handle's client starts at
+	meta *meta.Etcd    // where the subscription's committed cursor is read
 
 	mu        sync.Mutex
 	tailNext  tern.Offset // where the tail reader reads next
@@ -164,6 +162,24 @@ const (
 	appendWindow = 16   // appends in flight
 	opTimeout    = 10 * time.Second
 )
+
+// open returns a handle on the log through a client of its own. It runs
+// on the test goroutine.
+func (w *workload) open() *tern.Log {
+	t := w.tt.t
+	t.Helper()
+	l, err := openClient(t, w.addr()).OpenLog(deadline(t), w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// cursor reads the subscription's committed cursor from the metadata.
+func (w *workload) cursor(ctx context.Context) (uint64, error) {
+	sub, err := w.meta.Sub(ctx, w.log, workSub)
+	return sub.Cursor, err
+}
 
 // start opens a handle for each part of the workload (on the test
 // goroutine: open may fail the test) and starts them.
@@ -391,7 +407,7 @@ func (tt *torture) finish(cancel context.CancelFunc, wg *sync.WaitGroup, addr st
 		tt.mu.Lock()
 		at := tt.progress[w.log]
 		tt.mu.Unlock()
-		deadline := time.Now().Add(waitTimeout)
+		until := time.Now().Add(waitTimeout)
 		for {
 			tt.mu.Lock()
 			moved := tt.progress[w.log] > at+100
@@ -402,7 +418,7 @@ func (tt *torture) finish(cancel context.CancelFunc, wg *sync.WaitGroup, addr st
 			if tt.supervise != nil {
 				tt.supervise()
 			}
-			if time.Now().After(deadline) {
+			if time.Now().After(until) {
 				t.Fatalf("log %s acknowledged nothing within %v of the last fault", w.log, waitTimeout)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -548,21 +564,7 @@ func TestTortureStandalone(t *testing.T) {
 		if _, err := l.CreateSubscription(ctx, workSub, tern.SubOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		name := lc.name
-		ws = append(ws, &workload{
-			tt: tt, log: name,
-			open: func() *tern.Log {
-				l, err := openClient(t, srv.addr).OpenLog(ctx, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			},
-			cursor: func(ctx context.Context) (uint64, error) {
-				s, err := st.Sub(ctx, name, workSub)
-				return s.Cursor, err
-			},
-		})
+		ws = append(ws, &workload{tt: tt, log: lc.name, addr: func() string { return srv.addr }, meta: st})
 	}
 	fencer := openClient(t, srv.addr)
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -621,21 +623,10 @@ func TestTortureCluster(t *testing.T) {
 	// Each handle's client starts at another node, and follows the log
 	// wherever it is served.
 	next := 0
-	w := &workload{
-		tt: tt, log: name,
-		open: func() *tern.Log {
-			next++
-			l, err := openClient(t, c.proxies[ids[next%len(ids)]].Listen).OpenLog(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l
-		},
-		cursor: func(ctx context.Context) (uint64, error) {
-			s, err := st.Sub(ctx, name, workSub)
-			return s.Cursor, err
-		},
-	}
+	w := &workload{tt: tt, log: name, meta: st, addr: func() string {
+		next++
+		return c.proxies[ids[next%len(ids)]].Listen
+	}}
 	fencer := w.open()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
