@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -45,24 +44,11 @@ func FuzzConn(f *testing.F) {
 	canned := &cannedReplica{}
 	g := grpc.NewServer(ServerOptions()...)
 	ternpb.RegisterReplicaServer(g, canned)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	conn, err := Dial(serveGRPC(f, g))
 	if err != nil {
 		f.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.Serve(lis)
-	}()
-	conn, err := Dial(lis.Addr().String())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		conn.Close()
-		g.Stop()
-		<-served
-	})
+	f.Cleanup(func() { conn.Close() })
 
 	for _, m := range []proto.Message{
 		&ternpb.ReplicaListResponse{Sizes: []int64{4, 0, 100}},

@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"io"
-	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -51,29 +50,18 @@ func startFuzzReplica(f *testing.F) *fuzzReplica {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g := grpc.NewServer(ServerOptions()...)
-	NewServer(s).Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.Serve(lis)
-	}()
-	cc, err := grpc.NewClient(lis.Addr().String(), append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Cleanup(func() {
-		cc.Close()
-		g.Stop()
-		<-served
 		if err := s.Close(); err != nil {
 			f.Errorf("Store.Close: %v", err)
 		}
 	})
+	g := grpc.NewServer(ServerOptions()...)
+	NewServer(s).Register(g)
+	cc, err := grpc.NewClient(serveGRPC(f, g), append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { cc.Close() })
 	fr := &fuzzReplica{store: s, bucket: bucket, api: ternpb.NewReplicaClient(cc)}
 	if err := fr.reset(); err != nil {
 		f.Fatal(err)

@@ -50,21 +50,9 @@ func connEnv(t *testing.T, opts ...func(*Options)) *nodeEnv {
 	env := localEnv(t, opts...)
 	g := grpc.NewServer(ServerOptions()...)
 	NewServer(env.store).Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-	})
+	addr := serveGRPC(t, g)
 	dial := func() Node {
-		c, err := Dial(lis.Addr().String())
+		c, err := Dial(addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +61,26 @@ func connEnv(t *testing.T, opts ...func(*Options)) *nodeEnv {
 	}
 	env.node, env.other, env.stop = dial(), dial(), g.Stop
 	return env
+}
+
+// serveGRPC serves g on a loopback port until the test ends, and returns
+// its address.
+func serveGRPC(tb testing.TB, g *grpc.Server) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.Serve(lis)
+	}()
+	tb.Cleanup(func() {
+		g.Stop()
+		<-served
+	})
+	return lis.Addr().String()
 }
 
 // watch follows a stream's callbacks.
