@@ -360,6 +360,20 @@ func checkAddr(addr string) error {
 	return nil
 }
 
+// unprintableInYAML returns the first rune of s outside YAML 1.2's
+// printable set (section 5.1): C0 and C1 controls other than tab, line
+// feed, carriage return and next line, and U+FFFE and U+FFFF.
+func unprintableInYAML(s string) (rune, bool) {
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		case r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0xfffe || r == 0xffff:
+			return r, true
+		}
+	}
+	return 0, false
+}
+
 // parseLevel parses a log level name.
 func parseLevel(s string) (slog.Level, error) {
 	switch strings.ToLower(s) {
@@ -376,9 +390,9 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // marshal is cfg as a config file, without the secret key: a comment says
-// whether it is set. It refuses a value that is not UTF-8 (from the
-// environment or a flag), which YAML cannot hold: printed, it would load
-// back as another value.
+// whether it is set. It refuses a value (from the environment or a flag)
+// that YAML cannot hold: one that is not UTF-8 would load back as another
+// value, and a control character outside tab and newlines does not load.
 func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
@@ -386,6 +400,9 @@ func (c serveConfig) marshal() ([]byte, error) {
 		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
+		}
+		if r, ok := unprintableInYAML(v); ok {
+			return nil, configErrorf("print config: %q holds the control character %U, which a config file cannot hold", v, r)
 		}
 	}
 	b, err := yaml.Marshal(c)
