@@ -295,6 +295,7 @@ type segLayout struct {
 	base    uint64
 	last    bool // the log's last segment, which Open recovers by scanning unless its footer is whole
 	sealed  bool
+	closed  bool // sealed when the log was closed, which recorded where the log ends
 	end     int64 // where the batches end (and a footer starts)
 	batches []batchPos
 }
@@ -346,7 +347,10 @@ type expectation struct {
 //     refused as corruption, damage after which no valid batch starts is
 //     a torn tail, cut off from the first damaged batch on. The format
 //     cannot tell that apart from damage to the last batches
-//     acknowledged: both are bad bytes up to the end of the file.
+//     acknowledged: both are bad bytes up to the end of the file;
+//   - unless the log was closed cleanly, which recorded where it ends:
+//     damage that would cut off a batch below that is refused as
+//     corruption, and damage to the footer alone cuts the footer.
 func (lay segLayout) expect(lo, hi int64, size int64) expectation {
 	inHeader := lo < 36
 	onlyReserved := lo >= 36 && hi < segment.HeaderBytes
@@ -367,6 +371,8 @@ func (lay segLayout) expect(lo, hi int64, size int64) expectation {
 		validAfter = validAfter || b.pos > hi
 	}
 	switch {
+	case lay.closed && (inHeader || first >= 0):
+		return expectation{mustDetect: true}
 	case inHeader && validAfter:
 		return expectation{mustDetect: true}
 	case inHeader && size <= vfs.SectorBytes:
@@ -439,7 +445,9 @@ func localLog(t *testing.T, crash bool, tail int) (map[string][]byte, []string, 
 	}
 	lays := map[string]segLayout{}
 	for i, rel := range segs {
-		lays[rel] = layoutOf(t, rel, snap[rel], i == len(segs)-1)
+		lay := layoutOf(t, rel, snap[rel], i == len(segs)-1)
+		lay.closed = !crash
+		lays[rel] = lay
 		if !lays[rel].sealed && (!crash || i < len(segs)-1) {
 			t.Fatalf("%s is not sealed", rel)
 		}

@@ -45,7 +45,7 @@ func FuzzRecover(f *testing.F) {
 			base = binary.LittleEndian.Uint64(data[8:])
 		}
 		fs, path := memFile(t, base, data)
-		info, w, err := segment.Recover(fs, path)
+		info, w, err := segment.Recover(fs, path, 0)
 		after := readFile(t, fs, path)
 		if err != nil {
 			if !errors.Is(err, segment.ErrCorrupt) && !errors.Is(err, segment.ErrUnfinished) {
@@ -121,7 +121,7 @@ func FuzzRecover(f *testing.F) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		again, w, err := segment.Recover(fs, path)
+		again, w, err := segment.Recover(fs, path, 0)
 		if err != nil {
 			t.Fatalf("Recover after an append: %v", err)
 		}
@@ -213,7 +213,7 @@ func FuzzReadSealed(f *testing.F) {
 				t.Fatalf("Info %+v for a file of %d bytes", info, size)
 			}
 			checkFooterInfo(t, info)
-			again, w, err := segment.Recover(fs, path)
+			again, w, err := segment.Recover(fs, path, 0)
 			if err != nil || w != nil {
 				t.Fatalf("Recover of a segment ReadSealed accepts: writer %v, %v", w, err)
 			}

@@ -20,6 +20,11 @@ import (
 // nothing that was acknowledged, and the caller may remove it.
 var ErrUnfinished = errors.New("segment: file creation did not finish")
 
+// ErrCutAcknowledged is wrapped by the *CorruptError Recover returns for a
+// tail it would have taken for a torn write, had the cut not lost entries
+// the caller knows were acknowledged.
+var ErrCutAcknowledged = errors.New("the cut would lose acknowledged entries")
+
 // errNotSealed means a file has no valid footer.
 var errNotSealed = errors.New("no valid footer")
 
@@ -117,12 +122,16 @@ func readHeader(f vfs.File, path string) (Info, error) {
 // batch, truncates a torn tail (and syncs), and returns a Writer positioned to
 // append after the last valid batch. Damage that is not a torn tail is
 // returned as a *CorruptError and nothing is truncated.
-func Recover(fs vfs.FS, path string) (Info, *Writer, error) {
+//
+// acked is an offset the caller knows every entry below was acknowledged
+// (0 if it knows none): a tail whose cut would lose one of them is damage,
+// not a torn write, and is returned as a *CorruptError.
+func Recover(fs vfs.FS, path string, acked uint64) (Info, *Writer, error) {
 	f, err := fs.OpenRW(path)
 	if err != nil {
 		return Info{}, nil, fmt.Errorf("segment: open %s: %w", path, err)
 	}
-	w, err := recoverFile(fs, f, path)
+	w, err := recoverFile(fs, f, path, acked)
 	if err != nil || w == nil {
 		f.Close()
 		if err != nil {
@@ -135,7 +144,7 @@ func Recover(fs vfs.FS, path string) (Info, *Writer, error) {
 }
 
 // recoverFile returns a nil Writer and no error for a sealed segment.
-func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
+func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, error) {
 	size, err := f.Size()
 	if err != nil {
 		return nil, fmt.Errorf("segment: stat %s: %w", path, err)
@@ -152,9 +161,14 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 			return nil, ferr
 		}
 		// A file longer than a sector had its header synced: a bad one
-		// is damage, even with no whole batch left after it.
+		// is damage, even with no whole batch left after it. So is a
+		// file that held acknowledged entries.
 		if found < 0 && size <= vfs.SectorBytes {
-			return nil, fmt.Errorf("%w: %s", ErrUnfinished, path)
+			if named, _ := ParseFileName(path); named >= acked {
+				return nil, fmt.Errorf("%w: %s", ErrUnfinished, path)
+			}
+			ce, _ := errors.AsType[*CorruptError](err)
+			return nil, &CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w, but removing the file as unfinished would lose entries: %w", ce.Err, ErrCutAcknowledged)}
 		}
 		return nil, err
 	}
@@ -187,6 +201,10 @@ func recoverFile(fs vfs.FS, f vfs.File, path string) (*Writer, error) {
 			}
 			if found >= 0 {
 				return nil, &CorruptError{Path: path, Pos: pos, Err: fmt.Errorf("%v, and a valid batch follows at byte %d", err, found)}
+			}
+			if w.info.Next < acked {
+				return nil, &CorruptError{Path: path, Pos: pos,
+					Err: fmt.Errorf("%v, and no valid batch follows, but %w: offsets %d to %d", err, ErrCutAcknowledged, w.info.Next, acked)}
 			}
 			if err := truncateTail(f, pos); err != nil {
 				return nil, fmt.Errorf("segment: truncate torn tail of %s at byte %d: %w", path, pos, err)

@@ -18,7 +18,7 @@ import (
 // bytes want.
 func recoverOpen(t *testing.T, fs vfs.FS, path string, bs []batch, want []byte) *segment.Writer {
 	t.Helper()
-	info, w, err := segment.Recover(fs, path)
+	info, w, err := segment.Recover(fs, path, 0)
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestRecoverEmpty(t *testing.T) {
 
 	// A sealed empty segment.
 	info := writeSealed(t, fs, "/", 100, nil)
-	got, w, err := segment.Recover(fs, info.Path)
+	got, w, err := segment.Recover(fs, info.Path, 0)
 	if err != nil || w != nil {
 		t.Fatalf("Recover of a sealed empty segment: writer %v, %v", w, err)
 	}
@@ -212,7 +212,7 @@ func TestRecoverCorruptBatch(t *testing.T) {
 				data := slices.Clone(full)
 				data[pos[i]+int64(k)] ^= flip
 				fs, path := memFile(t, base, data)
-				_, w, err := segment.Recover(fs, path)
+				_, w, err := segment.Recover(fs, path, 0)
 				if w != nil {
 					t.Fatalf("batch %d byte %d ^ %#x: Recover returned a writer", i, k, flip)
 				}
@@ -235,7 +235,7 @@ func TestRecoverCorruptBatch(t *testing.T) {
 	// tail either.
 	data = append(slices.Clone(full), bs[1].data...)
 	fs, path = memFile(t, base, data)
-	_, _, err := segment.Recover(fs, path)
+	_, _, err := segment.Recover(fs, path, 0)
 	checkCorrupt(t, err, path, int64(len(full)))
 	if !bytes.Equal(readFile(t, fs, path), data) {
 		t.Fatal("Recover modified the file")
@@ -246,7 +246,7 @@ func TestRecoverCorruptBatch(t *testing.T) {
 	data[pos[1]+50] ^= 0x10
 	path = filepath.Join(t.TempDir(), segment.FileName(base))
 	writeFile(t, vfs.OS, path, data)
-	_, _, err = segment.Recover(vfs.OS, path)
+	_, _, err = segment.Recover(vfs.OS, path, 0)
 	checkCorrupt(t, err, path, pos[1])
 	if !bytes.Equal(readFile(t, vfs.OS, path), data) {
 		t.Fatal("Recover modified the file")
@@ -317,7 +317,7 @@ func TestRecoverUnfinished(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs, path := memFile(t, base, data)
-			info, w, err := segment.Recover(fs, path)
+			info, w, err := segment.Recover(fs, path, 0)
 			if !errors.Is(err, segment.ErrUnfinished) || errors.Is(err, segment.ErrCorrupt) || w != nil {
 				t.Fatalf("Recover: %+v, %v, %v; want ErrUnfinished", info, w, err)
 			}
@@ -338,7 +338,7 @@ func TestRecoverUnfinished(t *testing.T) {
 	} {
 		t.Run(name+" before batches", func(t *testing.T) {
 			fs, path := memFile(t, base, data)
-			_, _, err := segment.Recover(fs, path)
+			_, _, err := segment.Recover(fs, path, 0)
 			checkCorrupt(t, err, path, 0)
 			if !bytes.Equal(readFile(t, fs, path), data) {
 				t.Fatal("Recover modified the file")
@@ -362,7 +362,7 @@ func TestHeaderNameMismatch(t *testing.T) {
 			for _, path := range []string{"/" + segment.FileName(200), "/" + segment.FileName(99), "/other.seg"} {
 				fs := vfs.NewMem()
 				writeFile(t, fs, path, data)
-				_, w, err := segment.Recover(fs, path)
+				_, w, err := segment.Recover(fs, path, 0)
 				if w != nil {
 					t.Fatal("Recover returned a writer")
 				}
@@ -437,7 +437,7 @@ func TestRecoverIOErrors(t *testing.T) {
 						}
 						return nil
 					})
-					info, w, err := segment.Recover(fs, path)
+					info, w, err := segment.Recover(fs, path, 0)
 					if seen < n { // every such operation went through
 						if err != nil {
 							t.Fatalf("Recover without an injected error: %v", err)
@@ -455,7 +455,7 @@ func TestRecoverIOErrors(t *testing.T) {
 							t.Fatalf("%v #%d failed: the file was changed to %d bytes", op, n, len(got))
 						}
 					}
-					info, w, err = segment.Recover(mem, path)
+					info, w, err = segment.Recover(mem, path, 0)
 					if err != nil {
 						t.Fatalf("Recover after %v #%d failed: %v", op, n, err)
 					}
@@ -508,7 +508,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 		synced, created := run(fs)
 		for seed := range 8 {
 			after := fs.Crash(rand.New(rand.NewPCG(uint64(n), uint64(seed))))
-			info, w, err := segment.Recover(after, path)
+			info, w, err := segment.Recover(after, path, 0)
 			if !created {
 				if !errors.Is(err, os.ErrNotExist) {
 					t.Fatalf("crash after %d ops, seed %d: Recover of a file never made durable: %v", n, seed, err)
@@ -535,6 +535,52 @@ func TestRecoverAfterCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkInfo(t, "Seal after recovery", sealed, sealedInfo(path, base, bs))
+		}
+	}
+}
+
+// TestRecoverAcked checks that a cut which would lose an entry the caller
+// knows was acknowledged is refused as corruption, and the file left as it
+// was, while a cut that keeps every such entry goes ahead; and that a file
+// holding acknowledged entries is not taken for one whose creation a crash
+// cut short.
+func TestRecoverAcked(t *testing.T) {
+	const base = 50
+	rng := rand.New(rand.NewPCG(14, 14))
+	bs := makeBatches(rng, base, 5, 150)
+	full := segmentBytes(t, base, bs, false)
+	pos, _ := positions(bs)
+	cut := pos[len(pos)-1] + 10 // the last batch is torn
+	lastBase := bs[len(bs)-1].h.BaseOffset
+	for _, acked := range []uint64{0, base, lastBase, lastBase + 1} {
+		fs, path := memFile(t, base, full[:cut])
+		info, w, err := segment.Recover(fs, path, acked)
+		if acked <= lastBase {
+			if err != nil {
+				t.Fatalf("acked %d: %v", acked, err)
+			}
+			w.Close()
+			if info.Next != lastBase {
+				t.Fatalf("acked %d: recovered to offset %d, want %d", acked, info.Next, lastBase)
+			}
+			continue
+		}
+		if _, ok := errors.AsType[*segment.CorruptError](err); !ok || !errors.Is(err, segment.ErrCutAcknowledged) {
+			t.Fatalf("acked %d: %v, want a *segment.CorruptError", acked, err)
+		}
+		if fi, err := fs.Stat(path); err != nil || fi.Size() != cut {
+			t.Fatalf("acked %d: the file was changed: %v, %v", acked, fi, err)
+		}
+	}
+	zeroed := make([]byte, segment.HeaderBytes+20)
+	for _, acked := range []uint64{base, base + 1} {
+		fs, path := memFile(t, base, zeroed)
+		_, _, err := segment.Recover(fs, path, acked)
+		if acked == base && !errors.Is(err, segment.ErrUnfinished) {
+			t.Fatalf("acked %d: %v, want segment.ErrUnfinished", acked, err)
+		}
+		if _, ok := errors.AsType[*segment.CorruptError](err); acked > base && (!ok || !errors.Is(err, segment.ErrCutAcknowledged)) {
+			t.Fatalf("acked %d: %v, want a *segment.CorruptError", acked, err)
 		}
 	}
 }

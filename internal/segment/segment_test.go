@@ -70,7 +70,7 @@ func TestSealAndReadSealed(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkInfo(t, "ReadSealed", got, want)
-			info, w2, err := segment.Recover(tf.fs, path)
+			info, w2, err := segment.Recover(tf.fs, path, 0)
 			if err != nil || w2 != nil {
 				t.Fatalf("Recover of a sealed segment: writer %v, %v", w2, err)
 			}

@@ -32,4 +32,23 @@
 // round in flight has finished and fails every queued append of an older
 // epoch, so once Fence returns no append of an older epoch is acknowledged.
 // The new writer's first append starts a new segment.
+//
+// # The closed record
+//
+// Besides its segments, a log's directory holds the file "closed" once the
+// log has been closed cleanly: where the log ended then, when every segment
+// was sealed. It is written to "closed.tmp", synced, renamed over "closed"
+// and the directory synced, so a crash leaves the old record or the new one.
+// Its 16 bytes, little-endian:
+//
+//	 0    4 magic  "TRNC"
+//	 4    8 end    the offset after the last entry
+//	12    4 crc    CRC-32C of bytes [0, 12)
+//
+// Every entry below end was acknowledged, and the log never shrinks at its
+// end, so recovery refuses (*segment.CorruptError) to cut the last segment
+// below end, or to open a log that ends before it: what would otherwise look
+// like a torn tail (the last batches and the footer of the last segment
+// damaged, or its file gone) is damage. A record that does not decode is
+// logged and ignored.
 package wal

@@ -52,7 +52,7 @@ const (
 // Options configure a Log. Zero values take the defaults noted.
 type Options struct {
 	FS            vfs.FS
-	Dir           string // the log's directory, holding only its segments
+	Dir           string // the log's directory, holding only its segments and the closed record
 	Sync          SyncMode
 	SyncEvery     time.Duration // with SyncInterval; default 10ms
 	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
@@ -98,6 +98,7 @@ type Log struct {
 	mu       sync.Mutex
 	queue    []*group // groups waiting for the committer; the last one still grows
 	epoch    uint64
+	closedAt uint64 // where the log ended at its last clean close, as recorded; 0 if not
 	start    uint64
 	end      uint64         // offset after the last acknowledged entry
 	sealed   []segment.Info // sealed segments, oldest first
@@ -158,6 +159,11 @@ func (l *Log) recover() error {
 			paths = append(paths, dir+"/"+name)
 		}
 	}
+	closedAt, err := l.readClosed()
+	if err != nil {
+		return err
+	}
+	l.closedAt = closedAt
 	l.tail = l.opts.Start
 	for i, path := range paths {
 		if i < len(paths)-1 {
@@ -168,7 +174,10 @@ func (l *Log) recover() error {
 			l.sealed = append(l.sealed, info)
 			continue
 		}
-		info, w, err := segment.Recover(fs, path)
+		info, w, err := segment.Recover(fs, path, closedAt)
+		if errors.Is(err, segment.ErrCutAcknowledged) {
+			err = l.closedHint(err)
+		}
 		if err == nil && w != nil && w.Cut() > 0 {
 			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
 				"path", path, "at", info.Size, "bytes", w.Cut())
@@ -202,7 +211,37 @@ func (l *Log) recover() error {
 	} else {
 		l.start = l.tail
 	}
+	if l.tail < closedAt {
+		path := dir
+		if len(all) > 0 {
+			path = all[len(all)-1].Path
+		}
+		return l.closedHint(&segment.CorruptError{Path: path, Pos: 0,
+			Err: fmt.Errorf("the log ends at offset %d, but it was closed at offset %d: the segments holding the rest are missing", l.tail, closedAt)})
+	}
 	l.end = l.tail
+	return nil
+}
+
+// closedHint adds to a corruption found at recovery what a person can do
+// once the closed record makes it fatal.
+func (l *Log) closedHint(err error) error {
+	return fmt.Errorf("%w (the log was closed cleanly at offset %d; to open it without the entries lost, remove %s)",
+		err, l.closedAt, l.opts.Dir+"/"+closedName)
+}
+
+// recordClosed records that the log, closed cleanly with every segment
+// sealed, ends at end, unless that is already recorded: recovery then knows
+// every entry below end was acknowledged, and takes damage that would cut
+// one off for what it is instead of a torn write.
+func (l *Log) recordClosed(end uint64) error {
+	if end == l.closedAt {
+		return nil
+	}
+	if err := l.writeClosed(end); err != nil {
+		return err
+	}
+	l.closedAt = end
 	return nil
 }
 
@@ -260,20 +299,27 @@ func (l *Log) Close() error {
 	}
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
+	l.mu.Lock()
+	failed, tail := l.failed, l.tail
+	l.mu.Unlock()
 	var err error
-	if l.w != nil {
-		l.mu.Lock()
-		failed := l.failed
-		l.mu.Unlock()
-		if info := l.w.Info(); failed == nil && info.Next > info.Base {
-			// Sealed, the segment needs no recovery scan at the next Open.
-			_, err = l.w.Seal()
-		} else {
-			if l.dirty {
-				err = l.w.Sync()
-			}
-			err = errors.Join(err, l.w.Close())
+	switch {
+	case l.w == nil:
+		if failed == nil {
+			err = l.recordClosed(tail)
 		}
+	case failed == nil && l.w.Info().Next > l.w.Info().Base:
+		// Sealed, the segment needs no recovery scan at the next Open.
+		var info segment.Info
+		if info, err = l.w.Seal(); err == nil {
+			err = l.recordClosed(info.Next)
+		}
+		l.w = nil
+	default:
+		if l.dirty {
+			err = l.w.Sync()
+		}
+		err = errors.Join(err, l.w.Close())
 		l.w = nil
 	}
 	l.mu.Lock()
