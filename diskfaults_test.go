@@ -295,7 +295,7 @@ type segLayout struct {
 	base    uint64
 	last    bool // the log's last segment, which Open recovers by scanning unless its footer is whole
 	sealed  bool
-	closed  bool // sealed when the log was closed, which recorded where the log ends
+	closed  bool  // sealed when the log was closed, which recorded where the log ends
 	end     int64 // where the batches end (and a footer starts)
 	batches []batchPos
 }
