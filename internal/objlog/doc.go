@@ -11,7 +11,8 @@
 // concatenation of whole record batches (the bytes a local segment would
 // hold), with consecutive offsets from one fragment to the next. Compaction
 // later rewrites a sealed segment's fragments into a few large objects
-// "<seq>/c<n>" and deletes the fragments.
+// "<seq>/c<n>" and deletes the fragments; it checks every fragment first,
+// and leaves a segment with a damaged one as it is.
 //
 // # Write path
 //

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -126,6 +128,10 @@ func deleteUnder(ctx context.Context, b blob.Bucket, prefix string, keep map[str
 // the fence and whatever else lies under the segment's prefix. Readers that
 // were reading a deleted fragment look their offset up again. It reports
 // how many segments it compacted.
+//
+// A fragment that fails its checks is never copied: its segment is left as
+// it is, the others are compacted, and the error (a *segment.CorruptError)
+// is returned once they are done.
 func (l *Log) Compact(ctx context.Context) (int, error) {
 	l.gcMu.Lock()
 	defer l.gcMu.Unlock()
@@ -138,13 +144,19 @@ func (l *Log) Compact(ctx context.Context) (int, error) {
 	}
 	l.mu.Unlock()
 	done := 0
+	var damaged []error
 	for _, s := range todo {
-		if err := l.compact(ctx, s); err != nil {
+		err := l.compact(ctx, s)
+		switch {
+		case errors.Is(err, segment.ErrCorrupt):
+			damaged = append(damaged, err)
+		case err != nil:
 			return done, err
+		default:
+			done++
 		}
-		done++
 	}
-	return done, nil
+	return done, errors.Join(damaged...)
 }
 
 // needsCompaction reports whether a sealed segment is in more than one
@@ -167,6 +179,13 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 		parts, err := l.getAll(ctx, prefix, objs[i:j])
 		if err != nil {
 			return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+		}
+		// A compacted object replaces its fragments: damage copied into
+		// it would outlive the copies a person could still repair from.
+		for k, part := range parts {
+			if err := checkObject(prefix+objs[i+k].key, objs[i+k], part); err != nil {
+				return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+			}
 		}
 		data := bytes.Join(parts, nil)
 		key := "c" + objs[i].key
@@ -196,6 +215,34 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 	}
 	if err := deleteUnder(ctx, l.opts.Bucket, prefix, keep); err != nil {
 		return fmt.Errorf("objlog: compact segment %d of %s: %w", s.m.Seq, l.opts.Prefix, err)
+	}
+	return nil
+}
+
+// checkObject checks that data, the object at key, is o as metadata records
+// it: its size, and valid batches filling it whose offsets run densely from
+// o.base to o.end. Damage is a *segment.CorruptError.
+func checkObject(key string, o object, data []byte) error {
+	if int64(len(data)) != o.bytes {
+		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
+			Err: fmt.Errorf("%w: the object holds %d bytes, its segment records %d", record.ErrCorrupt, len(data), o.bytes)}
+	}
+	next := o.base
+	for pos := 0; pos < len(data); {
+		b, err := record.Decode(data[pos:])
+		if err != nil {
+			return &segment.CorruptError{Path: key, Pos: int64(pos), Err: err}
+		}
+		if b.BaseOffset != next {
+			return &segment.CorruptError{Path: key, Pos: int64(pos),
+				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, next)}
+		}
+		next = b.NextOffset()
+		pos += int(b.Header.Length)
+	}
+	if next != o.end {
+		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
+			Err: fmt.Errorf("%w: the object's batches end at offset %d, its segment records %d", record.ErrCorrupt, next, o.end)}
 	}
 	return nil
 }
