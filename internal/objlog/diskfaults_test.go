@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
@@ -28,16 +29,23 @@ func journalCluster(t *testing.T, e *env, n int, memBytes int64) (*cluster, map[
 	dirs := map[string]string{}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i)
-		dirs[id] = t.TempDir()
-		s, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dirs[id], Bucket: e.bucket, MemBytes: memBytes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		c.nodes[id] = &faultNode{Node: replica.NewLocal(s), store: s, hold: &c.hold}
+		c.nodes[id], dirs[id] = c.journalNode(t, e, memBytes)
 		c.ids = append(c.ids, id)
 	}
 	return c, dirs
+}
+
+// journalNode returns a replica of c that keeps its journal on disk, and
+// the journal's directory.
+func (c *cluster) journalNode(t *testing.T, e *env, memBytes int64) (*faultNode, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: e.bucket, MemBytes: memBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &faultNode{Node: replica.NewLocal(s), store: s, hold: &c.hold}, dir
 }
 
 // flipFragment flips a bit in the data of fragment k of segment seq of log
@@ -193,5 +201,48 @@ func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
 				t.Fatalf("read from the bucket %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestQuorumRecoveryReadsAroundDamagedCopy recovers an open quorum segment
+// whose longest copy, the one recovery copies forward from, has a damaged
+// fragment: that fragment is copied from another replica that holds it,
+// the segment recovers whole, and the damaged copy is logged.
+func TestQuorumRecoveryReadsAroundDamagedCopy(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c, dirs := journalCluster(t, e, 3, 0)
+	// n0 has room for two fragments in memory: it reads the older from its
+	// journal.
+	c.nodes["n0"], dirs["n0"] = c.journalNode(t, e, 300)
+	ctx := context.Background()
+	old, err := e.store.BumpEpoch(ctx, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An ack quorum of all three: recovery copies forward to both others.
+	m := meta.Segment{Seq: 1, Epoch: old, Created: time.Now(), Ensemble: c.ids, AckQuorum: 3}
+	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
+		t.Fatal(err)
+	}
+	// n0 holds the most fragments, with fragment 1 damaged, which n2
+	// lacks and n1 holds a good copy of.
+	id := replica.SegmentID{Log: 7, Seq: 1}
+	c.addFragments(t, id, old, map[string]int{"n0": 5, "n1": 2, "n2": 1})
+	journal := flipFragment(t, dirs["n0"], 1, 1)
+
+	var logged syncBuffer
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	defer l.Close()
+	e.writer(l)
+	if segs := e.segments(); !segs[0].Sealed || segs[0].End != 50 {
+		t.Fatalf("recovered segment: %+v, want sealed at 50", segs[0])
+	}
+	for i, g := range readAll(t, l, 0, 50) {
+		if want := fmt.Sprintf("f-%d", i); g != want {
+			t.Fatalf("entry %d is %q, want %q", i, g, want)
+		}
+	}
+	if s := logged.String(); !strings.Contains(s, "damaged") || !strings.Contains(s, "n0") || !strings.Contains(s, journal) {
+		t.Fatalf("the damaged copy on n0 was not logged; the log says:\n%s", s)
 	}
 }

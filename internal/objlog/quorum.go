@@ -382,7 +382,8 @@ func (l *Log) recoverSegment(ctx context.Context, m meta.Segment) (meta.Segment,
 
 // copyForward copies fragments from rec.Source to each of rec.Copies up to
 // rec.End, with the recovering writer's epoch, and waits until they hold
-// them durably.
+// them durably. A fragment whose copy on rec.Source is damaged is read from
+// another replica that holds it.
 func (l *Log) copyForward(ctx context.Context, m meta.Segment, epoch uint64, rec quorum.Recovery) error {
 	if len(rec.Copies) == 0 {
 		return nil
@@ -404,9 +405,10 @@ func (l *Log) copyForward(ctx context.Context, m meta.Segment, epoch uint64, rec
 		return fmt.Errorf("objlog: recover segment %d of %s: list replica %s: %w", m.Seq, l.opts.Prefix, m.Ensemble[rec.Source], err)
 	}
 	frags := make([][]byte, rec.End-from)
+	v := &ensembleView{l: l, m: m, prefer: rec.Source}
 	for n := from; n < rec.End; n++ {
 		p := make([]byte, sizes[n])
-		if _, err := src.Read(ctx, id, n, 0, p); err != nil {
+		if _, err := v.GetRange(ctx, l.segPrefix(m.Seq)+fragKey(int(n)), 0, p); err != nil {
 			return fmt.Errorf("objlog: recover segment %d of %s: read fragment %d: %w", m.Seq, l.opts.Prefix, n, err)
 		}
 		frags[n-from] = p

@@ -429,29 +429,9 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
 		t.Fatal(err)
 	}
-	// Fragment k holds entries 10k to 10k+9. n0 has 5 fragments, n1 3, n2
-	// all 6 but is down.
+	// n0 has 5 fragments, n1 3, n2 all 6 but is down.
 	id := replica.SegmentID{Log: 7, Seq: 1}
-	frag := func(k int) []byte {
-		var es []record.Entry
-		for j := range 10 {
-			es = append(es, record.Entry{Time: 1, Payload: fmt.Appendf(nil, "f-%d", 10*k+j)})
-		}
-		return record.Encode(uint64(10*k), old, es)
-	}
-	for node, count := range map[string]int{"n0": 5, "n1": 3, "n2": 6} {
-		done := make(chan error, count)
-		for k := range count {
-			if err := c.nodes[node].store.Add(id, old, uint64(k), frag(k), func(err error) { done <- err }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for range count {
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	c.addFragments(t, id, old, map[string]int{"n0": 5, "n1": 3, "n2": 6})
 	c.nodes["n2"].kill()
 
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
@@ -471,12 +451,40 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 		}
 	}
 	// The old epoch can add nothing to the fenced replicas.
-	err = c.nodes["n0"].store.Add(id, old, 5, frag(5), func(error) {})
+	err = c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), func(error) {})
 	if !errors.Is(err, replica.ErrFenced) && !errors.Is(err, replica.ErrSealed) {
 		t.Fatalf("add of the old epoch after recovery: %v, want fenced", err)
 	}
 	if st := l.Stats(); st.End != 50 {
 		t.Fatalf("end after recovery %d, want 50", st.End)
+	}
+}
+
+// testFragment returns fragment k of a test's segment written by epoch: a
+// batch of entries "f-10k" to "f-10k+9", at offsets 10k to 10k+9.
+func testFragment(k int, epoch uint64) []byte {
+	var es []record.Entry
+	for j := range 10 {
+		es = append(es, record.Entry{Time: 1, Payload: fmt.Appendf(nil, "f-%d", 10*k+j)})
+	}
+	return record.Encode(uint64(10*k), epoch, es)
+}
+
+// addFragments stores on each node the first count fragments of segment
+// id, as a writer of epoch would have sent them, each durable before the
+// next, so that a replica with little memory makes room for it.
+func (c *cluster) addFragments(t *testing.T, id replica.SegmentID, epoch uint64, counts map[string]int) {
+	t.Helper()
+	for node, count := range counts {
+		for k := range count {
+			done := make(chan error, 1)
+			if err := c.nodes[node].store.Add(id, epoch, uint64(k), testFragment(k, epoch), func(err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
