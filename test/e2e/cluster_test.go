@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -32,7 +34,9 @@ type testCluster struct {
 
 	etcdDir    string             // the etcd's data, for a restart
 	etcdServer *meta.EmbeddedEtcd // replaced by startEtcd
+	etcdProxy  *toxiproxy.Proxy   // the nodes reach etcd through it
 	minio      *miniotest.Server
+	s3         *s3Faults // in front of minio: the nodes' object store
 }
 
 func startCluster(t *testing.T, n int) *testCluster {
@@ -62,13 +66,22 @@ func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
+	// The nodes reach etcd through a proxy that can black-hole it, as if
+	// it were paused; the test's clients reach it directly.
+	ts := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	c.etcdProxy = toxiproxy.NewProxy(ts, "etcd", "127.0.0.1:0", e.Endpoints()[0])
+	if err := c.etcdProxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.etcdProxy.Stop)
 	m := miniotest.Start(t)
+	s3 := startS3Faults(t, m.Endpoint)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
 	start := func(data, addr string, args ...string) *server {
 		return startServerAt(t, data, addr, env, append([]string{"--node-ttl", nodeTTL,
-			"--etcd", e.Endpoints()[0], "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + m.Endpoint}, args...)...)
+			"--etcd", c.etcdProxy.Listen, "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + s3.Endpoint}, args...)...)
 	}
-	c.etcd, c.minio = cli, m
+	c.etcd, c.minio, c.s3 = cli, m, s3
 	return c, start
 }
 

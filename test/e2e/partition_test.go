@@ -56,21 +56,34 @@ var partitionDirections = []string{"upstream", "downstream"}
 // as when a switch or a firewall drops the packets.
 func (c *proxiedCluster) partition(t *testing.T, id string) {
 	t.Helper()
-	for _, dir := range partitionDirections {
-		toxic := fmt.Sprintf(`{"name": "partition-%s", "type": "timeout", "stream": %q, "attributes": {"timeout": 0}}`, dir, dir)
-		if _, err := c.proxies[id].Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
-			t.Fatalf("partition %s (%s): %v", id, dir, err)
-		}
-	}
+	blackhole(t, c.proxies[id])
 }
 
 // heal ends the partition of node id. Toxiproxy closes the connections the
 // partition held (their bytes were dropped), and new ones go through.
 func (c *proxiedCluster) heal(t *testing.T, id string) {
 	t.Helper()
+	unblackhole(t, c.proxies[id])
+}
+
+// blackhole makes p accept connections and keep those it has, and drop
+// every byte either way.
+func blackhole(t *testing.T, p *toxiproxy.Proxy) {
+	t.Helper()
 	for _, dir := range partitionDirections {
-		if err := c.proxies[id].Toxics.RemoveToxic(t.Context(), "partition-"+dir); err != nil {
-			t.Fatalf("heal %s (%s): %v", id, dir, err)
+		toxic := fmt.Sprintf(`{"name": "partition-%s", "type": "timeout", "stream": %q, "attributes": {"timeout": 0}}`, dir, dir)
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+			t.Fatalf("cut %s off (%s): %v", p.Name, dir, err)
+		}
+	}
+}
+
+// unblackhole undoes blackhole.
+func unblackhole(t *testing.T, p *toxiproxy.Proxy) {
+	t.Helper()
+	for _, dir := range partitionDirections {
+		if err := p.Toxics.RemoveToxic(t.Context(), "partition-"+dir); err != nil {
+			t.Fatalf("reconnect %s (%s): %v", p.Name, dir, err)
 		}
 	}
 }

@@ -92,6 +92,20 @@ type fault struct {
 	inject func() (heal func())
 }
 
+// s3Errors is the fault of an object store that answers errors to 30% to
+// all of the requests: before they reach it, or with after, once they took
+// effect.
+func (tt *torture) s3Errors(s3 *s3Faults, after bool) fault {
+	name := "object store errors, request lost"
+	if after {
+		name = "object store errors, answer lost"
+	}
+	return fault{name, func() func() {
+		s3.fail(300+tt.rng.Int32N(701), after)
+		return func() { tt.add("object store requests failed", s3.heal()) }
+	}}
+}
+
 // run injects faults drawn from the schedule, one at a time, for the
 // run's duration, then heals the last. Before each and at the end,
 // supervise (if not nil) restarts what exited, as a service manager would. It runs on the test
@@ -116,10 +130,13 @@ func (tt *torture) run(faults []fault, supervise func()) {
 }
 
 // count counts one more fault, or event, of a kind.
-func (tt *torture) count(kind string) {
+func (tt *torture) count(kind string) { tt.add(kind, 1) }
+
+// add counts n more faults, or events, of a kind.
+func (tt *torture) add(kind string, n int64) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	tt.injected[kind]++
+	tt.injected[kind] += int(n)
 }
 
 // recovering starts timing a recovery: after the kill -9 of the node
@@ -532,13 +549,15 @@ func openEtcdStore(t *testing.T, endpoint string) *meta.Etcd {
 
 // TestTortureStandalone runs the workload on a local log and an object log
 // of one tern serve (its embedded etcd, MinIO for the objects) while the
-// schedule kills it with -9, pauses it, stops MinIO and fences the writers.
+// schedule kills it with -9, pauses it, stops MinIO or makes it answer
+// errors, and fences the writers.
 func TestTortureStandalone(t *testing.T) {
 	tt := newTorture(t)
 	m := miniotest.Start(t)
+	s3 := startS3Faults(t, m.Endpoint)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
 	data := t.TempDir()
-	srv := startServerEnv(t, data, env, "--storage", "s3://"+m.Bucket+"/torture?endpoint="+m.Endpoint)
+	srv := startServerEnv(t, data, env, "--storage", "s3://"+m.Bucket+"/torture?endpoint="+s3.Endpoint)
 
 	// The embedded etcd keeps its ports across restarts, in its directory.
 	ports, err := os.ReadFile(filepath.Join(data, "etcd", "tern-etcd-ports"))
@@ -587,6 +606,8 @@ func TestTortureStandalone(t *testing.T) {
 			m.Stop()
 			return func() { m.Restart(t) }
 		}},
+		tt.s3Errors(s3, false),
+		tt.s3Errors(s3, true),
 		{"fence", func() func() {
 			w := ws[tt.rng.IntN(len(ws))]
 			l, err := fencer.OpenLog(context.Background(), w.log)
@@ -602,8 +623,8 @@ func TestTortureStandalone(t *testing.T) {
 // TestTortureCluster runs the workload on a quorum log of four tern serve
 // nodes, each behind a proxy, sharing an etcd and a MinIO, while the
 // schedule kills nodes with -9 (the log's owner among them), pauses them,
-// cuts them off or slows their network, stops MinIO, restarts etcd and
-// fences the writers.
+// cuts them off or slows their network, stops MinIO or makes it answer
+// errors, restarts etcd or cuts the nodes off it, and fences the writers.
 func TestTortureCluster(t *testing.T) {
 	tt := newTorture(t)
 	c := startProxiedCluster(t, 4)
@@ -691,6 +712,12 @@ func TestTortureCluster(t *testing.T) {
 		{"object store down", func() func() {
 			c.minio.Stop()
 			return func() { c.minio.Restart(t) }
+		}},
+		tt.s3Errors(c.s3, false),
+		tt.s3Errors(c.s3, true),
+		{"etcd paused (unreachable)", func() func() {
+			blackhole(t, c.etcdProxy)
+			return func() { unblackhole(t, c.etcdProxy) }
 		}},
 		{"etcd restart", func() func() {
 			c.stopEtcd()
