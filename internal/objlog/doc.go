@@ -52,8 +52,9 @@
 // at once, while the reader still waits for an earlier one, up to twice
 // ReadAhead chunks fetched and not yet decoded: that bounds its memory.
 // An object that disappears under a reader (compaction, truncation) makes it
-// look the offset up again. Bytes that fail their checks, or a batch that
-// does not hold the offset the reader expects, fail the read with a
+// look the offset up again. Bytes that fail their checks, a batch that
+// does not hold the offset the reader expects, or one that runs past its
+// object's end (into the next object's offsets), fail the read with a
 // *segment.CorruptError naming the object and position; a fragment of a
 // quorum segment whose copy on a replica is damaged is read from the next
 // replica, and the damaged copy logged.

@@ -16,6 +16,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/wal"
 )
 
 // memMeta is a Meta in memory, holding the segments it is given.
@@ -113,10 +114,11 @@ func sameEntry(a, b record.Entry) bool {
 // so that mutations of the headers and entries are tried too.
 //
 // Nothing may panic or hang. Open may refuse the objects; if it accepts
-// them, the reader returns entries at dense offsets from the log's start,
-// each as some batch of the objects holds it, never at or past the log's
-// end, until it reaches the end or fails with an error that says the
-// bytes are damaged (record.ErrCorrupt or io.ErrUnexpectedEOF).
+// them, readers starting at each of the first offsets return entries at
+// dense offsets, each as some batch of the objects holds it and as every
+// other reader returns it, never at or past the log's end, until they
+// reach the end or fail with an error that says the bytes are damaged
+// (record.ErrCorrupt or io.ErrUnexpectedEOF).
 func FuzzRead(f *testing.F) {
 	f.Add(fuzzBatches(0, 2, 3), fuzzBatches(6, 1, 2), uint8(0), false)
 	f.Add(fuzzBatches(100, 1, 1), fuzzBatches(101, 3, 1), uint8(7), false)
@@ -175,31 +177,47 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 
+		// Readers starting at each of the first offsets: every entry any
+		// of them returns is the one the others return at its offset.
 		st := l.Stats()
-		r, err := l.NewReader(st.Start, false)
-		if err != nil {
-			t.Fatalf("NewReader at the start %d: %v", st.Start, err)
-		}
-		defer r.Close()
-		for next := st.Start; next < st.End; {
-			es, err := r.NextBatch(ctx, 64)
-			if err != nil {
-				if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
-					t.Fatalf("read at %d of [%d, %d): %v, want an error that says the objects are damaged", next, st.Start, st.End, err)
-				}
-				return
-			}
-			for _, e := range es {
-				if e.IsTick || e.Offset != next || e.Offset >= st.End {
-					t.Fatalf("read %+v, want the entry at %d of [%d, %d)", e, next, st.Start, st.End)
-				}
-				if !slices.ContainsFunc(held[e.Offset], func(h record.Entry) bool { return sameEntry(h, e.Entry) }) {
-					t.Fatalf("read entry %d as %+v, which no batch of the objects holds", e.Offset, e.Entry)
-				}
-				next++
-			}
+		seen := map[uint64]record.Entry{}
+		for from := st.Start; from < min(st.End, st.Start+8); from++ {
+			fuzzReadFrom(t, ctx, l, from, st, held, seen)
 		}
 	})
+}
+
+// fuzzReadFrom reads l from offset from to st.End for FuzzRead, and checks
+// each entry against what the objects hold (held) and what readers
+// starting elsewhere read (seen, which it adds to).
+func fuzzReadFrom(t *testing.T, ctx context.Context, l *Log, from uint64, st wal.Stats, held map[uint64][]record.Entry, seen map[uint64]record.Entry) {
+	r, err := l.NewReader(from, false)
+	if err != nil {
+		t.Fatalf("NewReader at %d of [%d, %d): %v", from, st.Start, st.End, err)
+	}
+	defer r.Close()
+	for next := from; next < st.End; {
+		es, err := r.NextBatch(ctx, 64)
+		if err != nil {
+			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("read at %d of [%d, %d): %v, want an error that says the objects are damaged", next, st.Start, st.End, err)
+			}
+			return
+		}
+		for _, e := range es {
+			if e.IsTick || e.Offset != next || e.Offset >= st.End {
+				t.Fatalf("read %+v, want the entry at %d of [%d, %d)", e, next, st.Start, st.End)
+			}
+			if !slices.ContainsFunc(held[e.Offset], func(h record.Entry) bool { return sameEntry(h, e.Entry) }) {
+				t.Fatalf("read entry %d as %+v, which no batch of the objects holds", e.Offset, e.Entry)
+			}
+			if prev, ok := seen[e.Offset]; ok && !sameEntry(prev, e.Entry) {
+				t.Fatalf("a reader from %d read entry %d as %+v, another reader as %+v", from, e.Offset, e.Entry, prev)
+			}
+			seen[e.Offset] = e.Entry
+			next++
+		}
+	}
 }
 
 // FuzzBatchAt looks up offsets in arbitrary bytes as a tail reader looks

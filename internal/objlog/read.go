@@ -207,7 +207,7 @@ func (l *Log) plan(off uint64) []fetchObj {
 	for k := slices.Index(l.segs, s); k < len(l.segs) && len(plan) < maxPlanObjects; k, i = k+1, 0 {
 		sg := l.segs[k]
 		for _, o := range sg.objs[i:] {
-			plan = append(plan, fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes, src: l.source(sg)})
+			plan = append(plan, fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes, end: o.end, src: l.source(sg)})
 			if len(plan) == maxPlanObjects {
 				break
 			}
@@ -220,6 +220,7 @@ func (l *Log) plan(off uint64) []fetchObj {
 type fetchObj struct {
 	key  string
 	size int64
+	end  uint64 // the offset after its last entry
 	src  ranger
 }
 
@@ -343,6 +344,13 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			b, err := record.Decode(f.cur)
 			if err != nil {
 				return record.Batch{}, f.corrupt(err)
+			}
+			// Past its object's end, it would give a reader starting
+			// here other entries than the next object gives one
+			// starting there.
+			if end := f.objs[f.curObj].end; b.NextOffset() > end {
+				return record.Batch{}, f.corrupt(fmt.Errorf("%w: batch of offsets %d to %d, past its object's end %d",
+					record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, end))
 			}
 			f.last = f.curPos
 			f.cur, f.curPos = f.cur[h.Length:], f.curPos+int64(h.Length)
