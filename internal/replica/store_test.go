@@ -623,16 +623,7 @@ func appendFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 
 func writeFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 	t.Helper()
-	if err := fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	f, err := fs.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	appendFile(t, fs, path, b)
-	if err := fs.SyncDir(logDir(testDir, 1)); err != nil {
+	if err := vfs.WriteFile(fs, path, b); err != nil {
 		t.Fatal(err)
 	}
 }

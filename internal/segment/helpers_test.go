@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -189,25 +188,7 @@ func readFile(t testing.TB, fs vfs.FS, path string) []byte {
 // writeFile replaces the file at path with data, durably.
 func writeFile(t testing.TB, fs vfs.FS, path string, data []byte) {
 	t.Helper()
-	if _, err := fs.Stat(path); err == nil {
-		if err := fs.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := fs.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
+	if err := vfs.WriteFile(fs, path, data); err != nil {
 		t.Fatal(err)
 	}
 }

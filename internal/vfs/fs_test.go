@@ -58,6 +58,18 @@ var fsCases = []struct {
 		}
 		checkContent(t, fs, name, "x")
 	}},
+	{"WriteFile", func(t *testing.T, fs FS, dir string) {
+		name := filepath.Join(dir, "w")
+		for _, want := range []string{"first, and longer", "second"} {
+			if err := WriteFile(fs, name, []byte(want)); err != nil {
+				t.Fatal(err)
+			}
+			checkContent(t, fs, name, want)
+		}
+		if err := WriteFile(fs, filepath.Join(dir, "no", "w"), nil); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("WriteFile in a missing directory: %v, want os.ErrNotExist", err)
+		}
+	}},
 	{"Missing", func(t *testing.T, fs FS, dir string) {
 		name := filepath.Join(dir, "missing")
 		calls := map[string]func() error{

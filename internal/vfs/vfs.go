@@ -24,6 +24,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // SectorBytes is the granularity at which MemFS tears an unsynced write.
@@ -77,6 +78,26 @@ type File interface {
 	Size() (int64, error)
 	// Name returns the path the file was opened with.
 	Name() string
+}
+
+// WriteFile replaces the named file with a new one holding data, durably:
+// the file is synced, and then its directory.
+func WriteFile(fs FS, name string, data []byte) error {
+	if err := fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := fs.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
 }
 
 // ReadFile returns the whole content of the named file, as os.ReadFile

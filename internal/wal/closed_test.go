@@ -45,24 +45,11 @@ func closedLog(t *testing.T, n int) (*vfs.MemFS, string) {
 }
 
 // overwrite replaces the bytes of path from off on with b.
-func overwrite(t *testing.T, fs *vfs.MemFS, path string, off int64, b []byte) {
+func overwrite(t *testing.T, fs vfs.FS, path string, off int64, b []byte) {
 	t.Helper()
-	data, err := vfs.ReadFile(fs, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := mustRead(t, fs, path)
 	copy(data[off:], b)
-	if err := fs.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	f, err := fs.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := errors.Join(f.Sync(), f.Close(), fs.SyncDir("/log")); err != nil {
+	if err := vfs.WriteFile(fs, path, data); err != nil {
 		t.Fatal(err)
 	}
 }
