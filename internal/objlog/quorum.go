@@ -463,6 +463,11 @@ func (l *Log) openView(ctx context.Context, m meta.Segment) (*ensembleView, erro
 	lists := make([][]int64, len(m.Ensemble))
 	errs := l.call(ctx, m.Ensemble, func(ctx context.Context, i int, n replica.Node) (err error) {
 		lists[i], err = n.List(ctx, id)
+		if errors.Is(err, replica.ErrNotFound) {
+			// Never sent a fragment of the segment: its writer died
+			// between creating it in metadata and the first send.
+			return nil
+		}
 		return err
 	})
 	var counts []uint64
@@ -499,6 +504,9 @@ type ensembleView struct {
 // List lists the view's fragments, with their sizes from the preferred
 // replica.
 func (v *ensembleView) List(ctx context.Context, prefix string) ([]blob.Info, error) {
+	if v.count == 0 {
+		return nil, nil // and the preferred replica may not know the segment
+	}
 	n, err := v.l.opts.Replicas.Node(v.m.Ensemble[v.prefer])
 	if err != nil {
 		return nil, err

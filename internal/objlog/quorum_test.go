@@ -460,6 +460,39 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 	}
 }
 
+// TestQuorumSegmentNeverSent opens a log whose open segment its writer
+// created in metadata and died before it sent anything: no replica knows
+// the segment. A reader's process opens the log, without the segment's
+// entries (there are none), and a new writer recovers it empty and appends.
+func TestQuorumSegmentNeverSent(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	ctx := context.Background()
+	old, err := e.store.BumpEpoch(ctx, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := meta.Segment{Seq: 1, Epoch: old, Created: time.Now(), Ensemble: c.ids, AckQuorum: 2}
+	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
+		t.Fatal(err)
+	}
+	r := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer r.Close()
+	if st := r.Stats(); st.End != 0 {
+		t.Fatalf("a reader's log ends at %d, want 0", st.End)
+	}
+	w := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	defer w.Close()
+	epoch := e.writer(w)
+	if segs := e.segments(); !segs[0].Sealed || segs[0].End != 0 {
+		t.Fatalf("the segment never sent: %+v, want sealed empty", segs[0])
+	}
+	appendN(t, w, epoch, "after", 3)
+	if got := readAll(t, w, 0, 3); len(got) != 3 || got[0] != "after-0" {
+		t.Fatalf("read %q after recovery", got)
+	}
+}
+
 // testFragment returns fragment k of a test's segment written by epoch: a
 // batch of entries "f-10k" to "f-10k+9", at offsets 10k to 10k+9.
 func testFragment(k int, epoch uint64) []byte {
