@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/miniotest"
 )
 
@@ -26,15 +25,14 @@ import (
 // move after it.
 const nodeTTL = "2s"
 
-// testCluster is four tern serve nodes on one etcd (in this process) and one
-// MinIO.
+// testCluster is four tern serve nodes on an etcd of three members (each a
+// process) and one MinIO.
 type testCluster struct {
 	nodes map[string]*server
 	etcd  *clientv3.Client
 
-	etcdDir    string             // the etcd's data, for a restart
-	etcdServer *meta.EmbeddedEtcd // replaced by startEtcd
-	etcdProxy  *toxiproxy.Proxy   // the nodes reach etcd through it
+	etcdMembers  *etcdCluster
+	etcdProxies []*toxiproxy.Proxy // the nodes reach each etcd member through one
 	minio      *miniotest.Server
 	s3         *s3Faults // in front of minio: the nodes' object store
 }
@@ -49,58 +47,51 @@ func startCluster(t *testing.T, n int) *testCluster {
 	return c
 }
 
-// startShared starts what the nodes of a cluster share, an etcd in this
-// process and a MinIO, and returns the cluster without nodes, and how to
+// startShared starts what the nodes of a cluster share, an etcd of three
+// members and a MinIO, and returns the cluster without nodes, and how to
 // start a node with its data directory, gRPC address and more flags.
 func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...string) *server) {
 	t.Helper()
-	c := &testCluster{nodes: map[string]*server{}, etcdDir: t.TempDir()}
-	e, err := meta.StartEtcd(t.Context(), c.etcdDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.etcdServer = e
-	t.Cleanup(func() { c.etcdServer.Close() })
+	c := &testCluster{nodes: map[string]*server{}}
+	e := startEtcdCluster(t, 3)
+	c.etcdMembers = e
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	// The nodes reach etcd through a proxy that can black-hole it, as if
+	// The nodes reach etcd through proxies that can black-hole it, as if
 	// it were paused; the test's clients reach it directly.
 	ts := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	c.etcdProxy = toxiproxy.NewProxy(ts, "etcd", "127.0.0.1:0", e.Endpoints()[0])
-	if err := c.etcdProxy.Start(); err != nil {
-		t.Fatal(err)
+	var through []string
+	for i, ep := range e.Endpoints() {
+		p := toxiproxy.NewProxy(ts, fmt.Sprintf("etcd-m%d", i), "127.0.0.1:0", ep)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		c.etcdProxies = append(c.etcdProxies, p)
+		through = append(through, p.Listen)
 	}
-	t.Cleanup(c.etcdProxy.Stop)
 	m := miniotest.Start(t)
 	s3 := startS3Faults(t, m.Endpoint)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
 	start := func(data, addr string, args ...string) *server {
 		return startServerAt(t, data, addr, env, append([]string{"--node-ttl", nodeTTL,
-			"--etcd", c.etcdProxy.Listen, "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + s3.Endpoint}, args...)...)
+			"--etcd", strings.Join(through, ","), "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + s3.Endpoint}, args...)...)
 	}
 	c.etcd, c.minio, c.s3 = cli, m, s3
 	return c, start
 }
 
-// stopEtcd stops the cluster's etcd, keeping its data and ports.
-func (c *testCluster) stopEtcd() { c.etcdServer.Close() }
-
-// startEtcd starts the cluster's etcd again after stopEtcd, on the same
+// stopEtcd kills every member of the cluster's etcd with -9, keeping their
 // data and ports.
+func (c *testCluster) stopEtcd() { c.etcdMembers.killAll() }
+
+// startEtcd starts the cluster's etcd again after stopEtcd.
 func (c *testCluster) startEtcd(t *testing.T) {
 	t.Helper()
-	e, err := meta.StartEtcd(t.Context(), c.etcdDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Endpoints()[0] != c.etcdServer.Endpoints()[0] {
-		e.Close()
-		t.Fatalf("etcd came back on %s, not %s where the nodes look for it", e.Endpoints()[0], c.etcdServer.Endpoints()[0])
-	}
-	c.etcdServer = e
+	c.etcdMembers.startAll()
 }
 
 // owner returns the ID of the node that serves the only log, waiting while

@@ -536,10 +536,11 @@ func pause(t *testing.T, s *server) func() {
 	}
 }
 
-// openEtcdStore opens the metadata store at endpoint, for reading cursors.
-func openEtcdStore(t *testing.T, endpoint string) *meta.Etcd {
+// openEtcdStore opens the metadata store at the endpoints of an etcd, for
+// reading cursors.
+func openEtcdStore(t *testing.T, endpoints ...string) *meta.Etcd {
 	t.Helper()
-	st, err := meta.OpenEtcd(t.Context(), meta.EtcdOptions{Endpoints: []string{endpoint}})
+	st, err := meta.OpenEtcd(t.Context(), meta.EtcdOptions{Endpoints: endpoints})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,12 +625,13 @@ func TestTortureStandalone(t *testing.T) {
 // nodes, each behind a proxy, sharing an etcd and a MinIO, while the
 // schedule kills nodes with -9 (the log's owner among them), pauses them,
 // cuts them off or slows their network, stops MinIO or makes it answer
-// errors, restarts etcd or cuts the nodes off it, and fences the writers.
+// errors, kills or pauses etcd members, or all of them, or cuts the nodes
+// off etcd, and fences the writers.
 func TestTortureCluster(t *testing.T) {
 	tt := newTorture(t)
 	c := startProxiedCluster(t, 4)
 	ids := []string{"n0", "n1", "n2", "n3"}
-	st := openEtcdStore(t, c.etcdServer.Endpoints()[0])
+	st := openEtcdStore(t, c.etcdMembers.Endpoints()...)
 
 	const name = "quorum"
 	ctx := deadline(t)
@@ -715,11 +717,36 @@ func TestTortureCluster(t *testing.T) {
 		}},
 		tt.s3Errors(c.s3, false),
 		tt.s3Errors(c.s3, true),
-		{"etcd paused (unreachable)", func() func() {
-			blackhole(t, c.etcdProxy)
-			return func() { unblackhole(t, c.etcdProxy) }
+		{"etcd unreachable from the nodes", func() func() {
+			for _, p := range c.etcdProxies {
+				blackhole(t, p)
+			}
+			return func() {
+				for _, p := range c.etcdProxies {
+					unblackhole(t, p)
+				}
+			}
 		}},
-		{"etcd restart", func() func() {
+		{"kill -9 of an etcd member", func() func() {
+			i := tt.rng.IntN(len(c.etcdProxies))
+			c.etcdMembers.kill9(i)
+			return func() { c.etcdMembers.start(i) }
+		}},
+		{"pause of an etcd member", func() func() {
+			return c.etcdMembers.pause(tt.rng.IntN(len(c.etcdProxies)))
+		}},
+		{"pause of every etcd member", func() func() {
+			var resume []func()
+			for i := range c.etcdProxies {
+				resume = append(resume, c.etcdMembers.pause(i))
+			}
+			return func() {
+				for _, r := range resume {
+					r()
+				}
+			}
+		}},
+		{"kill -9 of every etcd member", func() func() {
 			c.stopEtcd()
 			time.Sleep(tt.between(0, time.Second))
 			return func() { c.startEtcd(t) }
