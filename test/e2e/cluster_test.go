@@ -31,10 +31,10 @@ type testCluster struct {
 	nodes map[string]*server
 	etcd  *clientv3.Client
 
-	etcdMembers  *etcdCluster
+	etcdMembers *etcdCluster
 	etcdProxies []*toxiproxy.Proxy // the nodes reach each etcd member through one
-	minio      *miniotest.Server
-	s3         *s3Faults // in front of minio: the nodes' object store
+	minio       *miniotest.Server
+	s3          *s3Faults // in front of minio: the nodes' object store
 }
 
 func startCluster(t *testing.T, n int) *testCluster {
