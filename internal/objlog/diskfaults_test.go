@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
@@ -214,16 +213,8 @@ func TestQuorumRecoveryReadsAroundDamagedCopy(t *testing.T) {
 	// n0 has room for two fragments in memory: it reads the older from its
 	// journal.
 	c.nodes["n0"], dirs["n0"] = c.journalNode(t, e, 300)
-	ctx := context.Background()
-	old, err := e.store.BumpEpoch(ctx, "l")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An ack quorum of all three: recovery copies forward to both others.
-	m := meta.Segment{Seq: 1, Epoch: old, Created: time.Now(), Ensemble: c.ids, AckQuorum: 3}
-	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
-		t.Fatal(err)
-	}
+	old := e.leftOpen(c.ids, 3)
 	// n0 holds the most fragments, with fragment 1 damaged, which n2
 	// lacks and n1 holds a good copy of.
 	id := replica.SegmentID{Log: 7, Seq: 1}

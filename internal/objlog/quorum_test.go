@@ -420,15 +420,7 @@ func TestQuorumRecovery(t *testing.T) {
 func TestQuorumRecoveryCopiesForward(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
 	c := newCluster(t, e, 3)
-	ctx := context.Background()
-	old, err := e.store.BumpEpoch(ctx, "l")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := meta.Segment{Seq: 1, Epoch: old, Base: 0, Created: time.Now(), Ensemble: c.ids, AckQuorum: 2}
-	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
-		t.Fatal(err)
-	}
+	old := e.leftOpen(c.ids, 2)
 	// n0 has 5 fragments, n1 3, n2 all 6 but is down.
 	id := replica.SegmentID{Log: 7, Seq: 1}
 	c.addFragments(t, id, old, map[string]int{"n0": 5, "n1": 3, "n2": 6})
@@ -451,7 +443,7 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 		}
 	}
 	// The old epoch can add nothing to the fenced replicas.
-	err = c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), func(error) {})
+	err := c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), func(error) {})
 	if !errors.Is(err, replica.ErrFenced) && !errors.Is(err, replica.ErrSealed) {
 		t.Fatalf("add of the old epoch after recovery: %v, want fenced", err)
 	}
@@ -467,15 +459,7 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 func TestQuorumSegmentNeverSent(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
 	c := newCluster(t, e, 3)
-	ctx := context.Background()
-	old, err := e.store.BumpEpoch(ctx, "l")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := meta.Segment{Seq: 1, Epoch: old, Created: time.Now(), Ensemble: c.ids, AckQuorum: 2}
-	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
-		t.Fatal(err)
-	}
+	e.leftOpen(c.ids, 2)
 	r := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer r.Close()
 	if st := r.Stats(); st.End != 0 {
@@ -491,6 +475,23 @@ func TestQuorumSegmentNeverSent(t *testing.T) {
 	if got := readAll(t, w, 0, 3); len(got) != 3 || got[0] != "after-0" {
 		t.Fatalf("read %q after recovery", got)
 	}
+}
+
+// leftOpen records segment 1 as a writer of a new epoch creates it, on
+// ensemble with ackQuorum, and returns the epoch: the segment is open, as
+// the writer's death leaves it.
+func (e *env) leftOpen(ensemble []string, ackQuorum int) uint64 {
+	e.t.Helper()
+	ctx := context.Background()
+	epoch, err := e.store.BumpEpoch(ctx, "l")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := meta.Segment{Seq: 1, Epoch: epoch, Created: time.Now(), Ensemble: ensemble, AckQuorum: ackQuorum}
+	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
+		e.t.Fatal(err)
+	}
+	return epoch
 }
 
 // testFragment returns fragment k of a test's segment written by epoch: a
