@@ -92,9 +92,9 @@ type fault struct {
 	inject func() (heal func())
 }
 
-// s3Errors is the fault of an object store that answers errors to 30% to
-// all of the requests: before they reach it, or with after, once they took
-// effect.
+// s3Errors is the fault of an object store that answers 30% to 100% of
+// the requests with errors: before they reach it, or with after, once they
+// took effect.
 func (tt *torture) s3Errors(s3 *s3Faults, after bool) fault {
 	name := "object store errors, request lost"
 	if after {
@@ -622,11 +622,11 @@ func TestTortureStandalone(t *testing.T) {
 }
 
 // TestTortureCluster runs the workload on a quorum log of four tern serve
-// nodes, each behind a proxy, sharing an etcd and a MinIO, while the
-// schedule kills nodes with -9 (the log's owner among them), pauses them,
-// cuts them off or slows their network, stops MinIO or makes it answer
-// errors, kills or pauses etcd members, or all of them, or cuts the nodes
-// off etcd, and fences the writers.
+// nodes, each behind a proxy, sharing an etcd of three members and a
+// MinIO, while the schedule kills nodes with -9 (the log's owner among
+// them), pauses them, cuts them off or slows their network, stops MinIO or
+// makes it answer errors, kills or pauses etcd members, or all of them, or
+// cuts the nodes off etcd, and fences the writers.
 func TestTortureCluster(t *testing.T) {
 	tt := newTorture(t)
 	c := startProxiedCluster(t, 4)
