@@ -227,22 +227,13 @@ func checkObject(key string, o object, data []byte) error {
 		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
 			Err: fmt.Errorf("%w: the object holds %d bytes, its segment records %d", record.ErrCorrupt, len(data), o.bytes)}
 	}
-	next := o.base
-	for pos := 0; pos < len(data); {
-		b, err := record.Decode(data[pos:])
-		if err != nil {
-			return &segment.CorruptError{Path: key, Pos: int64(pos), Err: err}
-		}
-		if b.BaseOffset != next {
-			return &segment.CorruptError{Path: key, Pos: int64(pos),
-				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, next)}
-		}
-		next = b.NextOffset()
-		pos += int(b.Header.Length)
+	end, _, err := scanBatches(key, data, o.base)
+	if err != nil {
+		return err
 	}
-	if next != o.end {
+	if end != o.end {
 		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
-			Err: fmt.Errorf("%w: the object's batches end at offset %d, its segment records %d", record.ErrCorrupt, next, o.end)}
+			Err: fmt.Errorf("%w: the object's batches end at offset %d, its segment records %d", record.ErrCorrupt, end, o.end)}
 	}
 	return nil
 }

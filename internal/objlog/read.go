@@ -130,11 +130,6 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		case err != nil:
 			return err
 		}
-		if b.NextOffset() > end {
-			// The planned objects are acknowledged, so no batch of theirs
-			// reaches past the end: these bytes are damaged.
-			return r.f.corruptLast(fmt.Errorf("%w: batch of offsets %d to %d, past the end %d", record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, end))
-		}
 		took, err := r.Take(b)
 		if err != nil {
 			return r.f.corruptLast(err)
@@ -345,9 +340,10 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			if err != nil {
 				return record.Batch{}, f.corrupt(err)
 			}
-			// Past its object's end, it would give a reader starting
-			// here other entries than the next object gives one
-			// starting there.
+			// Past its object's end (and so maybe the log's, as the
+			// objects planned are acknowledged), it would give a reader
+			// starting here other entries than the next object gives
+			// one starting there.
 			if end := f.objs[f.curObj].end; b.NextOffset() > end {
 				return record.Batch{}, f.corrupt(fmt.Errorf("%w: batch of offsets %d to %d, past its object's end %d",
 					record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, end))

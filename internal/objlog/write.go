@@ -673,7 +673,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 	if err != nil {
 		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
 	}
-	end, maxTime, err := scanBatches(prefix+last.key, data)
+	end, maxTime, err := scanBatches(prefix+last.key, data, last.base)
 	if err != nil {
 		return nil, false, err
 	}
@@ -717,14 +717,19 @@ func misordered(ctx context.Context, src lister, prefix string, objs []object) e
 		Err: fmt.Errorf("%w: fragments out of order: the next starts at offset %d, this one at %d", record.ErrCorrupt, objs[0].end, objs[0].base)}
 }
 
-// scanBatches checks the batches filling data, the object key, and returns
-// the offset after the last one and the newest entry time. Damage is a
-// *segment.CorruptError.
-func scanBatches(key string, data []byte) (end uint64, maxTime int64, err error) {
+// scanBatches checks the batches filling data, the object key, whose
+// offsets must run densely from base, and returns the offset after the last
+// one and the newest entry time. Damage is a *segment.CorruptError.
+func scanBatches(key string, data []byte, base uint64) (end uint64, maxTime int64, err error) {
+	end = base
 	for pos := int64(0); len(data) > 0; {
 		b, err := record.Decode(data)
 		if err != nil {
 			return 0, 0, &segment.CorruptError{Path: key, Pos: pos, Err: err}
+		}
+		if b.BaseOffset != end {
+			return 0, 0, &segment.CorruptError{Path: key, Pos: pos,
+				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, end)}
 		}
 		err = b.Each(func(_ uint64, e record.Entry) error {
 			maxTime = max(maxTime, e.Time)
