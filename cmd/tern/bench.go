@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type benchFlags struct {
 	spec     loadgen.Spec
 	json     string
 	fsync    string
+	cpuProf  string
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -168,6 +170,7 @@ peers and writes docs/benchmarks.md.`,
 func (f *benchFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workload, "workload", "", "a preset workload; the flags below override its figures")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
+	cmd.Flags().StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the run to `file` (go tool pprof reads it)")
 	gfs := flag.NewFlagSet("", flag.ContinueOnError)
 	loadgen.AddSpecFlags(gfs, &f.spec)
 	cmd.Flags().AddGoFlagSet(gfs)
@@ -208,6 +211,17 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx contex
 		return fmt.Errorf("make a directory to measure in: %w (--dir names the disk to measure)", err)
 	}
 	defer os.RemoveAll(dir)
+	if f.cpuProf != "" {
+		out, err := os.Create(f.cpuProf)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rs, err := measure(cmd.Context(), dir)
 	if err != nil {
 		return err
