@@ -1,7 +1,6 @@
 package tern
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/ternwal/tern/api/ternpb"
 	"github.com/ternwal/tern/internal/grpcopts"
@@ -23,7 +21,8 @@ import (
 // atomically) with one result. The batches and their pendings are queued
 // under the writer's mutex, so the queue order is the call order; a sender
 // goroutine sends every batch queued since its last send in one request (so
-// many producers cost the server one message, not one each), and a receiver
+// many producers cost the server one message, not one each; the producers
+// encode their batches into that request as they queue them), and a receiver
 // goroutine completes the pendings in order, since the server answers a
 // stream's batches in the order received. When the stream breaks, every pending it
 // holds fails and the next append opens a new stream.
@@ -56,10 +55,10 @@ type appendStream struct {
 	wake   chan struct{} // has a value when unsent or ending may have changed
 	done   chan struct{} // closed when the stream's goroutines have exited
 
-	unsent  []*ternpb.Batch  // queued, not yet handed to the sender
-	pending []*remotePending // every unanswered request, in queue order
-	ending  bool             // half-close once everything queued is sent
-	err     error            // why the stream broke; nil while it works
+	queue   *grpcopts.AppendQueue // encoded batches, not yet handed to the sender
+	pending []*remotePending      // every unanswered request, in queue order
+	ending  bool                  // half-close once everything queued is sent
+	err     error                 // why the stream broke; nil while it works
 }
 
 func (w *remoteWriter) Epoch() uint64 { return w.epoch }
@@ -72,9 +71,21 @@ func (w *remoteWriter) AppendBatch(ctx context.Context, es []Entry) (Offset, err
 	return w.append(es).Wait(ctx)
 }
 
-// append checks and copies es into a request and queues it.
+// append checks es, and encodes them into the stream's next request.
 func (w *remoteWriter) append(es []Entry) *Pending {
-	b, err := w.batch(es)
+	var one [1]grpcopts.Entry
+	ges := one[:0]
+	if len(es) > 1 {
+		ges = make([]grpcopts.Entry, 0, len(es))
+	}
+	for _, e := range es {
+		ge := grpcopts.Entry{Payload: e.Payload, Properties: e.Properties}
+		if !e.Time.IsZero() { // else the server's clock
+			ge.UnixNano = e.Time.UnixNano()
+		}
+		ges = append(ges, ge)
+	}
+	size, err := w.check(es, ges)
 	if err != nil {
 		return &Pending{err: err}
 	}
@@ -88,7 +99,7 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	if s == nil {
 		s = w.openStream()
 	}
-	s.unsent = append(s.unsent, b)
+	s.queue.Add(ges, size) // the entries' one copy
 	s.pending = append(s.pending, p)
 	w.last = p
 	select {
@@ -98,14 +109,13 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	return &Pending{remote: p}
 }
 
-// batch validates es as the embedded writer does and encodes them, copying
-// their bytes. Entries with no time get the server's clock.
-func (w *remoteWriter) batch(es []Entry) (*ternpb.Batch, error) {
+// check validates es as the embedded writer does, and returns the bytes of
+// the batch (ges, their encoding) in a request.
+func (w *remoteWriter) check(es []Entry, ges []grpcopts.Entry) (int, error) {
 	if len(es) == 0 {
-		return nil, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
+		return 0, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
 	}
 	limit := w.l.opts.MaxEntryBytes
-	req := &ternpb.Batch{Entries: make([]*ternpb.Entry, len(es))}
 	total := 0
 	for i, e := range es {
 		n := len(e.Payload)
@@ -113,32 +123,22 @@ func (w *remoteWriter) batch(es []Entry) (*ternpb.Batch, error) {
 			n += len(k) + len(v)
 		}
 		if n > limit {
-			return nil, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, limit)
+			return 0, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, limit)
 		}
 		if total += n; total > MaxBatchBytes {
-			return nil, fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)
+			return 0, fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)
 		}
-		pe := &ternpb.Entry{Payload: bytes.Clone(e.Payload)}
-		if len(e.Properties) > 0 {
-			pe.Properties = make(map[string][]byte, len(e.Properties))
-			for k, v := range e.Properties {
-				pe.Properties[k] = bytes.Clone(v)
-			}
-		}
-		if !e.Time.IsZero() {
-			pe.TimeUnixNano = e.Time.UnixNano()
-		}
-		req.Entries[i] = pe
 	}
-	if n := proto.Size(req) + len(w.l.name) + 64; n > grpcopts.MaxMessageBytes {
-		return nil, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, grpcopts.MaxMessageBytes)
+	size := grpcopts.BatchSize(ges)
+	if n := size + len(w.l.name) + 64; n > grpcopts.MaxMessageBytes {
+		return 0, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, grpcopts.MaxMessageBytes)
 	}
-	return req, nil
+	return size, nil
 }
 
 // openStream starts a stream for the queue. The caller holds w.mu.
 func (w *remoteWriter) openStream() *appendStream {
-	s := &appendStream{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &appendStream{w: w, queue: grpcopts.NewAppendQueue(maxRequestBytes), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	w.s = s
 	w.wg.Add(1)
@@ -171,25 +171,16 @@ func (s *appendStream) run() {
 func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
 	for {
 		s.w.mu.Lock()
-		batches, ending, broken := s.unsent, s.ending, s.err != nil
-		s.unsent = nil
+		bodies, ending, broken := s.queue.Take(), s.ending, s.err != nil
 		s.w.mu.Unlock()
 		if broken {
+			grpcopts.Discard(bodies)
 			return
 		}
-		for len(batches) > 0 {
-			req := &ternpb.AppendStreamRequest{Log: s.w.l.name, Epoch: s.w.epoch}
-			size := 0
-			for len(batches) > 0 {
-				n := proto.Size(batches[0])
-				if len(req.Batches) > 0 && size+n > maxRequestBytes {
-					break
-				}
-				req.Batches = append(req.Batches, batches[0])
-				size += n
-				batches = batches[1:]
-			}
-			if err := stream.Send(req); err != nil {
+		for i, body := range bodies {
+			// The codec takes body (grpcopts.EncodedAppend).
+			if err := stream.SendMsg(&grpcopts.EncodedAppend{Log: s.w.l.name, Epoch: s.w.epoch, Body: body}); err != nil {
+				grpcopts.Discard(bodies[i+1:])
 				// io.EOF: the stream is over, and Recv returns why.
 				if err != io.EOF {
 					s.fail(err)
@@ -198,7 +189,7 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamR
 			}
 		}
 		s.w.mu.Lock()
-		more := len(s.unsent) > 0
+		more := s.queue.Len() > 0
 		s.w.mu.Unlock()
 		if more {
 			continue
@@ -269,7 +260,8 @@ func (s *appendStream) fail(err error) {
 		w.s = nil
 	}
 	ps := s.pending
-	s.pending, s.unsent = nil, nil
+	s.pending = nil
+	grpcopts.Discard(s.queue.Take())
 	err = s.err
 	w.mu.Unlock()
 	s.cancel()

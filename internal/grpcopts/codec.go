@@ -17,8 +17,8 @@ import (
 // pool the connection has, and that pool's largest tier is 1 MiB, so every
 // fragment of a quorum log (a little over 1 MiB) was a new buffer, zeroed.
 // A message that arrives in one buffer is decoded in place: proto.Unmarshal
-// copies what it keeps. The replicas' add requests that carry fragments take
-// a shorter path (fragment.go).
+// copies what it keeps. The replicas' add requests that carry fragments
+// (fragment.go) and append streams' requests (append.go) take shorter paths.
 type codec struct{}
 
 var _ encoding.CodecV2 = codec{}
@@ -26,6 +26,9 @@ var _ encoding.CodecV2 = codec{}
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*EncodedAppend); ok {
+		return marshalAppend(r), nil
+	}
 	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
 		if data, ok := marshalFragment(r); ok {
 			return data, nil
@@ -51,6 +54,9 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*DecodedAppend); ok {
+		return unmarshalAppend(data, r)
+	}
 	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
 		if done, err := unmarshalAdd(data, r); done {
 			return err

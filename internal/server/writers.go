@@ -10,6 +10,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/rpcerr"
 )
 
@@ -175,18 +176,13 @@ func entries(log string, pes []*ternpb.Entry) ([]tern.Entry, int, error) {
 		return nil, 0, errInvalid("append to log %q has no entries", log)
 	}
 	es := make([]tern.Entry, len(pes))
-	n := 0
 	for i, e := range pes {
 		es[i] = tern.Entry{Payload: e.GetPayload(), Properties: e.GetProperties()}
 		if t := e.GetTimeUnixNano(); t != 0 {
 			es[i].Time = time.Unix(0, t)
 		}
-		n += len(e.GetPayload())
-		for k, v := range e.GetProperties() {
-			n += len(k) + len(v)
-		}
 	}
-	return es, n, nil
+	return es, entryBytes(es), nil
 }
 
 func (s *Server) appended(start time.Time, entries, bytes int) {
@@ -234,28 +230,49 @@ type inFlight struct {
 
 // queue hands the request's batches to the library without waiting. A
 // batch that fails validation fails alone.
-func (s *Server) queue(ctx context.Context, req *ternpb.AppendStreamRequest) []*inFlight {
+func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFlight {
 	start := time.Now()
-	fs := make([]*inFlight, len(req.GetBatches()))
-	w, werr := s.writer(ctx, req.GetLog(), req.GetEpoch())
-	if len(fs) == 0 {
-		return []*inFlight{{err: errInvalid("append to log %q has no batches", req.GetLog())}}
+	if len(req.Ends) == 0 {
+		return []*inFlight{{err: errInvalid("append to log %q has no batches", req.Log)}}
 	}
-	for i, b := range req.GetBatches() {
+	fs := make([]*inFlight, len(req.Ends))
+	w, werr := s.writer(ctx, req.Log, req.Epoch)
+	all := make([]tern.Entry, len(req.Entries))
+	n := 0
+	for i, e := range req.Entries {
+		all[i] = tern.Entry{Payload: e.Payload, Properties: e.Properties}
+		if e.UnixNano != 0 {
+			all[i].Time = time.Unix(0, e.UnixNano)
+		}
+	}
+	for i, end := range req.Ends {
 		f := &inFlight{start: start, err: werr}
 		fs[i] = f
+		es := all[n:end]
+		n = end
 		if werr != nil {
 			continue
 		}
-		es, n, err := entries(req.GetLog(), b.GetEntries())
-		if err != nil {
-			f.err = err
+		if len(es) == 0 {
+			f.err = errInvalid("append to log %q has no entries", req.Log)
 			continue
 		}
-		f.w, f.entries, f.bytes = w, len(es), n
+		f.w, f.entries, f.bytes = w, len(es), entryBytes(es)
 		f.p = w.AppendBatchAsync(es)
 	}
 	return fs
+}
+
+// entryBytes counts the payload and property bytes of es.
+func entryBytes(es []tern.Entry) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.Payload)
+		for k, v := range e.Properties {
+			n += len(k) + len(v)
+		}
+	}
+	return n
 }
 
 // ready reports whether the batch's outcome is known, so that wait would
@@ -302,15 +319,18 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	go func() {
 		defer close(queue)
 		for {
-			req, err := stream.Recv()
-			if err != nil {
+			// Decoded by the codec (grpcopts), not as a ternpb message.
+			req := new(grpcopts.DecodedAppend)
+			if err := stream.RecvMsg(req); err != nil {
 				if err != io.EOF {
 					recvErr = err
 				}
 				return
 			}
+			fs := s.queue(ctx, req)
+			req.Release() // the library copied the entries
 			select {
-			case queue <- s.queue(ctx, req):
+			case queue <- fs:
 			case <-ctx.Done():
 				return
 			}

@@ -1,0 +1,383 @@
+package grpcopts
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// An AppendStream carries every append of a remote writer, usually a few
+// dozen small batches per request. Through proto, the client built an
+// Entry message per entry (its payload copied) and sized the request three
+// times, and the server allocated an Entry and a Batch message per entry and
+// copied every payload out of the request; at 1 KiB entries that was a
+// quarter of the CPU of an append. The types here carry the same bytes on
+// the wire: the client encodes each batch once, straight from its entries,
+// and the server decodes a request into one slice of entries whose payloads
+// alias the request's buffer.
+
+// Field numbers of api/ternpb/tern.proto.
+const (
+	fieldRequestLog     = 1 // AppendStreamRequest.log
+	fieldRequestEpoch   = 2 // AppendStreamRequest.epoch
+	fieldRequestBatches = 3 // AppendStreamRequest.batches
+	fieldBatchEntries   = 1 // Batch.entries
+	fieldEntryPayload   = 2 // Entry.payload
+	fieldEntryProps     = 3 // Entry.properties, a map<string, bytes>
+	fieldEntryTime      = 4 // Entry.time_unix_nano
+	fieldMapKey         = 1
+	fieldMapValue       = 2
+)
+
+// EncodedAppend is an AppendStreamRequest for a client stream's SendMsg,
+// whose batches an AppendQueue has encoded already. The codec sends Body
+// without copying it and returns it to the buffer pool once gRPC has written
+// it, so the sender must not touch it after SendMsg.
+type EncodedAppend struct {
+	Log   string
+	Epoch uint64
+	Body  *[]byte // the request's batches fields, from an AppendQueue
+}
+
+// An AppendQueue encodes batches of entries, as they are appended, into the
+// bodies of AppendStreamRequests of about maxBytes each (one larger batch
+// gets a body of its own). Each batch is encoded straight from the
+// caller's entries into the body, its only copy on the client.
+type AppendQueue struct {
+	bodies   []*[]byte
+	maxBytes int
+}
+
+// NewAppendQueue returns a queue of request bodies of about maxBytes.
+func NewAppendQueue(maxBytes int) *AppendQueue { return &AppendQueue{maxBytes: maxBytes} }
+
+// minBodyBytes is the smallest body buffer: below gRPC's pooling threshold
+// (1 KiB) a buffer would not come back to the pool.
+const minBodyBytes = 4 << 10
+
+// BatchSize returns the bytes of a batch of es in a request.
+func BatchSize(es []Entry) int {
+	n := 0
+	for _, e := range es {
+		n += entrySize(e)
+	}
+	return protowire.SizeTag(fieldRequestBatches) + protowire.SizeBytes(n)
+}
+
+// Add encodes a batch of es, of size bytes (BatchSize), at the end of the
+// queue.
+func (q *AppendQueue) Add(es []Entry, size int) {
+	var body *[]byte
+	if k := len(q.bodies); k > 0 {
+		body = q.bodies[k-1]
+		if n := len(*body); n > 0 && n+size > q.maxBytes {
+			body = nil // full: start the next request
+		} else if n+size > cap(*body) {
+			bigger := bufferPool.Get(max(2*cap(*body), n+size))
+			*bigger = append((*bigger)[:0], *body...)
+			bufferPool.Put(body)
+			body = bigger
+			q.bodies[k-1] = body
+		}
+	}
+	if body == nil {
+		body = bufferPool.Get(max(minBodyBytes, size))
+		*body = (*body)[:0]
+		q.bodies = append(q.bodies, body)
+	}
+	b := protowire.AppendTag(*body, fieldRequestBatches, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size-protowire.SizeTag(fieldRequestBatches)-protowire.SizeVarint(uint64(size))))
+	for _, e := range es {
+		b = appendEntry(b, e)
+	}
+	*body = b
+}
+
+// Take returns the queued bodies, in order, and empties the queue.
+func (q *AppendQueue) Take() []*[]byte {
+	bodies := q.bodies
+	q.bodies = nil
+	return bodies
+}
+
+// Len returns the number of bodies queued.
+func (q *AppendQueue) Len() int { return len(q.bodies) }
+
+// Discard returns bodies that will not be sent to the buffer pool.
+func Discard(bodies []*[]byte) {
+	for _, b := range bodies {
+		bufferPool.Put(b)
+	}
+}
+
+func entrySize(e Entry) int {
+	n := entryFieldsSize(e)
+	return protowire.SizeTag(fieldBatchEntries) + protowire.SizeBytes(n)
+}
+
+func entryFieldsSize(e Entry) int {
+	n := 0
+	if len(e.Payload) > 0 {
+		n += protowire.SizeTag(fieldEntryPayload) + protowire.SizeBytes(len(e.Payload))
+	}
+	for k, v := range e.Properties {
+		n += protowire.SizeTag(fieldEntryProps) + protowire.SizeBytes(mapEntrySize(k, v))
+	}
+	if e.UnixNano != 0 {
+		n += protowire.SizeTag(fieldEntryTime) + protowire.SizeVarint(uint64(e.UnixNano))
+	}
+	return n
+}
+
+func mapEntrySize(k string, v []byte) int {
+	return protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(k)) +
+		protowire.SizeTag(fieldMapValue) + protowire.SizeBytes(len(v))
+}
+
+// appendEntry appends e, as an element of Batch.entries, to b as proto
+// encodes it (a zero time is left out: the server's clock).
+func appendEntry(b []byte, e Entry) []byte {
+	b = protowire.AppendTag(b, fieldBatchEntries, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(entryFieldsSize(e)))
+	if len(e.Payload) > 0 {
+		b = protowire.AppendTag(b, fieldEntryPayload, protowire.BytesType)
+		b = protowire.AppendBytes(b, e.Payload)
+	}
+	for k, v := range e.Properties {
+		b = protowire.AppendTag(b, fieldEntryProps, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(mapEntrySize(k, v)))
+		b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = protowire.AppendTag(b, fieldMapValue, protowire.BytesType)
+		b = protowire.AppendBytes(b, v)
+	}
+	if e.UnixNano != 0 {
+		b = protowire.AppendTag(b, fieldEntryTime, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(e.UnixNano))
+	}
+	return b
+}
+
+// marshalAppend encodes r: a header of its own, then the body, not copied,
+// which goes back to the pool when gRPC is done with it.
+func marshalAppend(r *EncodedAppend) mem.BufferSlice {
+	h := make([]byte, 0, 2*protowire.SizeVarint(uint64(len(r.Log)))+len(r.Log)+12)
+	if r.Log != "" {
+		h = protowire.AppendTag(h, fieldRequestLog, protowire.BytesType)
+		h = protowire.AppendString(h, r.Log)
+	}
+	if r.Epoch != 0 {
+		h = protowire.AppendTag(h, fieldRequestEpoch, protowire.VarintType)
+		h = protowire.AppendVarint(h, r.Epoch)
+	}
+	if r.Body == nil {
+		return mem.BufferSlice{mem.SliceBuffer(h)}
+	}
+	return mem.BufferSlice{mem.SliceBuffer(h), mem.NewBuffer(r.Body, bufferPool)}
+}
+
+// DecodedAppend is an AppendStreamRequest decoded for a server stream's
+// RecvMsg: the entries of every batch in one slice, whose payloads and
+// property values alias the request's buffer, which nothing else uses.
+type DecodedAppend struct {
+	Log     string
+	Epoch   uint64
+	Entries []Entry
+	Ends    []int // batch i is Entries[Ends[i-1]:Ends[i]], with Ends[-1] = 0
+
+	buf *[]byte // what the entries alias, from bufferPool
+}
+
+// Release returns the request's buffer to the pool: the entries' bytes
+// must not be used after it.
+func (r *DecodedAppend) Release() {
+	if r.buf != nil {
+		bufferPool.Put(r.buf)
+		r.buf = nil
+	}
+	r.Entries = nil
+}
+
+// Entry is an entry of a batch appended through an AppendStream.
+type Entry struct {
+	Payload    []byte
+	Properties map[string][]byte
+	UnixNano   int64
+}
+
+// Batch returns the entries of batch i.
+func (r *DecodedAppend) Batch(i int) []Entry {
+	start := 0
+	if i > 0 {
+		start = r.Ends[i-1]
+	}
+	return r.Entries[start:r.Ends[i]]
+}
+
+// unmarshalAppend decodes data into r, copying it into one buffer of its
+// own, which r's entries alias until r.Release.
+func unmarshalAppend(data mem.BufferSlice, r *DecodedAppend) error {
+	buf := bufferPool.Get(data.Len())
+	data.CopyTo(*buf)
+	if err := parseAppend(*buf, r); err != nil {
+		bufferPool.Put(buf)
+		return err
+	}
+	r.buf = buf
+	return nil
+}
+
+var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
+
+// parseAppend decodes b, an AppendStreamRequest, into r as proto.Unmarshal
+// would decode it into the generated message: unknown fields, and known
+// ones of another wire type, are skipped; the last of a repeated scalar
+// wins; strings must be UTF-8.
+func parseAppend(b []byte, r *DecodedAppend) error {
+	*r = DecodedAppend{}
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return wireErr(n)
+		}
+		b = b[n:]
+		switch {
+		case num == fieldRequestLog && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n >= 0 && !utf8.Valid(v) {
+				return fmt.Errorf("grpcopts: AppendStreamRequest.log: %w", errInvalidUTF8)
+			}
+			r.Log = string(v)
+		case num == fieldRequestEpoch && typ == protowire.VarintType:
+			r.Epoch, n = protowire.ConsumeVarint(b)
+		case num == fieldRequestBatches && typ == protowire.BytesType:
+			var v []byte
+			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+				if err := r.parseBatch(v); err != nil {
+					return err
+				}
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return wireErr(n)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// parseBatch appends a Batch's entries to r and ends a batch there.
+func (r *DecodedAppend) parseBatch(b []byte) error {
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return wireErr(n)
+		}
+		b = b[n:]
+		if num == fieldBatchEntries && typ == protowire.BytesType {
+			var v []byte
+			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+				e, err := parseEntry(v)
+				if err != nil {
+					return err
+				}
+				r.Entries = append(r.Entries, e)
+			}
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return wireErr(n)
+		}
+		b = b[n:]
+	}
+	r.Ends = append(r.Ends, len(r.Entries))
+	return nil
+}
+
+func parseEntry(b []byte) (Entry, error) {
+	var e Entry
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return e, wireErr(n)
+		}
+		b = b[n:]
+		switch {
+		case num == fieldEntryPayload && typ == protowire.BytesType:
+			e.Payload, n = protowire.ConsumeBytes(b)
+		case num == fieldEntryProps && typ == protowire.BytesType:
+			var v []byte
+			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+				k, val, err := parseMapEntry(v)
+				if err != nil {
+					return e, err
+				}
+				if e.Properties == nil {
+					e.Properties = map[string][]byte{}
+				}
+				e.Properties[k] = val
+			}
+		case num == fieldEntryTime && typ == protowire.VarintType:
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			e.UnixNano = int64(v)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return e, wireErr(n)
+		}
+		b = b[n:]
+	}
+	return e, nil
+}
+
+func parseMapEntry(b []byte) (string, []byte, error) {
+	var (
+		k   []byte
+		val []byte
+	)
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return "", nil, wireErr(n)
+		}
+		b = b[n:]
+		switch {
+		case num == fieldMapKey && typ == protowire.BytesType:
+			if k, n = protowire.ConsumeBytes(b); n >= 0 && !utf8.Valid(k) {
+				return "", nil, fmt.Errorf("grpcopts: Entry.properties key: %w", errInvalidUTF8)
+			}
+		case num == fieldMapValue && typ == protowire.BytesType:
+			val, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return "", nil, wireErr(n)
+		}
+		b = b[n:]
+	}
+	return string(k), val, nil
+}
+
+// consumeTag is protowire.ConsumeTag, which also refuses a field number
+// above protowire.MaxValidNumber as proto.Unmarshal does.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -2 // protowire.ParseError(-2) is "invalid field number"
+	}
+	return num, typ, n
+}
+
+func wireErr(n int) error {
+	return fmt.Errorf("grpcopts: malformed AppendStreamRequest: %w", protowire.ParseError(n))
+}

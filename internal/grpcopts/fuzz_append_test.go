@@ -1,0 +1,131 @@
+package grpcopts
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ternwal/tern/api/ternpb"
+)
+
+// FuzzAppendRequest decodes arbitrary AppendStreamRequests with the codec,
+// in up to four frames. It must decode what proto.Unmarshal decodes into
+// the generated message (the fields the server uses), or fail where that
+// fails; the entries must not alias the frames, which gRPC reuses. What
+// decodes is then queued again through an AppendQueue whose bodies hold a
+// few batches each, and every request the codec encodes from them must
+// decode, with proto.Unmarshal, to the same batches in the same order.
+func FuzzAppendRequest(f *testing.F) {
+	for _, m := range []*ternpb.AppendStreamRequest{
+		{Log: "orders", Epoch: 7, Batches: []*ternpb.Batch{
+			{Entries: []*ternpb.Entry{{Payload: []byte("a")}, {Payload: []byte("bc"), TimeUnixNano: -5}}},
+			{Entries: []*ternpb.Entry{{Properties: map[string][]byte{"k": []byte("v"), "": nil}}}},
+		}},
+		{Log: "x", Batches: []*ternpb.Batch{{}, {Entries: []*ternpb.Entry{{Offset: 9, Payload: bytes.Repeat([]byte{1}, 300)}}}}},
+		{},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(0))
+		f.Add(b, uint8(2))
+	}
+	f.Add(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 42), uint8(1))
+	f.Add(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 42), uint8(0)) // log of another wire type
+	f.Add(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "\xff"), uint8(0))
+	f.Fuzz(func(t *testing.T, wire []byte, parts uint8) {
+		want := new(ternpb.AppendStreamRequest)
+		werr := proto.Unmarshal(wire, want)
+
+		data := split(bytes.Clone(wire), int(parts%4)+1)
+		got := new(DecodedAppend)
+		err := (codec{}).Unmarshal(data, got)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("codec error %v, proto.Unmarshal error %v", err, werr)
+		}
+		if err != nil {
+			return
+		}
+		for _, d := range data {
+			clear(d.ReadOnlyData()) // gRPC reuses them
+		}
+		if g, w := describe(got.Log, got.Epoch, decodedBatches(got)), describe(want.Log, want.Epoch, protoBatches(want)); g != w {
+			t.Fatalf("codec decoded\n%s\nproto.Unmarshal decoded\n%s", g, w)
+		}
+
+		q := NewAppendQueue(200)
+		for i := range got.Ends {
+			es := got.Batch(i)
+			q.Add(es, BatchSize(es))
+		}
+		var again [][]Entry
+		for _, body := range q.Take() {
+			n := len(*body)
+			enc, err := (codec{}).Marshal(&EncodedAppend{Log: got.Log, Epoch: got.Epoch, Body: body})
+			if err != nil {
+				t.Fatal(err)
+			}
+			back := new(ternpb.AppendStreamRequest)
+			if err := proto.Unmarshal(enc.Materialize(), back); err != nil {
+				t.Fatalf("a request the codec encoded does not decode: %v", err)
+			}
+			enc.Free()
+			if back.Log != got.Log || back.Epoch != got.Epoch {
+				t.Fatalf("encoded log %q epoch %d, want %q %d", back.Log, back.Epoch, got.Log, got.Epoch)
+			}
+			if len(back.Batches) > 1 && n > 200 {
+				t.Fatalf("a body of %d bytes holds %d batches; over 200 bytes it should hold one", n, len(back.Batches))
+			}
+			again = append(again, protoBatches(back)...)
+		}
+		if g, w := describe("", 0, again), describe("", 0, decodedBatches(got)); g != w {
+			t.Fatalf("queued and encoded again:\n%s\nwant\n%s", g, w)
+		}
+		got.Release()
+	})
+}
+
+func decodedBatches(r *DecodedAppend) [][]Entry {
+	var bs [][]Entry
+	for i := range r.Ends {
+		bs = append(bs, r.Batch(i))
+	}
+	return bs
+}
+
+func protoBatches(r *ternpb.AppendStreamRequest) [][]Entry {
+	var bs [][]Entry
+	for _, b := range r.Batches {
+		es := []Entry{}
+		for _, e := range b.Entries {
+			es = append(es, Entry{Payload: e.Payload, Properties: e.Properties, UnixNano: e.TimeUnixNano})
+		}
+		bs = append(bs, es)
+	}
+	return bs
+}
+
+// describe prints a request's fields that the server uses, with nil and
+// empty alike, as proto3 has them.
+func describe(log string, epoch uint64, bs [][]Entry) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "log %q epoch %d, %d batches\n", log, epoch, len(bs))
+	for i, es := range bs {
+		fmt.Fprintf(&b, "batch %d:", i)
+		for _, e := range es {
+			fmt.Fprintf(&b, " [%x t=%d", e.Payload, e.UnixNano)
+			for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
+				fmt.Fprintf(&b, " %q=%x", k, e.Properties[k])
+			}
+			b.WriteString("]")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
