@@ -213,14 +213,17 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamR
 
 // receive completes the pendings in order with the server's answers.
 func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
-	var ps []*remotePending
+	var (
+		ps   []*remotePending
+		resp grpcopts.DecodedResults // reused by each RecvMsg
+	)
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		// Decoded by the codec (grpcopts), not as a ternpb message.
+		if err := stream.RecvMsg(&resp); err != nil {
 			s.fail(err)
 			return
 		}
-		results := resp.GetResults()
+		results := resp.Results
 		s.w.mu.Lock()
 		if len(s.pending) < len(results) {
 			s.w.mu.Unlock()
@@ -232,10 +235,10 @@ func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendStre
 		s.pending = s.pending[len(results):]
 		s.w.mu.Unlock()
 		for i, r := range results {
-			if r.GetError() != nil {
-				ps[i].finish(0, rpcerr.FromProto(r.GetError()))
+			if r.Err != nil {
+				ps[i].finish(0, rpcerr.FromProto(r.Err))
 			} else {
-				ps[i].finish(Offset(r.GetOffset()), nil)
+				ps[i].finish(Offset(r.Offset), nil)
 			}
 		}
 	}

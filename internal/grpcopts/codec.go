@@ -18,7 +18,8 @@ import (
 // fragment of a quorum log (a little over 1 MiB) was a new buffer, zeroed.
 // A message that arrives in one buffer is decoded in place: proto.Unmarshal
 // copies what it keeps. The replicas' add requests that carry fragments
-// (fragment.go) and append streams' requests (append.go) take shorter paths.
+// (fragment.go) and append streams' requests and answers (append.go,
+// results.go) take shorter paths.
 type codec struct{}
 
 var _ encoding.CodecV2 = codec{}
@@ -26,8 +27,11 @@ var _ encoding.CodecV2 = codec{}
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*EncodedAppend); ok {
+	switch r := v.(type) {
+	case *EncodedAppend:
 		return marshalAppend(r), nil
+	case *EncodedResults:
+		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
 	}
 	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
 		if data, ok := marshalFragment(r); ok {
@@ -54,8 +58,11 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*DecodedAppend); ok {
+	switch r := v.(type) {
+	case *DecodedAppend:
 		return unmarshalAppend(data, r)
+	case *DecodedResults:
+		return unmarshalResults(data, r)
 	}
 	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
 		if done, err := unmarshalAdd(data, r); done {

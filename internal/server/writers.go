@@ -338,16 +338,17 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	}()
 
 	var (
-		results []*ternpb.AppendResult // known, not yet sent
-		fs      []*inFlight            // received, outcome not yet taken
+		results grpcopts.EncodedResults // known, not yet sent
+		fs      []*inFlight             // received, outcome not yet taken
 	)
 	answer := func() error {
-		if len(results) == 0 {
+		if results.Len() == 0 {
 			return nil
 		}
-		err := stream.Send(&ternpb.AppendStreamResponse{Results: results})
-		results = nil
-		if err != nil {
+		resp := results
+		results = grpcopts.EncodedResults{} // gRPC may still hold resp's bytes
+		// Encoded by the codec (grpcopts), not as a ternpb message.
+		if err := stream.SendMsg(&resp); err != nil {
 			return wire(s.streamErr("append", err))
 		}
 		return nil
@@ -371,7 +372,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 			continue
 		}
 		f := fs[0]
-		if len(results) == maxResults || !f.ready() {
+		if results.Len() == maxResults || !f.ready() {
 			if err := answer(); err != nil {
 				return err
 			}
@@ -382,10 +383,10 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		}
 		fs = fs[1:]
 		if err != nil {
-			results = append(results, &ternpb.AppendResult{Error: rpcerr.Proto(err)})
+			results.Error(rpcerr.Proto(err))
 			continue
 		}
-		results = append(results, &ternpb.AppendResult{Offset: uint64(off)})
+		results.Offset(uint64(off))
 		s.appended(f.start, f.entries, f.bytes)
 	}
 }
