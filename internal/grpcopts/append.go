@@ -49,6 +49,7 @@ type EncodedAppend struct {
 type AppendQueue struct {
 	bodies   []*[]byte
 	maxBytes int
+	last     int // the size of the last body taken: about what the next will need
 }
 
 // NewAppendQueue returns a queue of request bodies of about maxBytes.
@@ -84,7 +85,7 @@ func (q *AppendQueue) Add(es []Entry, size int) {
 		}
 	}
 	if body == nil {
-		body = bufferPool.Get(max(minBodyBytes, size))
+		body = bufferPool.Get(max(minBodyBytes, size, min(q.last, q.maxBytes)))
 		*body = (*body)[:0]
 		q.bodies = append(q.bodies, body)
 	}
@@ -100,6 +101,9 @@ func (q *AppendQueue) Add(es []Entry, size int) {
 func (q *AppendQueue) Take() []*[]byte {
 	bodies := q.bodies
 	q.bodies = nil
+	if k := len(bodies); k > 0 {
+		q.last = len(*bodies[k-1])
+	}
 	return bodies
 }
 
