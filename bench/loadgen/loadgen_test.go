@@ -108,6 +108,11 @@ func TestClosedLoopCountsWhatWasAcknowledged(t *testing.T) {
 	if r.MBPerSec <= 0 || r.Latency.P50 <= 0 || len(r.Percentiles) < 2 || r.CPUSeconds < 0 || r.PeakRSSBytes <= 0 {
 		t.Fatalf("figures missing: %+v", r)
 	}
+	// The hypervisor's share of the CPU over the run (steal), which says
+	// how far a noisy host moved the figures.
+	if s, ok := r.Extra["steal_share"]; !ok || s < 0 || s > 1 {
+		t.Fatalf("steal_share %v (recorded: %v), want a share of the machine's CPU time", s, ok)
+	}
 	// Payloads differ from one entry to the next, so nothing compresses.
 	m.mu.Lock()
 	defer m.mu.Unlock()

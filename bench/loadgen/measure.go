@@ -86,6 +86,9 @@ func (h *Histogram) Summary() (Latency, [][2]float64) {
 type ProcMeter struct {
 	pid  int
 	cpu0 float64
+	// host0 is the machine's CPU time at the start; nil where
+	// /proc/stat cannot be read.
+	host0 *hostTimes
 	// more are the other processes of a group, measured alike.
 	more []*ProcMeter
 	// note says what could not be measured as asked.
@@ -103,6 +106,9 @@ func StartProc(pid int, more ...int) *ProcMeter {
 		m.note = fmt.Sprintf("peak memory is since the process started: resetting it failed: %v", err)
 	}
 	m.cpu0, _ = m.cpu()
+	if h, err := readHostTimes(); err == nil {
+		m.host0 = &h
+	}
 	for _, p := range more {
 		m.more = append(m.more, StartProc(p))
 	}
@@ -206,4 +212,49 @@ func DirBytes(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// hostTimes are the machine's CPU time counters (/proc/stat, in ticks):
+// every kind summed, and steal, the time a hypervisor ran something else
+// while this machine's CPUs had work.
+type hostTimes struct{ total, steal uint64 }
+
+func readHostTimes() (hostTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return hostTimes{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return hostTimes{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var h hostTimes
+	// user nice system idle iowait irq softirq steal [guest guest_nice,
+	// which user and nice already count]
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return hostTimes{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		h.total += n
+		if i == 7 {
+			h.steal = n
+		}
+	}
+	return h, nil
+}
+
+// StealShare returns the share of the machine's CPU time that the
+// hypervisor took (steal) since StartProc, and false where /proc/stat
+// cannot be read or no time passed.
+func (m *ProcMeter) StealShare() (float64, bool) {
+	if m.host0 == nil {
+		return 0, false
+	}
+	h, err := readHostTimes()
+	if err != nil || h.total <= m.host0.total {
+		return 0, false
+	}
+	return float64(h.steal-m.host0.steal) / float64(h.total-m.host0.total), true
 }

@@ -495,11 +495,26 @@ func (l *load) progress(w io.Writer, stop <-chan struct{}) {
 	}
 }
 
-// stopProc fills in the CPU time and peak memory that m measured.
+// noisyStealShare is the share of CPU time taken by the hypervisor above
+// which a result says its figures are low for that reason.
+const noisyStealShare = 0.05
+
+// stopProc fills in the CPU time and peak memory that m measured, and the
+// machine's steal time over the run.
 func (r *Result) stopProc(m *ProcMeter) {
+	steal, stealOK := m.StealShare()
 	var note string
 	r.CPUSeconds, r.PeakRSSBytes, note = m.Stop()
 	if note != "" {
 		r.Notes = append(r.Notes, note)
+	}
+	if stealOK {
+		if r.Extra == nil {
+			r.Extra = map[string]float64{}
+		}
+		r.Extra["steal_share"] = steal
+		if steal >= noisyStealShare {
+			r.Notes = append(r.Notes, fmt.Sprintf("the hypervisor took %.0f%% of this machine's CPU time (steal) during the run: a CPU-bound figure is low by up to that much", 100*steal))
+		}
 	}
 }
