@@ -3,6 +3,7 @@ package grpcopts
 import (
 	"errors"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
@@ -242,134 +243,133 @@ var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 // wins; strings must be UTF-8.
 func parseAppend(b []byte, r *DecodedAppend) error {
 	*r = DecodedAppend{}
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return wireErr(n)
-		}
-		b = b[n:]
+	return walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldRequestLog && typ == protowire.BytesType:
-			var v []byte
-			v, n = protowire.ConsumeBytes(b)
+			v, n := protowire.ConsumeBytes(b)
 			if n >= 0 && !utf8.Valid(v) {
-				return fmt.Errorf("grpcopts: AppendStreamRequest.log: %w", errInvalidUTF8)
+				return 0, fmt.Errorf("grpcopts: AppendStreamRequest.log: %w", errInvalidUTF8)
 			}
 			r.Log = string(v)
+			return n, nil
 		case num == fieldRequestEpoch && typ == protowire.VarintType:
+			var n int
 			r.Epoch, n = protowire.ConsumeVarint(b)
+			return n, nil
 		case num == fieldRequestBatches && typ == protowire.BytesType:
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+			v, n := protowire.ConsumeBytes(b)
+			if n >= 0 {
 				if err := r.parseBatch(v); err != nil {
-					return err
+					return 0, err
 				}
 			}
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			return n, nil
 		}
-		if n < 0 {
-			return wireErr(n)
-		}
-		b = b[n:]
-	}
-	return nil
+		return skip, nil
+	})
 }
 
 // parseBatch appends a Batch's entries to r and ends a batch there.
 func (r *DecodedAppend) parseBatch(b []byte) error {
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return wireErr(n)
+	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		if num != fieldBatchEntries || typ != protowire.BytesType {
+			return skip, nil
 		}
-		b = b[n:]
-		if num == fieldBatchEntries && typ == protowire.BytesType {
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 {
-				e, err := parseEntry(v)
-				if err != nil {
-					return err
-				}
-				r.Entries = append(r.Entries, e)
+		v, n := protowire.ConsumeBytes(b)
+		if n >= 0 {
+			e, err := parseEntry(v)
+			if err != nil {
+				return 0, err
 			}
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			r.Entries = append(r.Entries, e)
 		}
-		if n < 0 {
-			return wireErr(n)
-		}
-		b = b[n:]
-	}
+		return n, nil
+	})
 	r.Ends = append(r.Ends, len(r.Entries))
-	return nil
+	return err
 }
 
 func parseEntry(b []byte) (Entry, error) {
 	var e Entry
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return e, wireErr(n)
-		}
-		b = b[n:]
+	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldEntryPayload && typ == protowire.BytesType:
-			e.Payload, n = protowire.ConsumeBytes(b)
+			v, n := protowire.ConsumeBytes(b)
+			e.Payload = v
+			return n, nil
 		case num == fieldEntryProps && typ == protowire.BytesType:
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+			v, n := protowire.ConsumeBytes(b)
+			if n >= 0 {
 				k, val, err := parseMapEntry(v)
 				if err != nil {
-					return e, err
+					return 0, err
 				}
 				if e.Properties == nil {
 					e.Properties = map[string][]byte{}
 				}
 				e.Properties[k] = val
 			}
+			return n, nil
 		case num == fieldEntryTime && typ == protowire.VarintType:
-			var v uint64
-			v, n = protowire.ConsumeVarint(b)
+			v, n := protowire.ConsumeVarint(b)
 			e.UnixNano = int64(v)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			return n, nil
 		}
-		if n < 0 {
-			return e, wireErr(n)
-		}
-		b = b[n:]
-	}
-	return e, nil
+		return skip, nil
+	})
+	return e, err
 }
 
 func parseMapEntry(b []byte) (string, []byte, error) {
-	var (
-		k   []byte
-		val []byte
-	)
+	var k, val []byte
+	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		switch {
+		case num == fieldMapKey && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n >= 0 && !utf8.Valid(v) {
+				return 0, fmt.Errorf("grpcopts: Entry.properties key: %w", errInvalidUTF8)
+			}
+			k = v
+			return n, nil
+		case num == fieldMapValue && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			val = v
+			return n, nil
+		}
+		return skip, nil
+	})
+	return string(k), val, err
+}
+
+// skip is what a walk's field function returns for a field it does not
+// decode: walk skips it, as proto.Unmarshal skips an unknown field or a
+// known one of another wire type.
+const skip = math.MinInt
+
+// walk decodes the fields of b, a message of type what, in order. field gets
+// each field's number and wire type and the bytes after its tag, and returns
+// how many of them the value took (a protowire error code when negative),
+// skip, or an error of its own.
+func walk(b []byte, what string, field func(num protowire.Number, typ protowire.Type, b []byte) (int, error)) error {
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
-			return "", nil, wireErr(n)
+			return malformed(what, n)
 		}
 		b = b[n:]
-		switch {
-		case num == fieldMapKey && typ == protowire.BytesType:
-			if k, n = protowire.ConsumeBytes(b); n >= 0 && !utf8.Valid(k) {
-				return "", nil, fmt.Errorf("grpcopts: Entry.properties key: %w", errInvalidUTF8)
-			}
-		case num == fieldMapValue && typ == protowire.BytesType:
-			val, n = protowire.ConsumeBytes(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+		m, err := field(num, typ, b)
+		if err != nil {
+			return err
 		}
-		if n < 0 {
-			return "", nil, wireErr(n)
+		if m == skip {
+			m = protowire.ConsumeFieldValue(num, typ, b)
 		}
-		b = b[n:]
+		if m < 0 {
+			return malformed(what, m)
+		}
+		b = b[m:]
 	}
-	return string(k), val, nil
+	return nil
 }
 
 // consumeTag is protowire.ConsumeTag, which also refuses a field number
@@ -382,6 +382,6 @@ func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
 	return num, typ, n
 }
 
-func wireErr(n int) error {
-	return fmt.Errorf("grpcopts: malformed AppendStreamRequest: %w", protowire.ParseError(n))
+func malformed(what string, n int) error {
+	return fmt.Errorf("grpcopts: malformed %s: %w", what, protowire.ParseError(n))
 }

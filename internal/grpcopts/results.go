@@ -96,65 +96,44 @@ func unmarshalResults(data mem.BufferSlice, r *DecodedResults) error {
 // generated message; nothing in r aliases b.
 func parseResults(b []byte, r *DecodedResults) error {
 	r.Results = r.Results[:0]
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return resultsErr(n)
+	return walk(b, "AppendStreamResponse", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		if num != fieldResponseResults || typ != protowire.BytesType {
+			return skip, nil
 		}
-		b = b[n:]
-		if num == fieldResponseResults && typ == protowire.BytesType {
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 {
-				res, err := parseResult(v)
-				if err != nil {
-					return err
-				}
-				r.Results = append(r.Results, res)
+		v, n := protowire.ConsumeBytes(b)
+		if n >= 0 {
+			res, err := parseResult(v)
+			if err != nil {
+				return 0, err
 			}
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			r.Results = append(r.Results, res)
 		}
-		if n < 0 {
-			return resultsErr(n)
-		}
-		b = b[n:]
-	}
-	return nil
+		return n, nil
+	})
 }
 
 func parseResult(b []byte) (Result, error) {
 	var res Result
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return res, resultsErr(n)
-		}
-		b = b[n:]
+	err := walk(b, "AppendStreamResponse", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldResultOffset && typ == protowire.VarintType:
+			var n int
 			res.Offset, n = protowire.ConsumeVarint(b)
+			return n, nil
 		case num == fieldResultError && typ == protowire.BytesType:
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 {
+			v, n := protowire.ConsumeBytes(b)
+			if n >= 0 {
 				if res.Err == nil {
 					res.Err = new(ternpb.Error)
 				}
 				// A message field given twice is merged, as proto does.
 				if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(v, res.Err); err != nil {
-					return res, fmt.Errorf("grpcopts: AppendResult.error: %w", err)
+					return 0, fmt.Errorf("grpcopts: AppendResult.error: %w", err)
 				}
 			}
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			return n, nil
 		}
-		if n < 0 {
-			return res, resultsErr(n)
-		}
-		b = b[n:]
-	}
-	return res, nil
-}
-
-func resultsErr(n int) error {
-	return fmt.Errorf("grpcopts: malformed AppendStreamResponse: %w", protowire.ParseError(n))
+		return skip, nil
+	})
+	return res, err
 }
