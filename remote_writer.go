@@ -52,7 +52,7 @@ type appendStream struct {
 	w      *remoteWriter
 	ctx    context.Context // ends the stream when canceled
 	cancel context.CancelFunc
-	wake   chan struct{} // has a value when unsent or ending may have changed
+	wake   chan struct{} // has a value when queue or ending may have changed
 	done   chan struct{} // closed when the stream's goroutines have exited
 
 	queue   *grpcopts.AppendQueue // encoded batches, not yet handed to the sender
