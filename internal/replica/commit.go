@@ -254,33 +254,12 @@ func (s *Store) seal(seg *segment, count uint64) {
 }
 
 // writeState replaces a segment's state file, durably: a new file under a
-// temporary name, synced, renamed over the old one, and the rename synced.
+// temporary name (tmpSuffix), synced, renamed over the old one, and the
+// rename synced.
 func (s *Store) writeState(id SegmentID, st state) error {
 	path := statePath(s.dir, id)
-	tmp := path + tmpSuffix
-	fail := func(err error) error { return fmt.Errorf("replica: write %s: %w", path, err) }
-	if err := s.fs.Remove(tmp); err != nil && !isNotExist(err) {
-		return fail(err)
-	}
-	f, err := s.fs.Create(tmp)
-	if err != nil {
-		return fail(err)
-	}
-	_, err = f.Write(encodeState(id, st))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(tmp, path)
-	}
-	if err == nil {
-		err = s.fs.SyncDir(logDir(s.dir, id.Log))
-	}
-	if err != nil {
-		return fail(err)
+	if err := vfs.ReplaceFile(s.fs, path, encodeState(id, st)); err != nil {
+		return fmt.Errorf("replica: write %s: %w", path, err)
 	}
 	return nil
 }

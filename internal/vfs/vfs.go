@@ -81,8 +81,32 @@ type File interface {
 }
 
 // WriteFile replaces the named file with a new one holding data, durably:
-// the file is synced, and then its directory.
+// the file is synced, and then its directory. A crash may leave the file
+// partly written; ReplaceFile does not.
 func WriteFile(fs FS, name string, data []byte) error {
+	if err := writeSynced(fs, name, data); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
+}
+
+// ReplaceFile replaces the named file with one holding data, atomically and
+// durably: data is written to name+".tmp" and synced, which is renamed over
+// name, and the directory synced. A crash leaves the old file or the new
+// one, and perhaps the temporary file, which the next call replaces.
+func ReplaceFile(fs FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	if err := writeSynced(fs, tmp, data); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
+}
+
+// writeSynced creates the named file anew with data, and syncs it.
+func writeSynced(fs FS, name string, data []byte) error {
 	if err := fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -94,10 +118,7 @@ func WriteFile(fs FS, name string, data []byte) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if err := errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	return fs.SyncDir(filepath.Dir(name))
+	return errors.Join(err, f.Close())
 }
 
 // ReadFile returns the whole content of the named file, as os.ReadFile

@@ -63,28 +63,9 @@ func (l *Log) readClosed() (uint64, error) {
 // writeClosed records that the log ends at end, atomically: a crash leaves
 // the old record or the new one.
 func (l *Log) writeClosed(end uint64) error {
-	fsys, dir := l.opts.FS, l.opts.Dir
-	tmp, path := dir+"/"+closedName+".tmp", dir+"/"+closedName
-	// A crash may have left the file of an earlier attempt.
-	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("wal: remove %s: %w", tmp, err)
-	}
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("wal: create %s: %w", tmp, err)
-	}
-	_, err = f.Write(encodeClosed(end))
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return fmt.Errorf("wal: write %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("wal: rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("wal: sync %s: %w", dir, err)
+	path := l.opts.Dir + "/" + closedName
+	if err := vfs.ReplaceFile(l.opts.FS, path, encodeClosed(end)); err != nil {
+		return fmt.Errorf("wal: write %s: %w", path, err)
 	}
 	return nil
 }
