@@ -347,14 +347,21 @@ func (c *logCheck) failedSurfaced(a *Append) {
 	}
 }
 
-// overlaps reports the offsets that two acknowledged appends claim.
-func (c *logCheck) overlaps() {
+// acknowledged returns the log's acknowledged appends in a new slice, in
+// the order they were invoked.
+func (c *logCheck) acknowledged() []*Append {
 	var acked []*Append
 	for _, a := range c.l.appends {
 		if a.outcome == ok {
 			acked = append(acked, a)
 		}
 	}
+	return acked
+}
+
+// overlaps reports the offsets that two acknowledged appends claim.
+func (c *logCheck) overlaps() {
+	acked := c.acknowledged()
 	slices.SortStableFunc(acked, func(a, b *Append) int { return cmp.Compare(a.offset, b.offset) })
 	var last *Append // of the appends before, the one that ends last
 	for _, a := range acked {
@@ -374,12 +381,7 @@ func (c *logCheck) overlaps() {
 // realTime checks that an append invoked after another was acknowledged
 // lands after it. Appends are recorded in the order of their invocation.
 func (c *logCheck) realTime() {
-	var done []*Append
-	for _, a := range c.l.appends {
-		if a.outcome == ok {
-			done = append(done, a)
-		}
-	}
+	done := c.acknowledged()
 	slices.SortFunc(done, func(a, b *Append) int { return cmp.Compare(a.completed, b.completed) })
 	var last *Append // of the appends acknowledged so far, the one that ends last
 	i := 0
