@@ -382,6 +382,37 @@ func TestModeEntries(t *testing.T) {
 	})
 }
 
+// Entries of every size up to a few hundred bytes, and around 16 KiB,
+// where the lengths that frame them on the wire grow a byte, are read back
+// as they were appended.
+func TestModeEntrySizes(t *testing.T) {
+	var sizes []int
+	for n := range 300 {
+		sizes = append(sizes, n)
+	}
+	for n := 1<<14 - 40; n < 1<<14+8; n++ {
+		sizes = append(sizes, n)
+	}
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "sizes", tern.LogOptions{})
+		ps := make([]*tern.Pending, len(sizes))
+		for i, n := range sizes {
+			ps[i] = w.AppendAsync(tern.Entry{Payload: bytes.Repeat([]byte{byte(i)}, n)})
+		}
+		for i, p := range ps {
+			if off, err := p.Wait(t.Context()); err != nil || off != tern.Offset(i) {
+				t.Fatalf("append of %d bytes: offset %d, %v", sizes[i], off, err)
+			}
+		}
+		r := mustReader(t, l, 0)
+		for i, n := range sizes {
+			if e := mustNext(t, r); !bytes.Equal(e.Payload, bytes.Repeat([]byte{byte(i)}, n)) {
+				t.Fatalf("entry %d: read %d bytes, want %d bytes of %d", i, len(e.Payload), n, byte(i))
+			}
+		}
+	})
+}
+
 func TestModeFencing(t *testing.T) {
 	forEachMode(t, func(t *testing.T, c *tern.Client) {
 		l, w1 := mustCreate(t, c, "fenced", tern.LogOptions{})

@@ -110,7 +110,7 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 }
 
 // check validates es as the embedded writer does, and returns the bytes of
-// the batch (ges, their encoding) in a request.
+// their Batch message (ges, their encoding).
 func (w *remoteWriter) check(es []Entry, ges []grpcopts.Entry) (int, error) {
 	if len(es) == 0 {
 		return 0, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)

@@ -60,18 +60,19 @@ func NewAppendQueue(maxBytes int) *AppendQueue { return &AppendQueue{maxBytes: m
 // (1 KiB) a buffer would not come back to the pool.
 const minBodyBytes = 4 << 10
 
-// BatchSize returns the bytes of a batch of es in a request.
+// BatchSize returns the bytes of the Batch message of es.
 func BatchSize(es []Entry) int {
 	n := 0
 	for _, e := range es {
 		n += entrySize(e)
 	}
-	return protowire.SizeTag(fieldRequestBatches) + protowire.SizeBytes(n)
+	return n
 }
 
-// Add encodes a batch of es, of size bytes (BatchSize), at the end of the
-// queue.
-func (q *AppendQueue) Add(es []Entry, size int) {
+// Add encodes a batch of es, whose Batch message is msgSize bytes
+// (BatchSize), at the end of the queue.
+func (q *AppendQueue) Add(es []Entry, msgSize int) {
+	size := protowire.SizeTag(fieldRequestBatches) + protowire.SizeBytes(msgSize) // in the request
 	var body *[]byte
 	if k := len(q.bodies); k > 0 {
 		body = q.bodies[k-1]
@@ -91,7 +92,7 @@ func (q *AppendQueue) Add(es []Entry, size int) {
 		q.bodies = append(q.bodies, body)
 	}
 	b := protowire.AppendTag(*body, fieldRequestBatches, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size-protowire.SizeTag(fieldRequestBatches)-protowire.SizeVarint(uint64(size))))
+	b = protowire.AppendVarint(b, uint64(msgSize))
 	for _, e := range es {
 		b = appendEntry(b, e)
 	}
@@ -169,7 +170,7 @@ func appendEntry(b []byte, e Entry) []byte {
 // marshalAppend encodes r: a header of its own, then the body, not copied,
 // which goes back to the pool when gRPC is done with it.
 func marshalAppend(r *EncodedAppend) mem.BufferSlice {
-	h := make([]byte, 0, 2*protowire.SizeVarint(uint64(len(r.Log)))+len(r.Log)+12)
+	h := make([]byte, 0, len(r.Log)+32) // tags, the log's length and the epoch take under 32
 	if r.Log != "" {
 		h = protowire.AppendTag(h, fieldRequestLog, protowire.BytesType)
 		h = protowire.AppendString(h, r.Log)

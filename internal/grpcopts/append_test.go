@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ternwal/tern/api/ternpb"
@@ -51,7 +52,7 @@ func TestAppendQueue(t *testing.T) {
 		if len(bs) > 1 && sizes[i] > maxBytes {
 			t.Errorf("body %d has %d batches in %d bytes, over the size %d", i, len(bs), sizes[i], maxBytes)
 		}
-		firsts = append(firsts, BatchSize(bs[0]))
+		firsts = append(firsts, protowire.SizeTag(fieldRequestBatches)+protowire.SizeBytes(BatchSize(bs[0])))
 		got = append(got, bs...)
 	}
 	for i := 1; i < len(bodies); i++ {
@@ -64,5 +65,25 @@ func TestAppendQueue(t *testing.T) {
 	}
 	if g, w := describe("", 0, got), describe("", 0, want); g != w {
 		t.Fatalf("the requests decode to\n%.2000s\nwant\n%.2000s", g, w)
+	}
+}
+
+// A batch's length prefix is right at every size, across the sizes where
+// a varint grows a byte (127 and 16,383 bytes).
+func TestAppendQueueLengthPrefix(t *testing.T) {
+	for _, around := range []int{1 << 7, 1 << 14} {
+		for n := around - 8; n < around+8; n++ {
+			es := []Entry{{Payload: make([]byte, n)}}
+			q := NewAppendQueue(1 << 20)
+			q.Add(es, BatchSize(es))
+			body := q.Take()[0]
+			req := new(ternpb.AppendStreamRequest)
+			if err := proto.Unmarshal(*body, req); err != nil {
+				t.Fatalf("a batch of a %d-byte entry: %v", n, err)
+			}
+			if len(req.Batches) != 1 || len(req.Batches[0].Entries) != 1 || len(req.Batches[0].Entries[0].Payload) != n {
+				t.Fatalf("a batch of a %d-byte entry decodes as %v", n, req)
+			}
+		}
 	}
 }
