@@ -27,6 +27,9 @@ func FuzzAppendRequest(f *testing.F) {
 			{Entries: []*ternpb.Entry{{Properties: map[string][]byte{"k": []byte("v"), "": nil}}}},
 		}},
 		{Log: "x", Batches: []*ternpb.Batch{{}, {Entries: []*ternpb.Entry{{Offset: 9, Payload: bytes.Repeat([]byte{1}, 300)}}}}},
+		// A Batch message of 126 bytes, whose length takes a byte less
+		// to write than its field's size (128).
+		{Log: "x", Batches: []*ternpb.Batch{{Entries: []*ternpb.Entry{{Payload: bytes.Repeat([]byte{2}, 122)}}}}},
 		{},
 	} {
 		b, err := proto.Marshal(m)
