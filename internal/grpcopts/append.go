@@ -214,15 +214,6 @@ type Entry struct {
 	UnixNano   int64
 }
 
-// Batch returns the entries of batch i.
-func (r *DecodedAppend) Batch(i int) []Entry {
-	start := 0
-	if i > 0 {
-		start = r.Ends[i-1]
-	}
-	return r.Entries[start:r.Ends[i]]
-}
-
 // unmarshalAppend decodes data into r, copying it into one buffer of its
 // own, which r's entries alias until r.Release.
 func unmarshalAppend(data mem.BufferSlice, r *DecodedAppend) error {

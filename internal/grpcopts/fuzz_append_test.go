@@ -63,8 +63,7 @@ func FuzzAppendRequest(f *testing.F) {
 		}
 
 		q := NewAppendQueue(200)
-		for i := range got.Ends {
-			es := got.Batch(i)
+		for _, es := range decodedBatches(got) {
 			q.Add(es, BatchSize(es))
 		}
 		var again [][]Entry
@@ -94,10 +93,13 @@ func FuzzAppendRequest(f *testing.F) {
 	})
 }
 
+// decodedBatches splits r's entries into its batches.
 func decodedBatches(r *DecodedAppend) [][]Entry {
 	var bs [][]Entry
-	for i := range r.Ends {
-		bs = append(bs, r.Batch(i))
+	start := 0
+	for _, end := range r.Ends {
+		bs = append(bs, r.Entries[start:end])
+		start = end
 	}
 	return bs
 }
