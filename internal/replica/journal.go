@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // The journal and state formats. Every constant here is on disk: see doc.go.
@@ -27,7 +29,7 @@ const (
 
 	journalSuffix = ".frags"
 	stateSuffix   = ".state"
-	tmpSuffix     = ".tmp"
+	tmpSuffix     = vfs.TempSuffix // of a state file vfs.ReplaceFile is writing
 )
 
 // MaxFragmentBytes bounds one fragment.

@@ -90,12 +90,15 @@ func WriteFile(fs FS, name string, data []byte) error {
 	return fs.SyncDir(filepath.Dir(name))
 }
 
+// TempSuffix ends the name of the temporary file ReplaceFile writes first.
+const TempSuffix = ".tmp"
+
 // ReplaceFile replaces the named file with one holding data, atomically and
-// durably: data is written to name+".tmp" and synced, which is renamed over
-// name, and the directory synced. A crash leaves the old file or the new
-// one, and perhaps the temporary file, which the next call replaces.
+// durably: data is written to name+TempSuffix and synced, which is renamed
+// over name, and the directory synced. A crash leaves the old file or the
+// new one, and perhaps the temporary file, which the next call replaces.
 func ReplaceFile(fs FS, name string, data []byte) error {
-	tmp := name + ".tmp"
+	tmp := name + TempSuffix
 	if err := writeSynced(fs, tmp, data); err != nil {
 		return err
 	}
