@@ -40,11 +40,13 @@ func decodeClosed(b []byte) (uint64, error) {
 	return binary.LittleEndian.Uint64(b[4:]), nil
 }
 
+func (l *Log) closedPath() string { return l.opts.Dir + "/" + closedName }
+
 // readClosed returns where the log in dir ended at its last clean close, or
 // 0 if the file is missing. A damaged file is logged and read as missing: it
 // only serves to detect damage elsewhere.
 func (l *Log) readClosed() (uint64, error) {
-	path := l.opts.Dir + "/" + closedName
+	path := l.closedPath()
 	b, err := vfs.ReadFile(l.opts.FS, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -63,7 +65,7 @@ func (l *Log) readClosed() (uint64, error) {
 // writeClosed records that the log ends at end, atomically: a crash leaves
 // the old record or the new one.
 func (l *Log) writeClosed(end uint64) error {
-	path := l.opts.Dir + "/" + closedName
+	path := l.closedPath()
 	if err := vfs.ReplaceFile(l.opts.FS, path, encodeClosed(end)); err != nil {
 		return fmt.Errorf("wal: write %s: %w", path, err)
 	}

@@ -227,7 +227,7 @@ func (l *Log) recover() error {
 // once the closed record makes it fatal.
 func (l *Log) closedHint(err error) error {
 	return fmt.Errorf("%w (the log was closed cleanly at offset %d; to open it without the entries lost, remove %s)",
-		err, l.closedAt, l.opts.Dir+"/"+closedName)
+		err, l.closedAt, l.closedPath())
 }
 
 // recordClosed records that the log, closed cleanly with every segment
