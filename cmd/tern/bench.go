@@ -21,6 +21,7 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/internal/physical"
+	"github.com/ternwal/tern/internal/quorum"
 )
 
 // benchFlags are what tern bench and tern bench disk share.
@@ -267,7 +268,11 @@ fresh file inside --dir (default: the system's temporary directory):
                     perfect group commit does), buffered and O_DIRECT
   async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth)
   catchup-1g        a sequential O_DIRECT read of the same amount, 1 MiB at a time
-  pubsub-*          write + fdatasync of 1 MiB at a time`,
+  pubsub-*          write + fdatasync of 1 MiB at a time
+  quorum-*          the same as the other append workloads, and the quorum data
+                    path with nothing of Tern's in it: records sent over
+                    loopback TCP to 3 nodes in this process, each writing and
+                    fdatasyncing a file of its own, done at 2 of 3`,
 		Example: "  tern bench disk --workload conc-4k --dir /data",
 		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -310,6 +315,18 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks
 			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskDirect(ctx, dir, aligned, true, d) })
 		}
+		if strings.HasPrefix(spec.Name, "quorum-") {
+			// As many records in flight as the workload has bytes.
+			inFlight := max(spec.InFlight*spec.EntryBytes/size, 1)
+			q := quorum.Default
+			runs = append(runs, func() (*loadgen.Result, error) {
+				r, err := physical.Pipeline(ctx, dir, size, q.Ensemble, q.AckQuorum, inFlight, d)
+				if r != nil {
+					r.Extra = map[string]float64{"replicas_per_disk": float64(q.Ensemble)}
+				}
+				return r, err
+			})
+		}
 	case loadgen.KindCatchUp:
 		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskRead(ctx, dir, mib, spec.TotalBytes) })
 	case loadgen.KindPubSub:
@@ -322,7 +339,10 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			return nil, err
 		}
 		// What each operation wrote or read, for the report to show.
-		r.Extra = map[string]float64{"op_bytes": float64(r.Bytes / max(r.Entries, 1))}
+		if r.Extra == nil {
+			r.Extra = map[string]float64{}
+		}
+		r.Extra["op_bytes"] = float64(r.Bytes / max(r.Entries, 1))
 		r.Workload, r.Spec = spec.Name, spec
 		rs = append(rs, r)
 	}

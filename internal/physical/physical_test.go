@@ -3,6 +3,7 @@ package physical_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -124,11 +125,40 @@ func TestDiskErrors(t *testing.T) {
 		"no total":         func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 4096, 0); return err },
 		"zero size":        func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 0, false, brief); return err },
 		"missing dir":      func() error { _, err := physical.DiskSync(ctx, missing, 4096, false, brief); return err },
+		"pipeline quorum":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 4, 1, brief); return err },
+		"pipeline window":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 2, 0, brief); return err },
+		"pipeline dir":     func() error { _, err := physical.Pipeline(ctx, missing, 4096, 3, 2, 1, brief); return err },
 	} {
 		err := f()
 		if err == nil || !strings.HasPrefix(err.Error(), "physical: ") {
 			t.Errorf("%s: err = %v, want a physical: error", name, err)
 		}
+	}
+}
+
+// TestPipeline runs the quorum data path as a quorum log's benchmarks use
+// it (3 nodes, 2 to acknowledge, records pipelined; one node alone), and
+// checks that it adds up and leaves no file.
+func TestPipeline(t *testing.T) {
+	for _, c := range []struct{ size, nodes, quorum, inFlight int }{
+		{64 << 10, 3, 2, 8},
+		{1 << 10, 3, 2, 1},
+		{4096, 1, 1, 4},
+	} {
+		dir := t.TempDir()
+		r, err := physical.Pipeline(t.Context(), dir, c.size, c.nodes, c.quorum, c.inFlight, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := "files"
+		if c.nodes == 1 {
+			files = "file"
+		}
+		checkResult(t, r, "disk", fmt.Sprintf("loopback TCP to %d %s, ack %d", c.nodes, files, c.quorum), c.size)
+		if r.Spec.InFlight != c.inFlight {
+			t.Errorf("spec in flight %d, want %d", r.Spec.InFlight, c.inFlight)
+		}
+		checkEmpty(t, dir)
 	}
 }
 
@@ -143,6 +173,13 @@ func TestCancel(t *testing.T) {
 	if time.Since(start) > time.Minute {
 		t.Errorf("cancelled DiskSync took %v", time.Since(start))
 	}
+	dir := t.TempDir()
+	ctx, cancel = context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := physical.Pipeline(ctx, dir, 4096, 3, 2, 4, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Pipeline: err = %v", err)
+	}
+	checkEmpty(t, dir)
 }
 
 func TestObjects(t *testing.T) {
