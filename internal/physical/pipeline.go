@@ -92,12 +92,8 @@ func Pipeline(ctx context.Context, dir string, size, nodes, quorum, inFlight int
 	deadline := time.Now().Add(d)
 	var n uint64
 	for time.Now().Before(deadline) {
-		select {
-		case slots <- struct{}{}:
-		case <-p.done:
-			return nil, measureError(variant, p.failure())
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := p.takeSlot(ctx, slots); err != nil {
+			return nil, measureError(variant, err)
 		}
 		sent[n%uint64(inFlight)] = time.Now()
 		if _, err := wconn.dialed.Write(buf); err != nil {
@@ -108,12 +104,8 @@ func Pipeline(ctx context.Context, dir string, size, nodes, quorum, inFlight int
 	}
 	// Wait for the records in flight, so that the time counts them all.
 	for range inFlight {
-		select {
-		case slots <- struct{}{}:
-		case <-p.done:
-			return nil, measureError(variant, p.failure())
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := p.takeSlot(ctx, slots); err != nil {
+			return nil, measureError(variant, err)
 		}
 	}
 	p.stop()
@@ -124,6 +116,19 @@ func Pipeline(ctx context.Context, dir string, size, nodes, quorum, inFlight int
 	}
 	spec := loadgen.Spec{Kind: loadgen.KindAppend, EntryBytes: size, Batch: 1, Producers: 1, InFlight: inFlight, Logs: 1, Duration: d}
 	return m.result("disk", variant, spec, int64(n), size), nil
+}
+
+// takeSlot waits for a free slot of the records in flight, and fails when
+// the pipeline does or ctx is done.
+func (p *pipeline) takeSlot(ctx context.Context, slots chan<- struct{}) error {
+	select {
+	case slots <- struct{}{}:
+		return nil
+	case <-p.done:
+		return p.failure()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // pipeline is one Pipeline measurement: its nodes, the durable count each
