@@ -43,9 +43,11 @@ type Info struct {
 type Bucket interface {
 	// PutIfAbsent stores data at key, durably, unless an object is stored
 	// there already, in which case it fails with ErrExist and changes
-	// nothing. It is atomic: a reader sees the whole object or none of it.
-	// On S3 it is a PUT with If-None-Match: *.
-	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// nothing. The object is the parts of data one after the other, so a
+	// caller whose object is in pieces need not gather it first. It is
+	// atomic: a reader sees the whole object or none of it. On S3 it is a
+	// PUT with If-None-Match: *.
+	PutIfAbsent(ctx context.Context, key string, data ...[]byte) error
 	// Get returns the whole object, or ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
 	// GetRange reads len(p) bytes of the object from offset off into p and

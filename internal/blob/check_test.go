@@ -33,11 +33,11 @@ func checkConditional(t *testing.T, b blob.Bucket) {
 // replaces the object.
 type overwriting struct{ *blob.Mem }
 
-func (o overwriting) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (o overwriting) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
 	if err := o.Mem.Delete(ctx, key); err != nil {
 		return err
 	}
-	return o.Mem.PutIfAbsent(ctx, key, data)
+	return o.Mem.PutIfAbsent(ctx, key, data...)
 }
 
 func TestCheckConditionalRefuses(t *testing.T) {

@@ -110,7 +110,7 @@ func (d *Dir) Path() string { return d.root }
 
 // PutIfAbsent is durable when it returns nil: the object's data and every
 // directory entry that leads to it have been fsynced.
-func (d *Dir) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (d *Dir) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
 	if err := d.check(ctx, key); err != nil {
 		return err
 	}
@@ -122,7 +122,11 @@ func (d *Dir) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op once it is removed below
-	_, err = f.Write(data)
+	for _, part := range data {
+		if _, err = f.Write(part); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = f.Sync()
 	}

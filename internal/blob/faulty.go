@@ -110,8 +110,8 @@ func (f *Faulty) do(ctx context.Context, op Op, key string, perform func() error
 	return perform()
 }
 
-func (f *Faulty) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	return f.do(ctx, OpPut, key, func() error { return f.b.PutIfAbsent(ctx, key, data) })
+func (f *Faulty) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
+	return f.do(ctx, OpPut, key, func() error { return f.b.PutIfAbsent(ctx, key, data...) })
 }
 
 func (f *Faulty) Get(ctx context.Context, key string) (data []byte, err error) {

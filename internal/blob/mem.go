@@ -22,7 +22,7 @@ func NewMem() *Mem {
 }
 
 // PutIfAbsent stores a copy of data: the caller may change data afterwards.
-func (m *Mem) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (m *Mem) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
 	if err := check(ctx, key); err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if _, ok := m.objects[key]; ok {
 		return fmt.Errorf("%w: %s", ErrExist, key)
 	}
-	m.objects[key] = slices.Clone(data)
+	m.objects[key] = slices.Concat(data...)
 	return nil
 }
 

@@ -180,15 +180,22 @@ func (o *S3Options) credentials() (*credentials.Credentials, string) {
 // ConditionalRequestConflict: AWS does when another conditional PUT of the
 // key is in flight, and asks to retry, since that PUT may still fail. The
 // retry then ends with 412, ErrExist, or stores the object.
-func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (s *S3) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
 	if err := check(ctx, key); err != nil {
 		return err
+	}
+	var size int64
+	for _, part := range data {
+		size += int64(len(part))
 	}
 	opts := minio.PutObjectOptions{ServerSideEncryption: s.put, DisableMultipart: true}
 	opts.SetMatchETagExcept("*")
 	backoff := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
+		// A reader that seeks, so that minio-go can read the data to sign
+		// it and again to send it, and once more if it retries.
+		body := io.NewSectionReader(parts(data), 0, size)
+		_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, body, size, opts)
 		if err == nil {
 			return nil
 		}
@@ -346,4 +353,23 @@ func (s *S3) readErr(op, key string, err error) error {
 func isNotFound(err error) bool {
 	r := minio.ToErrorResponse(err)
 	return r.Code == "NoSuchKey" || r.StatusCode == http.StatusNotFound && r.Code != "NoSuchBucket"
+}
+
+// parts reads the concatenation of its slices, where they are.
+type parts [][]byte
+
+func (p parts) ReadAt(b []byte, off int64) (int, error) {
+	n := 0
+	for _, part := range p {
+		if off >= int64(len(part)) {
+			off -= int64(len(part))
+			continue
+		}
+		n += copy(b[n:], part[off:])
+		off = 0
+		if n == len(b) {
+			return n, nil
+		}
+	}
+	return n, io.EOF
 }

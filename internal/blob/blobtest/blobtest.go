@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) blob.Bucket) {
 		{"PutGet", testPutGet},
 		{"Empty", testEmpty},
 		{"Large", testLarge},
+		{"Parts", testParts},
 		{"Exist", testExist},
 		{"ConcurrentPut", testConcurrentPut},
 		{"GetRange", testGetRange},
@@ -113,6 +114,36 @@ func testLarge(t *testing.T, b blob.Bucket) {
 	if n != 1<<19 || err != io.EOF || !bytes.Equal(p[:n], data[off:]) {
 		t.Errorf("GetRange of the last 512 KiB with a 1 MiB buffer = %d, %v (bytes equal: %v), want %d, io.EOF",
 			n, err, bytes.Equal(p[:n], data[off:]), 1<<19)
+	}
+}
+
+// An object put in parts is the parts one after the other, whatever their
+// sizes, none included; and the bucket keeps no reference to them.
+func testParts(t *testing.T, b blob.Bucket) {
+	ctx := t.Context()
+	big := pattern(3<<20 + 5)
+	parts := [][]byte{[]byte("head"), nil, big[:1<<20], {}, big[1<<20:], []byte("tail")}
+	want := slices.Concat(parts...)
+	if err := b.PutIfAbsent(ctx, "parts/many", parts...); err != nil {
+		t.Fatalf("PutIfAbsent in %d parts: %v", len(parts), err)
+	}
+	parts[0][0] = 'H'
+	if got := get(t, b, "parts/many"); !bytes.Equal(got, want) {
+		t.Fatalf("Get of an object put in %d parts returned %d bytes that differ from the %d put", len(parts), len(got), len(want))
+	}
+	p := make([]byte, 10)
+	off := int64(4 + 1<<20 - 5) // across the boundary of two parts
+	if n, err := b.GetRange(ctx, "parts/many", off, p); n != len(p) || err != nil || !bytes.Equal(p, want[off:off+10]) {
+		t.Errorf("GetRange across parts = %d, %v, %q; want %q", n, err, p[:n], want[off:off+10])
+	}
+	if err := b.PutIfAbsent(ctx, "parts/none"); err != nil {
+		t.Fatalf("PutIfAbsent of no parts: %v", err)
+	}
+	if info := stat(t, b, "parts/none"); info.Size != 0 {
+		t.Errorf("an object put with no parts has %d bytes, want 0", info.Size)
+	}
+	if err := b.PutIfAbsent(ctx, "parts/many", []byte("x"), []byte("y")); !errors.Is(err, blob.ErrExist) {
+		t.Errorf("PutIfAbsent in parts over an object: err = %v, want ErrExist", err)
 	}
 }
 
