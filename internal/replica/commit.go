@@ -236,19 +236,18 @@ func (s *Store) report(works []*work) {
 }
 
 // seal applies a durable seal in memory, with s.mu held: fragments from
-// count on are gone, the others leave memory.
+// count on are gone; the others stay where they are, in memory or not.
 func (s *Store) seal(seg *segment, count uint64) {
 	end := int64(headerBytes)
 	if count > 0 {
 		end = seg.frags[count-1].end()
 	}
-	for i := range seg.frags {
-		seg.frags[i].data = nil
+	for n := count; n < uint64(len(seg.frags)); n++ {
+		s.forget(seg, n)
 	}
 	seg.frags = seg.frags[:count:count]
-	s.memBytes -= seg.memBytes
 	s.diskBytes -= seg.end - end
-	seg.memBytes, seg.memFrom, seg.end = 0, count, end
+	seg.memFrom, seg.end = min(seg.memFrom, count), end
 	seg.durable = count
 	seg.sealed, seg.sealing = true, false
 }

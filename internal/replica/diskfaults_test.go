@@ -119,7 +119,11 @@ func TestNodeReadOfDamagedFragment(t *testing.T) {
 	forEachNode(t, func(t *testing.T, env *nodeEnv) {
 		want := frags(3, 200)
 		addAll(t, env.store, segA, 1, 0, want)
-		if err := env.store.Seal(segA, 3); err != nil { // out of memory: read from the journal
+		if err := env.store.Seal(segA, 3); err != nil {
+			t.Fatal(err)
+		}
+		// Offloaded, it leaves memory: it is read from the journal.
+		if err := env.store.Offload(t.Context(), segA, one("a", "b", "c")); err != nil {
 			t.Fatal(err)
 		}
 		path := journalPath(testDir, segA)

@@ -128,10 +128,12 @@
 // (see ServerOptions) so that a dead replica fails its streams.
 //
 // Memory: Store.Add keeps the caller's data slice as the fragment's
-// in-memory copy, for tail reads, until the segment is sealed or dropped or
-// memory is needed. MemBytes bounds the total: an add that would pass it
-// first takes durable fragments out of memory, oldest first in their
-// segment (they are read from the journal from then on), and fails with
+// in-memory copy, for tail reads and then for the offload of the sealed
+// segment (which reads neither the disk nor a gathered copy of the
+// segment), until the segment is offloaded or dropped or memory is needed.
+// MemBytes bounds the total: an add that would pass it first takes durable
+// fragments out of memory, those of sealed segments first, oldest first in
+// their segment (they are read from the journal from then on), and fails with
 // ErrFull only if the fragments not yet durable would still pass it, which
 // means the disk is not keeping up. DiskBytes bounds the journals' bytes,
 // and an add past it fails with ErrFull. Open loads the fragments of

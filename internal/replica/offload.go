@@ -17,10 +17,13 @@ const offloadParallel = 4
 
 // Offload uploads the sealed segment seg to the Store's bucket as objs,
 // each the concatenation of its fragments [From, To), with PutIfAbsent, and
-// returns when every object is stored. The objects must cover the
-// segment's fragments in order, each at least one. An object already at a
-// key is success if it holds the same bytes (an earlier attempt stored it)
-// and ErrMismatch otherwise. Offload does not drop the segment.
+// returns when every object is stored. The fragments still in memory are
+// uploaded from there, the others read from the journal; once every object
+// is stored the segment leaves memory, since its readers are about to move
+// to the bucket. The objects must cover the segment's fragments in order,
+// each at least one. An object already at a key is success if it holds the
+// same bytes (an earlier attempt stored it) and ErrMismatch otherwise.
+// Offload does not drop the segment.
 func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
@@ -70,15 +73,26 @@ func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error 
 		})
 	}
 	wg.Wait()
-	return context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if seg, err := s.lookup(id); err == nil {
+		for n := range seg.frags {
+			s.forget(seg, uint64(n))
+		}
+		seg.memFrom = seg.durable
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
-	data, err := s.sealedBytes(id, o.From, o.To)
+	parts, err := s.sealedParts(id, o.From, o.To)
 	if err != nil {
 		return err
 	}
-	err = s.bucket.PutIfAbsent(ctx, o.Key, data)
+	err = s.bucket.PutIfAbsent(ctx, o.Key, parts...)
 	if errors.Is(err, blob.ErrInvalidKey) {
 		return fmt.Errorf("%w: %w", ErrInvalid, err) // the caller's key: no retry helps
 	}
@@ -89,24 +103,24 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(stored, data) {
+	for _, part := range parts {
+		if !bytes.HasPrefix(stored, part) {
+			return fmt.Errorf("%w: another object is stored at the key", ErrMismatch)
+		}
+		stored = stored[len(part):]
+	}
+	if len(stored) > 0 {
 		return fmt.Errorf("%w: another object is stored at the key", ErrMismatch)
 	}
 	return nil
 }
 
-// sealedBytes returns the data of the sealed segment's fragments [from, to)
-// concatenated, read from the journal into one buffer, each frame checked.
-// A frame that fails its check gives a CorruptError: the bytes on disk are
-// not what was acknowledged, and the caller must take them from another
-// replica.
-//
-// Each frame is read whole into the buffer with its header in the
-// frameHeaderBytes before its data, last frame first: a header lands on the
-// tail of the previous fragment's place, which is read (and overwritten)
-// after the header has been checked. So the data is copied once, from the
-// file to its place.
-func (s *Store) sealedBytes(id SegmentID, from, to uint64) ([]byte, error) {
+// sealedParts returns the data of the sealed segment's fragments [from,
+// to): those still in memory as they are, the others read from the journal,
+// each frame checked. A frame that fails its check gives a CorruptError: the
+// bytes on disk are not what was acknowledged, and the caller must take
+// them from another replica.
+func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
 	if err == nil && to > seg.durable {
@@ -121,15 +135,13 @@ func (s *Store) sealedBytes(id SegmentID, from, to uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, f := range frags {
-		total += int(f.size)
-	}
-	buf := make([]byte, frameHeaderBytes+total)
-	end := len(buf)
-	for i := len(frags) - 1; i >= 0; i-- {
-		f := frags[i]
-		frame := buf[end-int(frameBytes(int(f.size))) : end]
+	parts := make([][]byte, len(frags))
+	for i, f := range frags {
+		if f.data != nil || f.size == 0 {
+			parts[i] = f.data
+			continue
+		}
+		frame := make([]byte, frameBytes(int(f.size)))
 		if err := readAt(file, frame, f.pos); err != nil {
 			if _, lerr := s.lookupLocked(id); lerr != nil {
 				return nil, lerr // dropped while reading
@@ -143,7 +155,7 @@ func (s *Store) sealedBytes(id SegmentID, from, to uint64) ([]byte, error) {
 		if err != nil {
 			return nil, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
 		}
-		end -= int(f.size)
+		parts[i] = data
 	}
-	return buf[frameHeaderBytes:], nil
+	return parts, nil
 }

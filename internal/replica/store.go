@@ -25,9 +25,11 @@ type Options struct {
 	Dir string // the store's directory; created if missing
 	// Bucket is where Offload uploads sealed segments.
 	Bucket blob.Bucket
-	// MemBytes bounds the fragment data of unsealed segments held in
-	// memory; DefaultMemBytes if zero. To make room, durable fragments
-	// leave memory, oldest first in their segment, and are read from the
+	// MemBytes bounds the fragment data held in memory: that of unsealed
+	// segments, for tail reads, and that of sealed segments not yet
+	// offloaded, which Offload uploads from there; DefaultMemBytes if zero.
+	// To make room, durable fragments leave memory, those of sealed
+	// segments first, oldest first in their segment, and are read from the
 	// journal; an add fails with ErrFull only when fragments not yet
 	// durable would take memory over MemBytes.
 	MemBytes int64
@@ -91,7 +93,7 @@ type segment struct {
 type fragment struct {
 	pos  int64  // of its frame in the journal
 	size int64  // of its data
-	data []byte // nil once the segment is sealed
+	data []byte // nil once it has left memory
 }
 
 // end is the journal position after the fragment's frame.
@@ -223,26 +225,37 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 
 // makeRoom reports, with s.mu held, whether mem more bytes in memory and
 // disk more on disk stay within the limits, once durable fragments have left
-// memory to make room, oldest first in their segment.
+// memory to make room: those of sealed segments first, which only an
+// offload still reads, oldest first in their segment.
 func (s *Store) makeRoom(mem, disk int64) bool {
 	if s.maxDisk != 0 && s.diskBytes+disk > s.maxDisk {
 		return false
 	}
-	for _, seg := range s.segs {
-		for s.memBytes+mem > s.maxMem && seg.memFrom < seg.durable {
-			f := &seg.frags[seg.memFrom]
-			if f.data != nil {
-				f.data = nil
-				seg.memBytes -= f.size
-				s.memBytes -= f.size
+	for _, sealed := range []bool{true, false} {
+		for _, seg := range s.segs {
+			if seg.sealed != sealed {
+				continue
 			}
-			seg.memFrom++
-		}
-		if s.memBytes+mem <= s.maxMem {
-			return true
+			for s.memBytes+mem > s.maxMem && seg.memFrom < seg.durable {
+				s.forget(seg, seg.memFrom)
+				seg.memFrom++
+			}
+			if s.memBytes+mem <= s.maxMem {
+				return true
+			}
 		}
 	}
 	return s.memBytes+mem <= s.maxMem
+}
+
+// forget takes fragment n of seg out of memory, with s.mu held.
+func (s *Store) forget(seg *segment, n uint64) {
+	f := &seg.frags[n]
+	if f.data != nil {
+		f.data = nil
+		seg.memBytes -= f.size
+		s.memBytes -= f.size
+	}
 }
 
 // sameData reports whether fragment n of seg, queued or durable, holds
@@ -431,7 +444,8 @@ func (s *Store) lookupLocked(id SegmentID) (*segment, error) {
 // adds (ErrSealed), durably: the fragments beyond count are cut from the
 // journal. count must not exceed the durable count. Sealing again at the
 // same count succeeds; at another count it fails with ErrSealed. A sealed
-// segment's fragments leave memory and are read from the journal.
+// segment's fragments stay in memory, for Offload, until it is offloaded or
+// dropped or memory is needed.
 func (s *Store) Seal(id SegmentID, count uint64) error {
 	seg, err := s.lookupLocked(id)
 	if err != nil {

@@ -220,7 +220,8 @@ func TestSeal(t *testing.T) {
 		t.Errorf("Seal again: %v", err)
 	}
 	wantErr(t, "Seal at another count", s.Seal(segA, 2), ErrSealed)
-	if got := info(t, s, segA); !got.Sealed || got.MemBytes != 0 || got.Count != 3 {
+	// The fragments kept stay in memory, for the offload.
+	if got := info(t, s, segA); !got.Sealed || got.MemBytes != 700+737+774 || got.Count != 3 {
 		t.Errorf("after Seal: %+v", got)
 	}
 	fi, err := s.fs.Stat(journalPath(testDir, segA))
@@ -298,6 +299,22 @@ func TestLimits(t *testing.T) {
 			}
 		}
 		checkFrags(t, s, segA, [][]byte{frag(0, 600), frag(1, 600)})
+
+		// A sealed segment's fragments leave first, even if newer.
+		s2 := open(t, vfs.NewMem(), func(o *Options) { o.MemBytes = 1000 })
+		mustAdd(t, s2, segA, 1, 0, frag(0, 400))
+		mustAdd(t, s2, segB, 1, 0, frag(1, 400))
+		if err := s2.Seal(segB, 1); err != nil {
+			t.Fatal(err)
+		}
+		mustAdd(t, s2, segA, 1, 1, frag(2, 400))
+		for _, seg := range s2.Segments() {
+			if want := map[SegmentID]int64{segA: 800, segB: 0}[seg.ID]; seg.MemBytes != want {
+				t.Errorf("segment %v holds %d bytes in memory, want %d", seg.ID, seg.MemBytes, want)
+			}
+		}
+		checkFrags(t, s2, segB, [][]byte{frag(1, 400)})
+
 		// A re-add compares with the journal's copy.
 		mustAdd(t, s, segA, 1, 0, frag(0, 600))
 		wantErr(t, "re-add of a fragment out of memory, other bytes", add(s, segA, 1, 0, frag(9, 600)), ErrMismatch)
@@ -384,6 +401,9 @@ func TestOffload(t *testing.T) {
 	if err := s.Offload(ctx, segA, one(keys...)); err != nil {
 		t.Fatal(err)
 	}
+	if got := info(t, s, segA); got.MemBytes != 0 {
+		t.Errorf("after Offload the segment holds %d bytes in memory, want 0", got.MemBytes)
+	}
 	if err := s.Offload(ctx, segA, one(keys...)); err != nil {
 		t.Fatalf("Offload again: %v", err)
 	}
@@ -434,14 +454,17 @@ func TestOffloadChecksFrames(t *testing.T) {
 	if err := s.Seal(segA, uint64(len(want))); err != nil {
 		t.Fatal(err)
 	}
-	objs := []Object{{"a", 0, 1}, {"b", 1, 5}, {"c", 5, 8}}
-	if err := s.Offload(ctx, segA, objs); err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		got, err := bucket.Get(ctx, o.Key)
-		if err != nil || !bytes.Equal(got, bytes.Join(want[o.From:o.To], nil)) {
-			t.Errorf("object %s: %v, or other bytes", o.Key, err)
+	// The first Offload takes the fragments from memory, the second from
+	// the journal, since the first took them out of memory.
+	for _, objs := range [][]Object{{{"a", 0, 1}, {"b", 1, 5}, {"c", 5, 8}}, {{"a2", 0, 3}, {"b2", 3, 8}}} {
+		if err := s.Offload(ctx, segA, objs); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			got, err := bucket.Get(ctx, o.Key)
+			if err != nil || !bytes.Equal(got, bytes.Join(want[o.From:o.To], nil)) {
+				t.Errorf("object %s: %v, or other bytes", o.Key, err)
+			}
 		}
 	}
 
@@ -470,6 +493,26 @@ func TestOffloadChecksFrames(t *testing.T) {
 	}
 	if _, err := bucket.Get(ctx, "d"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("the flipped fragment was stored, or: %v", err)
+	}
+}
+
+// TestOffloadFromMemory offloads a sealed segment whose journal is damaged
+// while its fragments are still in memory: the objects hold what was added,
+// taken from memory without reading the disk.
+func TestOffloadFromMemory(t *testing.T) {
+	bucket := blob.NewMem()
+	s := open(t, vfs.NewMem(), func(o *Options) { o.Bucket = bucket })
+	want := frags(4, 3000)
+	addAll(t, s, segA, 1, 0, want)
+	if err := s.Seal(segA, 4); err != nil {
+		t.Fatal(err)
+	}
+	flipVia(t, s.fs, journalPath(testDir, segA), headerBytes+frameHeaderBytes+10)
+	if err := s.Offload(t.Context(), segA, []Object{{"all", 0, 4}}); err != nil {
+		t.Fatalf("Offload from memory: %v", err)
+	}
+	if got, err := bucket.Get(t.Context(), "all"); err != nil || !bytes.Equal(got, bytes.Join(want, nil)) {
+		t.Errorf("the object: %v, or other bytes than were added", err)
 	}
 }
 
