@@ -73,12 +73,19 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("grpcopts: cannot decode into %T: not a proto.Message", v)
 	}
+	return inOneBuffer(data, func(b []byte) error { return proto.Unmarshal(b, m) })
+}
+
+// inOneBuffer calls decode with data's bytes in one slice: its only buffer,
+// or a copy gathered from its buffers, which goes back to the pool when
+// decode returns. decode must not keep the slice.
+func inOneBuffer(data mem.BufferSlice, decode func([]byte) error) error {
 	if len(data) == 1 {
-		return proto.Unmarshal(data[0].ReadOnlyData(), m)
+		return decode(data[0].ReadOnlyData())
 	}
 	buf := data.MaterializeToBuffer(bufferPool)
 	defer buf.Free()
-	return proto.Unmarshal(buf.ReadOnlyData(), m)
+	return decode(buf.ReadOnlyData())
 }
 
 // tieredPool is a mem.BufferPool with a tier at every power of two up to

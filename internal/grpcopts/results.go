@@ -84,12 +84,7 @@ type DecodedResults struct {
 }
 
 func unmarshalResults(data mem.BufferSlice, r *DecodedResults) error {
-	if len(data) == 1 {
-		return parseResults(data[0].ReadOnlyData(), r)
-	}
-	buf := data.MaterializeToBuffer(bufferPool)
-	defer buf.Free()
-	return parseResults(buf.ReadOnlyData(), r)
+	return inOneBuffer(data, func(b []byte) error { return parseResults(b, r) })
 }
 
 // parseResults decodes b into r as proto.Unmarshal would decode it into the
