@@ -92,236 +92,6 @@ func (x *ReplicaSegment) GetSeq() uint64 {
 	return 0
 }
 
-type ReplicaAddRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Kind:
-	//
-	//	*ReplicaAddRequest_Open
-	//	*ReplicaAddRequest_Fragment
-	Kind          isReplicaAddRequest_Kind `protobuf_oneof:"kind"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReplicaAddRequest) Reset() {
-	*x = ReplicaAddRequest{}
-	mi := &file_replica_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReplicaAddRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReplicaAddRequest) ProtoMessage() {}
-
-func (x *ReplicaAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReplicaAddRequest.ProtoReflect.Descriptor instead.
-func (*ReplicaAddRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *ReplicaAddRequest) GetKind() isReplicaAddRequest_Kind {
-	if x != nil {
-		return x.Kind
-	}
-	return nil
-}
-
-func (x *ReplicaAddRequest) GetOpen() *ReplicaAddOpen {
-	if x != nil {
-		if x, ok := x.Kind.(*ReplicaAddRequest_Open); ok {
-			return x.Open
-		}
-	}
-	return nil
-}
-
-func (x *ReplicaAddRequest) GetFragment() *ReplicaFragment {
-	if x != nil {
-		if x, ok := x.Kind.(*ReplicaAddRequest_Fragment); ok {
-			return x.Fragment
-		}
-	}
-	return nil
-}
-
-type isReplicaAddRequest_Kind interface {
-	isReplicaAddRequest_Kind()
-}
-
-type ReplicaAddRequest_Open struct {
-	Open *ReplicaAddOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"` // the first request, and only it
-}
-
-type ReplicaAddRequest_Fragment struct {
-	Fragment *ReplicaFragment `protobuf:"bytes,2,opt,name=fragment,proto3,oneof"`
-}
-
-func (*ReplicaAddRequest_Open) isReplicaAddRequest_Kind() {}
-
-func (*ReplicaAddRequest_Fragment) isReplicaAddRequest_Kind() {}
-
-type ReplicaAddOpen struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Segment       *ReplicaSegment        `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the writer's (or recoverer's) epoch
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReplicaAddOpen) Reset() {
-	*x = ReplicaAddOpen{}
-	mi := &file_replica_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReplicaAddOpen) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReplicaAddOpen) ProtoMessage() {}
-
-func (x *ReplicaAddOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReplicaAddOpen.ProtoReflect.Descriptor instead.
-func (*ReplicaAddOpen) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *ReplicaAddOpen) GetSegment() *ReplicaSegment {
-	if x != nil {
-		return x.Segment
-	}
-	return nil
-}
-
-func (x *ReplicaAddOpen) GetEpoch() uint64 {
-	if x != nil {
-		return x.Epoch
-	}
-	return 0
-}
-
-type ReplicaFragment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	N             uint64                 `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReplicaFragment) Reset() {
-	*x = ReplicaFragment{}
-	mi := &file_replica_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReplicaFragment) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReplicaFragment) ProtoMessage() {}
-
-func (x *ReplicaFragment) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReplicaFragment.ProtoReflect.Descriptor instead.
-func (*ReplicaFragment) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ReplicaFragment) GetN() uint64 {
-	if x != nil {
-		return x.N
-	}
-	return 0
-}
-
-func (x *ReplicaFragment) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-type ReplicaAddResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Count         uint64                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"` // durable fragments of the segment
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReplicaAddResponse) Reset() {
-	*x = ReplicaAddResponse{}
-	mi := &file_replica_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReplicaAddResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReplicaAddResponse) ProtoMessage() {}
-
-func (x *ReplicaAddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReplicaAddResponse.ProtoReflect.Descriptor instead.
-func (*ReplicaAddResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *ReplicaAddResponse) GetCount() uint64 {
-	if x != nil {
-		return x.Count
-	}
-	return 0
-}
-
 type ReplicaFenceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Segment       *ReplicaSegment        `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
@@ -332,7 +102,7 @@ type ReplicaFenceRequest struct {
 
 func (x *ReplicaFenceRequest) Reset() {
 	*x = ReplicaFenceRequest{}
-	mi := &file_replica_proto_msgTypes[5]
+	mi := &file_replica_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +114,7 @@ func (x *ReplicaFenceRequest) String() string {
 func (*ReplicaFenceRequest) ProtoMessage() {}
 
 func (x *ReplicaFenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[5]
+	mi := &file_replica_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +127,7 @@ func (x *ReplicaFenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFenceRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaFenceRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{5}
+	return file_replica_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ReplicaFenceRequest) GetSegment() *ReplicaSegment {
@@ -383,7 +153,7 @@ type ReplicaFenceResponse struct {
 
 func (x *ReplicaFenceResponse) Reset() {
 	*x = ReplicaFenceResponse{}
-	mi := &file_replica_proto_msgTypes[6]
+	mi := &file_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +165,7 @@ func (x *ReplicaFenceResponse) String() string {
 func (*ReplicaFenceResponse) ProtoMessage() {}
 
 func (x *ReplicaFenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[6]
+	mi := &file_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +178,7 @@ func (x *ReplicaFenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFenceResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaFenceResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{6}
+	return file_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicaFenceResponse) GetCount() uint64 {
@@ -427,7 +197,7 @@ type ReplicaListRequest struct {
 
 func (x *ReplicaListRequest) Reset() {
 	*x = ReplicaListRequest{}
-	mi := &file_replica_proto_msgTypes[7]
+	mi := &file_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +209,7 @@ func (x *ReplicaListRequest) String() string {
 func (*ReplicaListRequest) ProtoMessage() {}
 
 func (x *ReplicaListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[7]
+	mi := &file_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +222,7 @@ func (x *ReplicaListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaListRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaListRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{7}
+	return file_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReplicaListRequest) GetSegment() *ReplicaSegment {
@@ -471,7 +241,7 @@ type ReplicaListResponse struct {
 
 func (x *ReplicaListResponse) Reset() {
 	*x = ReplicaListResponse{}
-	mi := &file_replica_proto_msgTypes[8]
+	mi := &file_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +253,7 @@ func (x *ReplicaListResponse) String() string {
 func (*ReplicaListResponse) ProtoMessage() {}
 
 func (x *ReplicaListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[8]
+	mi := &file_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +266,7 @@ func (x *ReplicaListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaListResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaListResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{8}
+	return file_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaListResponse) GetSizes() []int64 {
@@ -518,7 +288,7 @@ type ReplicaReadRequest struct {
 
 func (x *ReplicaReadRequest) Reset() {
 	*x = ReplicaReadRequest{}
-	mi := &file_replica_proto_msgTypes[9]
+	mi := &file_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +300,7 @@ func (x *ReplicaReadRequest) String() string {
 func (*ReplicaReadRequest) ProtoMessage() {}
 
 func (x *ReplicaReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[9]
+	mi := &file_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +313,7 @@ func (x *ReplicaReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaReadRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaReadRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{9}
+	return file_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplicaReadRequest) GetSegment() *ReplicaSegment {
@@ -584,7 +354,7 @@ type ReplicaReadResponse struct {
 
 func (x *ReplicaReadResponse) Reset() {
 	*x = ReplicaReadResponse{}
-	mi := &file_replica_proto_msgTypes[10]
+	mi := &file_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +366,7 @@ func (x *ReplicaReadResponse) String() string {
 func (*ReplicaReadResponse) ProtoMessage() {}
 
 func (x *ReplicaReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[10]
+	mi := &file_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +379,7 @@ func (x *ReplicaReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaReadResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaReadResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{10}
+	return file_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReplicaReadResponse) GetData() []byte {
@@ -636,7 +406,7 @@ type ReplicaSealRequest struct {
 
 func (x *ReplicaSealRequest) Reset() {
 	*x = ReplicaSealRequest{}
-	mi := &file_replica_proto_msgTypes[11]
+	mi := &file_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +418,7 @@ func (x *ReplicaSealRequest) String() string {
 func (*ReplicaSealRequest) ProtoMessage() {}
 
 func (x *ReplicaSealRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[11]
+	mi := &file_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +431,7 @@ func (x *ReplicaSealRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaSealRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaSealRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{11}
+	return file_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplicaSealRequest) GetSegment() *ReplicaSegment {
@@ -686,7 +456,7 @@ type ReplicaSealResponse struct {
 
 func (x *ReplicaSealResponse) Reset() {
 	*x = ReplicaSealResponse{}
-	mi := &file_replica_proto_msgTypes[12]
+	mi := &file_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +468,7 @@ func (x *ReplicaSealResponse) String() string {
 func (*ReplicaSealResponse) ProtoMessage() {}
 
 func (x *ReplicaSealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[12]
+	mi := &file_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +481,7 @@ func (x *ReplicaSealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaSealResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaSealResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{12}
+	return file_replica_proto_rawDescGZIP(), []int{8}
 }
 
 type ReplicaOffloadRequest struct {
@@ -725,7 +495,7 @@ type ReplicaOffloadRequest struct {
 
 func (x *ReplicaOffloadRequest) Reset() {
 	*x = ReplicaOffloadRequest{}
-	mi := &file_replica_proto_msgTypes[13]
+	mi := &file_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +507,7 @@ func (x *ReplicaOffloadRequest) String() string {
 func (*ReplicaOffloadRequest) ProtoMessage() {}
 
 func (x *ReplicaOffloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[13]
+	mi := &file_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +520,7 @@ func (x *ReplicaOffloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaOffloadRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaOffloadRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{13}
+	return file_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicaOffloadRequest) GetSegment() *ReplicaSegment {
@@ -779,7 +549,7 @@ type ReplicaObject struct {
 
 func (x *ReplicaObject) Reset() {
 	*x = ReplicaObject{}
-	mi := &file_replica_proto_msgTypes[14]
+	mi := &file_replica_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +561,7 @@ func (x *ReplicaObject) String() string {
 func (*ReplicaObject) ProtoMessage() {}
 
 func (x *ReplicaObject) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[14]
+	mi := &file_replica_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +574,7 @@ func (x *ReplicaObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaObject.ProtoReflect.Descriptor instead.
 func (*ReplicaObject) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{14}
+	return file_replica_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplicaObject) GetKey() string {
@@ -836,7 +606,7 @@ type ReplicaOffloadResponse struct {
 
 func (x *ReplicaOffloadResponse) Reset() {
 	*x = ReplicaOffloadResponse{}
-	mi := &file_replica_proto_msgTypes[15]
+	mi := &file_replica_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +618,7 @@ func (x *ReplicaOffloadResponse) String() string {
 func (*ReplicaOffloadResponse) ProtoMessage() {}
 
 func (x *ReplicaOffloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[15]
+	mi := &file_replica_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +631,7 @@ func (x *ReplicaOffloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaOffloadResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaOffloadResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{15}
+	return file_replica_proto_rawDescGZIP(), []int{11}
 }
 
 type ReplicaDropRequest struct {
@@ -873,7 +643,7 @@ type ReplicaDropRequest struct {
 
 func (x *ReplicaDropRequest) Reset() {
 	*x = ReplicaDropRequest{}
-	mi := &file_replica_proto_msgTypes[16]
+	mi := &file_replica_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +655,7 @@ func (x *ReplicaDropRequest) String() string {
 func (*ReplicaDropRequest) ProtoMessage() {}
 
 func (x *ReplicaDropRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[16]
+	mi := &file_replica_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +668,7 @@ func (x *ReplicaDropRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDropRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaDropRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{16}
+	return file_replica_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaDropRequest) GetSegment() *ReplicaSegment {
@@ -916,7 +686,7 @@ type ReplicaDropResponse struct {
 
 func (x *ReplicaDropResponse) Reset() {
 	*x = ReplicaDropResponse{}
-	mi := &file_replica_proto_msgTypes[17]
+	mi := &file_replica_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +698,7 @@ func (x *ReplicaDropResponse) String() string {
 func (*ReplicaDropResponse) ProtoMessage() {}
 
 func (x *ReplicaDropResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[17]
+	mi := &file_replica_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +711,7 @@ func (x *ReplicaDropResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDropResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaDropResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{17}
+	return file_replica_proto_rawDescGZIP(), []int{13}
 }
 
 var File_replica_proto protoreflect.FileDescriptor
@@ -951,19 +721,7 @@ const file_replica_proto_rawDesc = "" +
 	"\rreplica.proto\x12\atern.v1\"4\n" +
 	"\x0eReplicaSegment\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\x04R\x03log\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x82\x01\n" +
-	"\x11ReplicaAddRequest\x12-\n" +
-	"\x04open\x18\x01 \x01(\v2\x17.tern.v1.ReplicaAddOpenH\x00R\x04open\x126\n" +
-	"\bfragment\x18\x02 \x01(\v2\x18.tern.v1.ReplicaFragmentH\x00R\bfragmentB\x06\n" +
-	"\x04kind\"Y\n" +
-	"\x0eReplicaAddOpen\x121\n" +
-	"\asegment\x18\x01 \x01(\v2\x17.tern.v1.ReplicaSegmentR\asegment\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"3\n" +
-	"\x0fReplicaFragment\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x04R\x01n\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"*\n" +
-	"\x12ReplicaAddResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count\"^\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"^\n" +
 	"\x13ReplicaFenceRequest\x121\n" +
 	"\asegment\x18\x01 \x01(\v2\x17.tern.v1.ReplicaSegmentR\asegment\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\",\n" +
@@ -995,9 +753,8 @@ const file_replica_proto_rawDesc = "" +
 	"\x16ReplicaOffloadResponse\"G\n" +
 	"\x12ReplicaDropRequest\x121\n" +
 	"\asegment\x18\x01 \x01(\v2\x17.tern.v1.ReplicaSegmentR\asegment\"\x15\n" +
-	"\x13ReplicaDropResponse2\xeb\x03\n" +
-	"\aReplica\x12B\n" +
-	"\x03Add\x12\x1a.tern.v1.ReplicaAddRequest\x1a\x1b.tern.v1.ReplicaAddResponse(\x010\x01\x12D\n" +
+	"\x13ReplicaDropResponse2\xa7\x03\n" +
+	"\aReplica\x12D\n" +
 	"\x05Fence\x12\x1c.tern.v1.ReplicaFenceRequest\x1a\x1d.tern.v1.ReplicaFenceResponse\x12A\n" +
 	"\x04List\x12\x1b.tern.v1.ReplicaListRequest\x1a\x1c.tern.v1.ReplicaListResponse\x12A\n" +
 	"\x04Read\x12\x1b.tern.v1.ReplicaReadRequest\x1a\x1c.tern.v1.ReplicaReadResponse\x12A\n" +
@@ -1017,57 +774,48 @@ func file_replica_proto_rawDescGZIP() []byte {
 	return file_replica_proto_rawDescData
 }
 
-var file_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_replica_proto_goTypes = []any{
 	(*ReplicaSegment)(nil),         // 0: tern.v1.ReplicaSegment
-	(*ReplicaAddRequest)(nil),      // 1: tern.v1.ReplicaAddRequest
-	(*ReplicaAddOpen)(nil),         // 2: tern.v1.ReplicaAddOpen
-	(*ReplicaFragment)(nil),        // 3: tern.v1.ReplicaFragment
-	(*ReplicaAddResponse)(nil),     // 4: tern.v1.ReplicaAddResponse
-	(*ReplicaFenceRequest)(nil),    // 5: tern.v1.ReplicaFenceRequest
-	(*ReplicaFenceResponse)(nil),   // 6: tern.v1.ReplicaFenceResponse
-	(*ReplicaListRequest)(nil),     // 7: tern.v1.ReplicaListRequest
-	(*ReplicaListResponse)(nil),    // 8: tern.v1.ReplicaListResponse
-	(*ReplicaReadRequest)(nil),     // 9: tern.v1.ReplicaReadRequest
-	(*ReplicaReadResponse)(nil),    // 10: tern.v1.ReplicaReadResponse
-	(*ReplicaSealRequest)(nil),     // 11: tern.v1.ReplicaSealRequest
-	(*ReplicaSealResponse)(nil),    // 12: tern.v1.ReplicaSealResponse
-	(*ReplicaOffloadRequest)(nil),  // 13: tern.v1.ReplicaOffloadRequest
-	(*ReplicaObject)(nil),          // 14: tern.v1.ReplicaObject
-	(*ReplicaOffloadResponse)(nil), // 15: tern.v1.ReplicaOffloadResponse
-	(*ReplicaDropRequest)(nil),     // 16: tern.v1.ReplicaDropRequest
-	(*ReplicaDropResponse)(nil),    // 17: tern.v1.ReplicaDropResponse
+	(*ReplicaFenceRequest)(nil),    // 1: tern.v1.ReplicaFenceRequest
+	(*ReplicaFenceResponse)(nil),   // 2: tern.v1.ReplicaFenceResponse
+	(*ReplicaListRequest)(nil),     // 3: tern.v1.ReplicaListRequest
+	(*ReplicaListResponse)(nil),    // 4: tern.v1.ReplicaListResponse
+	(*ReplicaReadRequest)(nil),     // 5: tern.v1.ReplicaReadRequest
+	(*ReplicaReadResponse)(nil),    // 6: tern.v1.ReplicaReadResponse
+	(*ReplicaSealRequest)(nil),     // 7: tern.v1.ReplicaSealRequest
+	(*ReplicaSealResponse)(nil),    // 8: tern.v1.ReplicaSealResponse
+	(*ReplicaOffloadRequest)(nil),  // 9: tern.v1.ReplicaOffloadRequest
+	(*ReplicaObject)(nil),          // 10: tern.v1.ReplicaObject
+	(*ReplicaOffloadResponse)(nil), // 11: tern.v1.ReplicaOffloadResponse
+	(*ReplicaDropRequest)(nil),     // 12: tern.v1.ReplicaDropRequest
+	(*ReplicaDropResponse)(nil),    // 13: tern.v1.ReplicaDropResponse
 }
 var file_replica_proto_depIdxs = []int32{
-	2,  // 0: tern.v1.ReplicaAddRequest.open:type_name -> tern.v1.ReplicaAddOpen
-	3,  // 1: tern.v1.ReplicaAddRequest.fragment:type_name -> tern.v1.ReplicaFragment
-	0,  // 2: tern.v1.ReplicaAddOpen.segment:type_name -> tern.v1.ReplicaSegment
-	0,  // 3: tern.v1.ReplicaFenceRequest.segment:type_name -> tern.v1.ReplicaSegment
-	0,  // 4: tern.v1.ReplicaListRequest.segment:type_name -> tern.v1.ReplicaSegment
-	0,  // 5: tern.v1.ReplicaReadRequest.segment:type_name -> tern.v1.ReplicaSegment
-	0,  // 6: tern.v1.ReplicaSealRequest.segment:type_name -> tern.v1.ReplicaSegment
-	0,  // 7: tern.v1.ReplicaOffloadRequest.segment:type_name -> tern.v1.ReplicaSegment
-	14, // 8: tern.v1.ReplicaOffloadRequest.objects:type_name -> tern.v1.ReplicaObject
-	0,  // 9: tern.v1.ReplicaDropRequest.segment:type_name -> tern.v1.ReplicaSegment
-	1,  // 10: tern.v1.Replica.Add:input_type -> tern.v1.ReplicaAddRequest
-	5,  // 11: tern.v1.Replica.Fence:input_type -> tern.v1.ReplicaFenceRequest
-	7,  // 12: tern.v1.Replica.List:input_type -> tern.v1.ReplicaListRequest
-	9,  // 13: tern.v1.Replica.Read:input_type -> tern.v1.ReplicaReadRequest
-	11, // 14: tern.v1.Replica.Seal:input_type -> tern.v1.ReplicaSealRequest
-	13, // 15: tern.v1.Replica.Offload:input_type -> tern.v1.ReplicaOffloadRequest
-	16, // 16: tern.v1.Replica.Drop:input_type -> tern.v1.ReplicaDropRequest
-	4,  // 17: tern.v1.Replica.Add:output_type -> tern.v1.ReplicaAddResponse
-	6,  // 18: tern.v1.Replica.Fence:output_type -> tern.v1.ReplicaFenceResponse
-	8,  // 19: tern.v1.Replica.List:output_type -> tern.v1.ReplicaListResponse
-	10, // 20: tern.v1.Replica.Read:output_type -> tern.v1.ReplicaReadResponse
-	12, // 21: tern.v1.Replica.Seal:output_type -> tern.v1.ReplicaSealResponse
-	15, // 22: tern.v1.Replica.Offload:output_type -> tern.v1.ReplicaOffloadResponse
-	17, // 23: tern.v1.Replica.Drop:output_type -> tern.v1.ReplicaDropResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 0: tern.v1.ReplicaFenceRequest.segment:type_name -> tern.v1.ReplicaSegment
+	0,  // 1: tern.v1.ReplicaListRequest.segment:type_name -> tern.v1.ReplicaSegment
+	0,  // 2: tern.v1.ReplicaReadRequest.segment:type_name -> tern.v1.ReplicaSegment
+	0,  // 3: tern.v1.ReplicaSealRequest.segment:type_name -> tern.v1.ReplicaSegment
+	0,  // 4: tern.v1.ReplicaOffloadRequest.segment:type_name -> tern.v1.ReplicaSegment
+	10, // 5: tern.v1.ReplicaOffloadRequest.objects:type_name -> tern.v1.ReplicaObject
+	0,  // 6: tern.v1.ReplicaDropRequest.segment:type_name -> tern.v1.ReplicaSegment
+	1,  // 7: tern.v1.Replica.Fence:input_type -> tern.v1.ReplicaFenceRequest
+	3,  // 8: tern.v1.Replica.List:input_type -> tern.v1.ReplicaListRequest
+	5,  // 9: tern.v1.Replica.Read:input_type -> tern.v1.ReplicaReadRequest
+	7,  // 10: tern.v1.Replica.Seal:input_type -> tern.v1.ReplicaSealRequest
+	9,  // 11: tern.v1.Replica.Offload:input_type -> tern.v1.ReplicaOffloadRequest
+	12, // 12: tern.v1.Replica.Drop:input_type -> tern.v1.ReplicaDropRequest
+	2,  // 13: tern.v1.Replica.Fence:output_type -> tern.v1.ReplicaFenceResponse
+	4,  // 14: tern.v1.Replica.List:output_type -> tern.v1.ReplicaListResponse
+	6,  // 15: tern.v1.Replica.Read:output_type -> tern.v1.ReplicaReadResponse
+	8,  // 16: tern.v1.Replica.Seal:output_type -> tern.v1.ReplicaSealResponse
+	11, // 17: tern.v1.Replica.Offload:output_type -> tern.v1.ReplicaOffloadResponse
+	13, // 18: tern.v1.Replica.Drop:output_type -> tern.v1.ReplicaDropResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_replica_proto_init() }
@@ -1075,17 +823,13 @@ func file_replica_proto_init() {
 	if File_replica_proto != nil {
 		return
 	}
-	file_replica_proto_msgTypes[1].OneofWrappers = []any{
-		(*ReplicaAddRequest_Open)(nil),
-		(*ReplicaAddRequest_Fragment)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replica_proto_rawDesc), len(file_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

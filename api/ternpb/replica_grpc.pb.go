@@ -38,7 +38,6 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Replica_Add_FullMethodName     = "/tern.v1.Replica/Add"
 	Replica_Fence_FullMethodName   = "/tern.v1.Replica/Fence"
 	Replica_List_FullMethodName    = "/tern.v1.Replica/List"
 	Replica_Read_FullMethodName    = "/tern.v1.Replica/Read"
@@ -51,13 +50,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ReplicaClient interface {
-	// Add pipelines fragments of one segment. The first request opens the
-	// stream (segment and epoch), each later one carries a fragment. The
-	// server answers with the segment's durable fragment count as it grows:
-	// when several fragments became durable since the last response, only
-	// the latest count is sent. A failed fragment ends the stream with its
-	// error.
-	Add(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaAddRequest, ReplicaAddResponse], error)
+	// Fragments are added on connections of their own to the same port, not
+	// through this service: see internal/replica/wire.go.
 	// Fence refuses, from now on, adds with an epoch below the given one, and
 	// answers with the durable fragment count once no older add can become
 	// durable any more.
@@ -82,19 +76,6 @@ type replicaClient struct {
 func NewReplicaClient(cc grpc.ClientConnInterface) ReplicaClient {
 	return &replicaClient{cc}
 }
-
-func (c *replicaClient) Add(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaAddRequest, ReplicaAddResponse], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Replica_ServiceDesc.Streams[0], Replica_Add_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[ReplicaAddRequest, ReplicaAddResponse]{ClientStream: stream}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Replica_AddClient = grpc.BidiStreamingClient[ReplicaAddRequest, ReplicaAddResponse]
 
 func (c *replicaClient) Fence(ctx context.Context, in *ReplicaFenceRequest, opts ...grpc.CallOption) (*ReplicaFenceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -160,13 +141,8 @@ func (c *replicaClient) Drop(ctx context.Context, in *ReplicaDropRequest, opts .
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
 type ReplicaServer interface {
-	// Add pipelines fragments of one segment. The first request opens the
-	// stream (segment and epoch), each later one carries a fragment. The
-	// server answers with the segment's durable fragment count as it grows:
-	// when several fragments became durable since the last response, only
-	// the latest count is sent. A failed fragment ends the stream with its
-	// error.
-	Add(grpc.BidiStreamingServer[ReplicaAddRequest, ReplicaAddResponse]) error
+	// Fragments are added on connections of their own to the same port, not
+	// through this service: see internal/replica/wire.go.
 	// Fence refuses, from now on, adds with an epoch below the given one, and
 	// answers with the durable fragment count once no older add can become
 	// durable any more.
@@ -192,9 +168,6 @@ type ReplicaServer interface {
 // pointer dereference when methods are called.
 type UnimplementedReplicaServer struct{}
 
-func (UnimplementedReplicaServer) Add(grpc.BidiStreamingServer[ReplicaAddRequest, ReplicaAddResponse]) error {
-	return status.Errorf(codes.Unimplemented, "method Add not implemented")
-}
 func (UnimplementedReplicaServer) Fence(context.Context, *ReplicaFenceRequest) (*ReplicaFenceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Fence not implemented")
 }
@@ -233,13 +206,6 @@ func RegisterReplicaServer(s grpc.ServiceRegistrar, srv ReplicaServer) {
 	}
 	s.RegisterService(&Replica_ServiceDesc, srv)
 }
-
-func _Replica_Add_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ReplicaServer).Add(&grpc.GenericServerStream[ReplicaAddRequest, ReplicaAddResponse]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Replica_AddServer = grpc.BidiStreamingServer[ReplicaAddRequest, ReplicaAddResponse]
 
 func _Replica_Fence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReplicaFenceRequest)
@@ -381,13 +347,6 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Replica_Drop_Handler,
 		},
 	},
-	Streams: []grpc.StreamDesc{
-		{
-			StreamName:    "Add",
-			Handler:       _Replica_Add_Handler,
-			ServerStreams: true,
-			ClientStreams: true,
-		},
-	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "replica.proto",
 }

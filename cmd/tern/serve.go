@@ -291,11 +291,15 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) (err error) {
 	srv := server.New(c, sopts)
 	gs := grpc.NewServer(gopts...)
 	srv.Register(gs)
+	lis := grpcLis
 	if node != nil {
-		replica.NewServer(node.store).Register(gs)
+		rs := replica.NewServer(node.store)
+		rs.Register(gs)
+		lis = rs.Listen(grpcLis) // the add streams come to the same port
+		undo.push("", rs.Close)  // after the gRPC service has stopped
 	}
 	served := make(chan error, 1)
-	go func() { served <- gs.Serve(grpcLis) }()
+	go func() { served <- gs.Serve(lis) }()
 	undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
 	addr := grpcLis.Addr().String()
 	logger.Info("grpc listening", "addr", addr, "data", cfg.Data, "storage", storageForLog(cfg.Storage), "default_mode", cmp.Or(cfg.Mode, string(tern.ModeLocal)))

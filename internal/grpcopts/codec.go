@@ -8,18 +8,15 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/ternwal/tern/api/ternpb"
 )
 
 // codec encodes messages as gRPC's own proto codec does, but in buffers
 // from bufferPool: gRPC's codec takes them from its default pool, whatever
 // pool the connection has, and that pool's largest tier is 1 MiB, so every
-// fragment of a quorum log (a little over 1 MiB) was a new buffer, zeroed.
-// A message that arrives in one buffer is decoded in place: proto.Unmarshal
-// copies what it keeps. The replicas' add requests that carry fragments
-// (fragment.go) and append streams' requests and answers (append.go,
-// results.go) take shorter paths.
+// larger message (a replica's answer to a read of a fragment, a big batch)
+// was a new buffer, zeroed. A message that arrives in one buffer is decoded
+// in place: proto.Unmarshal copies what it keeps. Append streams' requests
+// and answers (append.go, results.go) take shorter paths.
 type codec struct{}
 
 var _ encoding.CodecV2 = codec{}
@@ -32,11 +29,6 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return marshalAppend(r), nil
 	case *EncodedResults:
 		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
-	}
-	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
-		if data, ok := marshalFragment(r); ok {
-			return data, nil
-		}
 	}
 	m, ok := v.(proto.Message)
 	if !ok {
@@ -63,11 +55,6 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return unmarshalAppend(data, r)
 	case *DecodedResults:
 		return unmarshalResults(data, r)
-	}
-	if r, ok := v.(*ternpb.ReplicaAddRequest); ok {
-		if done, err := unmarshalAdd(data, r); done {
-			return err
-		}
 	}
 	m, ok := v.(proto.Message)
 	if !ok {

@@ -34,7 +34,7 @@ func TestTieredPool(t *testing.T) {
 // buffer or in several, large or small.
 func TestCodecRoundTrip(t *testing.T) {
 	for _, n := range []int{10, 1 << 20} {
-		in := &ternpb.ReplicaFragment{N: 3, Data: bytes.Repeat([]byte{0xab}, n)}
+		in := &ternpb.ReplicaReadResponse{Data: bytes.Repeat([]byte{0xab}, n), Eof: true}
 		enc, err := codec{}.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +47,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			for i := 0; i < len(wire); i += step {
 				data = append(data, mem.SliceBuffer(bytes.Clone(wire[i:min(i+step, len(wire))])))
 			}
-			out := new(ternpb.ReplicaFragment)
+			out := new(ternpb.ReplicaReadResponse)
 			if err := (codec{}).Unmarshal(data, out); err != nil {
 				t.Fatal(err)
 			}

@@ -1,11 +1,15 @@
 package replica
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
+	"net"
+	"slices"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -15,9 +19,11 @@ import (
 	"github.com/ternwal/tern/internal/grpcopts"
 )
 
-// Conn is a Node reached over gRPC: a client of a replica's Server. It is
+// Conn is a Node reached over the network: a client of a replica's
+// Server, over gRPC and, for add streams, connections of their own. It is
 // safe for concurrent use.
 type Conn struct {
+	addr   string
 	cc     *grpc.ClientConn
 	client ternpb.ReplicaClient
 }
@@ -36,94 +42,201 @@ func Dial(addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: dial %s: %w", addr, err)
 	}
-	return &Conn{cc: cc, client: ternpb.NewReplicaClient(cc)}, nil
+	return &Conn{addr: addr, cc: cc, client: ternpb.NewReplicaClient(cc)}, nil
 }
 
-// Close closes the connection; streams still open fail.
+// Close closes the gRPC connection; calls in flight fail. Add streams
+// have connections of their own, which their Close closes.
 func (c *Conn) Close() error { return c.cc.Close() }
 
-// Stream opens an Add stream. Send returns once gRPC has taken the
-// fragment; it blocks while the replica has a window of fragments in
-// flight that are not yet durable. A fragment the replica refuses fails the
-// stream, through onErr and the next Send.
+// sendQueueBytes bounds the fragments a stream has queued for its writer;
+// past it Send waits.
+const sendQueueBytes = 8 << 20
+
+// Stream opens an add stream on a connection of its own. Send queues the
+// fragment for the stream's writer, and blocks while sendQueueBytes are
+// queued; the replica reads a window of fragments that are not yet
+// durable, and then TCP's flow control holds the writer. A fragment the
+// replica refuses fails the stream, through onErr and the next Send.
 func (c *Conn) Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurable func(uint64), onErr func(error)) (Sender, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.client.Add(ctx)
+	nc, err := addDialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		cancel()
-		return nil, fromStatus(err)
+		return nil, fmt.Errorf("replica: connect to %s for the add stream of %v: %w", c.addr, seg, err)
 	}
-	open := &ternpb.ReplicaAddOpen{Segment: segmentProto(seg), Epoch: epoch}
-	if err := stream.Send(&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Open{Open: open}}); err != nil {
-		if errors.Is(err, io.EOF) {
-			_, err = stream.Recv()
-		}
-		cancel()
-		return nil, fromStatus(err)
+	nc.SetWriteDeadline(time.Now().Add(deadAfter))
+	if _, err := nc.Write(appendOpen(nil, seg, epoch)); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("replica: open the add stream of %v at %s: %w", seg, c.addr, err)
 	}
-	st := &connStream{stream: stream, cancel: cancel, done: make(chan struct{})}
-	go st.receive(onDurable, onErr)
+	st := &addConn{addr: c.addr, c: nc, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	st.stop = context.AfterFunc(ctx, func() { st.fail(ctx.Err()) })
+	go st.write()
+	go st.read(onDurable, onErr)
 	return st, nil
 }
 
-// connStream is a Conn's Sender.
-type connStream struct {
-	stream ternpb.Replica_AddClient
-	cancel context.CancelFunc
-	done   chan struct{} // closed once receive has set err and returned
-	err    error
-	closed atomic.Bool
+// addConn is a Conn's Sender: Send queues, write writes the queue, and
+// read reports the replica's frames.
+type addConn struct {
+	addr string
+	c    net.Conn
+	stop func() bool   // of the context's AfterFunc
+	wake chan struct{} // capacity 1: the queue grew, or the stream failed
+	room chan struct{} // capacity 1: the queue shrank, or the stream failed
+
+	mu     sync.Mutex
+	queue  []queuedFragment
+	queued int   // bytes in queue
+	err    error // why the stream failed; set once
+	closed bool  // by Close: onErr is not called
+}
+
+type queuedFragment struct {
+	n    uint64
+	data []byte
 }
 
 // errStreamEnded is a stream that the server ended without an error, which
 // it does only when the client closed its side.
 var errStreamEnded = errors.New("replica: the server ended the stream")
 
-func (st *connStream) receive(onDurable func(uint64), onErr func(error)) {
-	var last uint64
-	for {
-		resp, err := st.stream.Recv()
-		if err != nil {
-			if err == io.EOF {
-				err = errStreamEnded
-			}
-			st.err = fromStatus(err)
-			close(st.done)
-			if !st.closed.Load() {
-				onErr(st.err)
-			}
-			return
-		}
-		if resp.GetCount() > last {
-			last = resp.GetCount()
-			onDurable(last)
-		}
+func (st *addConn) Send(n uint64, data []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for st.err == nil && st.queued > 0 && st.queued+len(data) > sendQueueBytes {
+		st.mu.Unlock()
+		<-st.room
+		st.mu.Lock()
 	}
+	if st.err != nil {
+		return st.err
+	}
+	st.queue = append(st.queue, queuedFragment{n: n, data: data})
+	st.queued += len(data)
+	signal(st.wake)
+	return nil
 }
 
-func (st *connStream) Send(n uint64, data []byte) error {
+func (st *addConn) Close() error {
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+	st.fail(errStreamClosed)
+	st.stop()
+	return nil
+}
+
+// fail records why the stream failed, if it is the first reason, and
+// closes the connection, which ends read and write.
+func (st *addConn) fail(err error) {
+	st.mu.Lock()
+	if st.err == nil {
+		st.err = err
+		st.queue = nil
+	}
+	st.mu.Unlock()
+	st.c.Close()
+	signal(st.wake)
+	signal(st.room)
+}
+
+func signal(c chan struct{}) {
 	select {
-	case <-st.done:
-		return st.err
+	case c <- struct{}{}:
 	default:
 	}
-	if st.closed.Load() {
-		return errStreamClosed
-	}
-	frag := &ternpb.ReplicaFragment{N: n, Data: data}
-	err := st.stream.Send(&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Fragment{Fragment: frag}})
-	if errors.Is(err, io.EOF) {
-		// The stream ended; receive has its status.
-		<-st.done
-		return st.err
-	}
-	return fromStatus(err)
 }
 
-func (st *connStream) Close() error {
-	st.closed.Store(true)
-	st.cancel()
-	return nil
+// write writes the queued fragments, all of them in one writev, and a ping
+// when it wrote nothing for pingEvery.
+func (st *addConn) write() {
+	var (
+		bufs    net.Buffers
+		headers []byte
+		ping    = time.NewTimer(pingEvery)
+	)
+	defer ping.Stop()
+	for {
+		st.mu.Lock()
+		queue, failed := st.queue, st.err != nil
+		st.queue = nil
+		st.mu.Unlock()
+		if failed {
+			return
+		}
+		if len(queue) == 0 {
+			select {
+			case <-st.wake:
+				continue
+			case <-ping.C:
+				var h [clientFrameBytes]byte
+				putClientFrame(&h, kindPing, 0, 0)
+				queue = nil
+				bufs = append(bufs[:0], h[:])
+			}
+		} else {
+			headers = slices.Grow(headers[:0], clientFrameBytes*len(queue))[:clientFrameBytes*len(queue)]
+			bufs = bufs[:0]
+			for i, f := range queue {
+				h := (*[clientFrameBytes]byte)(headers[i*clientFrameBytes:])
+				putClientFrame(h, kindFragment, f.n, len(f.data))
+				bufs = append(bufs, h[:], f.data)
+			}
+		}
+		st.c.SetWriteDeadline(time.Now().Add(deadAfter))
+		// WriteTo consumes bufs; clear what it leaves so the fragments
+		// are not kept.
+		all := bufs
+		_, err := bufs.WriteTo(st.c)
+		clear(all)
+		bufs = all[:0]
+		if err != nil {
+			st.fail(fmt.Errorf("replica: add stream to %s: %w", st.addr, err))
+			return
+		}
+		ping.Reset(pingEvery)
+		if len(queue) > 0 {
+			sent := 0
+			for _, f := range queue {
+				sent += len(f.data)
+			}
+			st.mu.Lock()
+			st.queued -= sent
+			st.mu.Unlock()
+			signal(st.room)
+		}
+	}
+}
+
+// read reports the durable counts, and the stream's end to onErr unless
+// Close ended it.
+func (st *addConn) read(onDurable func(uint64), onErr func(error)) {
+	r := bufio.NewReaderSize(deadlineReader{st.c}, 4<<10)
+	var last uint64
+	for {
+		kind, count, err := readServerFrame(r)
+		if err == nil && kind == kindCount && count > last {
+			last = count
+			onDurable(last)
+		}
+		if err == nil {
+			continue
+		}
+		switch {
+		case err == io.EOF:
+			err = errStreamEnded
+		case kind != kindError:
+			err = fmt.Errorf("replica: add stream to %s: %w", st.addr, err)
+		}
+		st.fail(err)
+		st.mu.Lock()
+		closed, err := st.closed, st.err
+		st.mu.Unlock()
+		if !closed {
+			onErr(err)
+		}
+		return
+	}
 }
 
 func (c *Conn) Fence(ctx context.Context, seg SegmentID, epoch uint64) (uint64, error) {

@@ -10,7 +10,9 @@
 // durable fragment count, copy forward, seal.
 //
 // A Store holds one node's segments on disk; Local and Conn reach it as a
-// Node, in process or over gRPC (Server, api/ternpb/replica.proto).
+// Node, in process or over the network (Server): add streams on
+// connections of their own (wire.go), the other calls over gRPC
+// (api/ternpb/replica.proto), both on the node's one port.
 //
 // # Invariants
 //
@@ -120,12 +122,14 @@
 // there (see Memory), the others from its journal; they do not wait for the
 // committer.
 //
-// Over gRPC, an Add stream's server side adds each fragment as it arrives
-// and answers with the durable count as the committer reports it,
-// coalesced. It stops reading a stream that has streamWindowBytes of
-// fragments not yet durable, so HTTP/2 flow control blocks the client's
-// Send: neither side buffers without bound. Conn pings an idle connection
-// (see ServerOptions) so that a dead replica fails its streams.
+// Over the network, an add stream's server side adds each fragment as it
+// arrives and answers with the durable count as the committer reports it,
+// coalesced. It stops reading a connection that has streamWindowBytes of
+// fragments not yet durable, so TCP's flow control holds the client's
+// writer, and Send blocks once sendQueueBytes wait for it: neither side
+// buffers without bound. Both ends ping an idle add connection, and drop
+// one that stays silent (see wire.go); Conn's gRPC connection pings too
+// (see ServerOptions), so that a dead replica fails its calls.
 //
 // Memory: Store.Add keeps the caller's data slice as the fragment's
 // in-memory copy, for tail reads and then for the offload of the sealed

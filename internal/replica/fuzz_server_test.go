@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -39,6 +38,8 @@ const (
 type fuzzReplica struct {
 	store   *Store
 	bucket  *blob.Mem
+	srv     *Server
+	addr    string // the server's, for add connections
 	api     ternpb.ReplicaClient
 	fixture []SegmentInfo // as reset leaves the store
 }
@@ -56,13 +57,15 @@ func startFuzzReplica(f *testing.F) *fuzzReplica {
 		}
 	})
 	g := grpc.NewServer(ServerOptions()...)
-	NewServer(s).Register(g)
-	cc, err := grpc.NewClient(serveGRPC(f, g), append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	srv := NewServer(s)
+	srv.Register(g)
+	addr := serveGRPC(f, g, srv)
+	cc, err := grpc.NewClient(addr, append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { cc.Close() })
-	fr := &fuzzReplica{store: s, bucket: bucket, api: ternpb.NewReplicaClient(cc)}
+	fr := &fuzzReplica{store: s, bucket: bucket, srv: srv, addr: addr, api: ternpb.NewReplicaClient(cc)}
 	if err := fr.reset(); err != nil {
 		f.Fatal(err)
 	}
@@ -124,41 +127,6 @@ func replicaUnary[Req proto.Message, Resp any](name string, call func(ternpb.Rep
 }
 
 var fuzzReplicaMethods = []fuzzReplicaMethod{
-	{
-		// An open request is sent alone; a fragment follows an open of the
-		// fixture's open segment at its epoch, so that it reaches the Store.
-		name: "Add",
-		req:  func() proto.Message { return new(ternpb.ReplicaAddRequest) },
-		call: func(ctx context.Context, api ternpb.ReplicaClient, req proto.Message) error {
-			stream, err := api.Add(ctx)
-			if err != nil {
-				return err
-			}
-			reqs := []*ternpb.ReplicaAddRequest{req.(*ternpb.ReplicaAddRequest)}
-			if reqs[0].GetFragment() != nil {
-				open := &ternpb.ReplicaAddOpen{Segment: segmentProto(fuzzOpen), Epoch: fuzzEpoch}
-				reqs = append([]*ternpb.ReplicaAddRequest{{Kind: &ternpb.ReplicaAddRequest_Open{Open: open}}}, reqs...)
-			}
-			for _, r := range reqs {
-				if err := stream.Send(r); err == io.EOF {
-					break
-				} else if err != nil {
-					return err
-				}
-			}
-			if err := stream.CloseSend(); err != nil {
-				return err
-			}
-			for {
-				if _, err := stream.Recv(); err != nil {
-					if err == io.EOF {
-						return nil
-					}
-					return err
-				}
-			}
-		},
-	},
 	replicaUnary("Fence", ternpb.ReplicaClient.Fence),
 	replicaUnary("List", ternpb.ReplicaClient.List),
 	replicaUnary("Read", ternpb.ReplicaClient.Read),
@@ -170,9 +138,8 @@ var fuzzReplicaMethods = []fuzzReplicaMethod{
 // FuzzServer calls a method of the Replica service, chosen by method, with
 // body decoded as its request (inputs that do not decode are skipped),
 // through a real gRPC connection to a Store served once per fuzzing
-// process, which reset puts back as the fixture between inputs. For Add
-// the request is the stream's first message, or, if it is a fragment, its
-// second after an open of the fixture's open segment. The server must not
+// process, which reset puts back as the fixture between inputs (add
+// streams, which are not gRPC calls, are FuzzAddConn's). The server must not
 // panic; each error must be a status whose code says what was wrong with
 // the request, never Unknown, Internal or DataLoss (nothing here is
 // damaged); a call must not hang; and the Store must then be usable.
@@ -180,13 +147,6 @@ func FuzzServer(f *testing.F) {
 	fr := startFuzzReplica(f)
 	seg := func(id SegmentID) *ternpb.ReplicaSegment { return segmentProto(id) }
 	seeds := map[string][]proto.Message{
-		"Add": {
-			&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Fragment{Fragment: &ternpb.ReplicaFragment{N: 3, Data: []byte("three")}}},
-			&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Fragment{Fragment: &ternpb.ReplicaFragment{N: 1}}},
-			&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Fragment{Fragment: &ternpb.ReplicaFragment{N: 5, Data: []byte("gap")}}},
-			&ternpb.ReplicaAddRequest{Kind: &ternpb.ReplicaAddRequest_Open{Open: &ternpb.ReplicaAddOpen{Segment: seg(SegmentID{Log: 9, Seq: 9}), Epoch: 3}}},
-			&ternpb.ReplicaAddRequest{},
-		},
 		"Fence": {
 			&ternpb.ReplicaFenceRequest{Segment: seg(fuzzOpen), Epoch: 2},
 			&ternpb.ReplicaFenceRequest{Segment: seg(fuzzOpen)},

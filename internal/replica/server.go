@@ -1,10 +1,12 @@
 package replica
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -16,9 +18,9 @@ import (
 )
 
 const (
-	// streamWindowBytes bounds the fragments an Add stream has in the Store
-	// and not yet durable; past it the server stops reading the stream,
-	// and HTTP/2 flow control stops the client's Send.
+	// streamWindowBytes bounds the fragments an add stream has in the Store
+	// and not yet durable; past it the server stops reading the connection,
+	// and TCP's flow control stops the client's writes.
 	streamWindowBytes = 32 << 20
 	// fragmentCostBytes is what a fragment counts against the window besides
 	// its data, so that tiny fragments are bounded too.
@@ -28,17 +30,164 @@ const (
 	maxReadBytes = 8 << 20
 )
 
-// Server serves a Store as the Replica gRPC service.
+// Server serves a Store: the Replica gRPC service, and the add streams,
+// which come on connections of their own to the same port (see wire.go).
 type Server struct {
 	svc *service
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // the add connections being served
+	closed bool
+	wg     sync.WaitGroup // their goroutines
 }
 
 // NewServer returns a Server for s.
-func NewServer(s *Store) *Server { return &Server{svc: &service{store: s}} }
+func NewServer(s *Store) *Server {
+	return &Server{svc: &service{store: s}, conns: make(map[net.Conn]struct{})}
+}
 
 // Register adds the Replica service to g. g should be built with
 // ServerOptions, or at least accept Conn's keepalive pings.
 func (s *Server) Register(g *grpc.Server) { ternpb.RegisterReplicaServer(g, s.svc) }
+
+// Listen serves the add connections that reach l, and returns a listener
+// of its other connections, for the gRPC server. A connection is told
+// apart by its first bytes, which stay unread for gRPC. Closing the
+// returned listener closes l.
+func (s *Server) Listen(l net.Listener) net.Listener {
+	sl := &splitListener{Listener: l, s: s, conns: make(chan net.Conn), done: make(chan struct{})}
+	go sl.run()
+	return sl
+}
+
+// Close closes the add connections and waits for their goroutines. The
+// gRPC server is stopped by its owner.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// splitListener is a listener of the gRPC connections of l.
+type splitListener struct {
+	net.Listener
+	s     *Server
+	conns chan net.Conn // to Accept
+	done  chan struct{} // closed once l failed; err is set before
+	err   error
+}
+
+func (sl *splitListener) run() {
+	defer close(sl.done)
+	for {
+		c, err := sl.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // as net/http does: out of descriptors, say
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			sl.err = err
+			return
+		}
+		go sl.sort(c)
+	}
+}
+
+// sort serves c if it is an add connection, or passes it to Accept.
+func (sl *splitListener) sort(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	add, err := peekPreface(c)
+	c.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		c.Close()
+	case add:
+		sl.s.serveAdd(c)
+	default:
+		select {
+		case sl.conns <- c:
+		case <-sl.done:
+			c.Close()
+		}
+	}
+}
+
+func (sl *splitListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-sl.conns:
+		return c, nil
+	case <-sl.done:
+		return nil, sl.err
+	}
+}
+
+// serveAdd serves an add connection until it ends.
+func (s *Server) serveAdd(c net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			userTimeout("tcp", "", rc)
+		}
+	}
+
+	r := bufio.NewReaderSize(deadlineReader{c}, 64<<10)
+	if _, err := r.Discard(len(addPreface)); err != nil {
+		return
+	}
+	id, epoch, err := readOpen(r)
+	if err != nil {
+		return
+	}
+	a := &adder{
+		store: s.svc.store,
+		id:    id,
+		epoch: epoch,
+		wake:  make(chan struct{}, 1),
+		flow:  flow{limit: streamWindowBytes, freed: make(chan struct{}, 1)},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends a wait for the window
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		a.receive(ctx, r)
+	}()
+	a.respond(c)
+	c.Close() // ends receive's read
+	<-received
+	a.settle()
+}
+
+// deadlineReader reads from c, and fails with errConnDead once nothing
+// has arrived for deadAfter.
+type deadlineReader struct{ c net.Conn }
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	d.c.SetReadDeadline(time.Now().Add(deadAfter))
+	n, err := d.c.Read(p)
+	return n, dead(err)
+}
 
 // ServerOptions returns the options of a gRPC server that serves replicas:
 // grpcopts.Server, and keepalive settings that accept a Conn's pings (its
@@ -77,54 +226,25 @@ func segmentProto(id SegmentID) *ternpb.ReplicaSegment {
 	return &ternpb.ReplicaSegment{Log: id.Log, Seq: id.Seq}
 }
 
-func (v *service) Add(stream ternpb.Replica_AddServer) error {
-	req, err := stream.Recv()
-	if err == io.EOF {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	open := req.GetOpen()
-	if open == nil {
-		return toStatus(fmt.Errorf("%w: an add stream starts with an open request", ErrInvalid))
-	}
-	id, err := segmentID(open.GetSegment())
-	if err != nil {
-		return toStatus(err)
-	}
-	a := &adder{
-		store:  v.store,
-		id:     id,
-		epoch:  open.GetEpoch(),
-		stream: stream,
-		wake:   make(chan struct{}, 1),
-		flow:   flow{limit: streamWindowBytes, freed: make(chan struct{}, 1)},
-	}
-	go a.receive(stream.Context())
-	return a.respond(stream.Context())
-}
-
-// adder runs one Add stream: receive adds the fragments to the Store,
+// adder runs one add connection: receive adds the fragments to the Store,
 // respond sends the durable count as the committer reports it.
 type adder struct {
-	store  *Store
-	id     SegmentID
-	epoch  uint64
-	stream ternpb.Replica_AddServer
-	wake   chan struct{} // capacity 1: there is news for respond
-	flow   flow
+	store *Store
+	id    SegmentID
+	epoch uint64
+	wake  chan struct{} // capacity 1: there is news for respond
+	flow  flow
 
 	mu       sync.Mutex
 	count    uint64 // durable count due to the stream's adds
 	inflight int    // adds not yet durable
-	eof      bool   // the client closed its side
+	eof      bool   // the client closed the connection
 	err      error  // why the stream fails
 }
 
-func (a *adder) receive(ctx context.Context) {
+func (a *adder) receive(ctx context.Context, r io.Reader) {
 	for {
-		req, err := a.stream.Recv()
+		kind, n, data, err := readClientFrame(r)
 		if err == io.EOF {
 			a.mu.Lock()
 			a.eof = true
@@ -136,12 +256,10 @@ func (a *adder) receive(ctx context.Context) {
 			a.fail(err)
 			return
 		}
-		f := req.GetFragment()
-		if f == nil {
-			a.fail(fmt.Errorf("%w: a second open request", ErrInvalid))
-			return
+		if kind == kindPing {
+			continue
 		}
-		cost := int64(len(f.GetData())) + fragmentCostBytes
+		cost := int64(len(data)) + fragmentCostBytes
 		if err := a.flow.acquire(ctx, cost); err != nil {
 			a.fail(err)
 			return
@@ -156,8 +274,7 @@ func (a *adder) receive(ctx context.Context) {
 			a.flow.release(cost)
 			return
 		}
-		n := f.GetN()
-		err = a.store.Add(a.id, a.epoch, n, f.GetData(), func(err error) {
+		err = a.store.Add(a.id, a.epoch, n, data, func(err error) {
 			a.flow.release(cost)
 			a.acked(n, err)
 		})
@@ -181,6 +298,19 @@ func (a *adder) acked(n uint64, err error) {
 	a.notify()
 }
 
+// settle waits until no add of the stream is in flight.
+func (a *adder) settle() {
+	for {
+		a.mu.Lock()
+		n := a.inflight
+		a.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		<-a.wake
+	}
+}
+
 func (a *adder) fail(err error) {
 	a.mu.Lock()
 	if a.err == nil {
@@ -198,30 +328,47 @@ func (a *adder) notify() {
 }
 
 // respond sends the durable count whenever it grew, only the latest when it
-// grew several times since the last response, and ends the stream on the
-// first error, or once the client closed its side and every add is durable.
-func (a *adder) respond(ctx context.Context) error {
-	var sent uint64
+// grew several times since the last frame, and a ping when it sent nothing
+// for pingEvery. It ends on the first error, which it sends to the client
+// (a broken connection does not deliver it), or once the client closed the
+// connection and every add is durable.
+func (a *adder) respond(c net.Conn) {
+	var (
+		sent  uint64
+		b     = make([]byte, 0, 64)
+		ping  = time.NewTimer(pingEvery)
+		write = func(b []byte) error {
+			c.SetWriteDeadline(time.Now().Add(deadAfter))
+			_, err := c.Write(b)
+			ping.Reset(pingEvery)
+			return err
+		}
+	)
+	defer ping.Stop()
 	for {
 		select {
 		case <-a.wake:
-		case <-ctx.Done():
-			return toStatus(ctx.Err())
+		case <-ping.C:
+			if write(appendCount(b[:0], kindPing, 0)) != nil {
+				return
+			}
+			continue
 		}
 		a.mu.Lock()
 		count, err, done := a.count, a.err, a.eof && a.inflight == 0
 		a.mu.Unlock()
 		if count > sent {
-			if err := a.stream.Send(&ternpb.ReplicaAddResponse{Count: count}); err != nil {
-				return err
+			if write(appendCount(b[:0], kindCount, count)) != nil {
+				return
 			}
 			sent = count
 		}
 		if err != nil {
-			return toStatus(err)
+			write(appendError(b[:0], err))
+			return
 		}
 		if done {
-			return nil
+			return
 		}
 	}
 }
