@@ -86,7 +86,7 @@ type addConn struct {
 
 	mu     sync.Mutex
 	queue  []queuedFragment
-	queued int   // bytes in queue
+	queued int   // bytes of the fragments queued and not yet written
 	err    error // why the stream failed; set once
 	closed bool  // by Close: onErr is not called
 }
@@ -96,8 +96,8 @@ type queuedFragment struct {
 	data []byte
 }
 
-// errStreamEnded is a stream that the server ended without an error, which
-// it does only when the client closed its side.
+// errStreamEnded is a stream whose server closed the connection without
+// an error frame: it is shutting down, or the client closed its side.
 var errStreamEnded = errors.New("replica: the server ended the stream")
 
 func (st *addConn) Send(n uint64, data []byte) error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -87,8 +88,10 @@ func (sl *splitListener) run() {
 	for {
 		c, err := sl.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // as net/http does: out of descriptors, say
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
+				// Out of descriptors, or a client gone before it was
+				// accepted: the listener still works, as gRPC's Serve
+				// would find.
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -167,13 +170,13 @@ func (s *Server) serveAdd(c net.Conn) {
 		flow:  flow{limit: streamWindowBytes, freed: make(chan struct{}, 1)},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel() // ends a wait for the window
 	received := make(chan struct{})
 	go func() {
 		defer close(received)
 		a.receive(ctx, r)
 	}()
 	a.respond(c)
+	cancel()  // ends a wait for the window
 	c.Close() // ends receive's read
 	<-received
 	a.settle()
