@@ -10,11 +10,12 @@ import (
 	"time"
 )
 
-// shortKeepalive makes the add connections ping every 50ms and give up
-// after 300ms of silence, until the test ends.
+// shortKeepalive makes the add connections ping every 100ms and give up
+// after 1.5s of silence, until the test ends: 15 pings, so that a loaded
+// machine does not pass for a dead peer.
 func shortKeepalive(t *testing.T) {
 	every, after := pingEvery, deadAfter
-	pingEvery, deadAfter = 50*time.Millisecond, 300*time.Millisecond
+	pingEvery, deadAfter = 100*time.Millisecond, 1500*time.Millisecond
 	t.Cleanup(func() { pingEvery, deadAfter = every, after })
 }
 
@@ -41,7 +42,7 @@ func TestAddConnIdle(t *testing.T) {
 	s, w := stream(t, env.node, segA, 1, 2)
 	sendAll(t, s, 0, frags(1, 100))
 	w.waitCount(1)
-	time.Sleep(5 * deadAfter)
+	time.Sleep(3 * deadAfter)
 	sendAll(t, s, 1, frags(1, 100))
 	w.waitCount(2)
 }
