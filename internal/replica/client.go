@@ -140,13 +140,6 @@ func (st *addConn) fail(err error) {
 	signal(st.room)
 }
 
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 // write writes the queued fragments, all of them in one writev, and a ping
 // when it wrote nothing for pingEvery.
 func (st *addConn) write() {
@@ -164,6 +157,7 @@ func (st *addConn) write() {
 		if failed {
 			return
 		}
+		sent := 0 // fragment bytes
 		if len(queue) == 0 {
 			select {
 			case <-st.wake:
@@ -171,7 +165,6 @@ func (st *addConn) write() {
 			case <-ping.C:
 				var h [clientFrameBytes]byte
 				putClientFrame(&h, kindPing, 0, 0)
-				queue = nil
 				bufs = append(bufs[:0], h[:])
 			}
 		} else {
@@ -181,6 +174,7 @@ func (st *addConn) write() {
 				h := (*[clientFrameBytes]byte)(headers[i*clientFrameBytes:])
 				putClientFrame(h, kindFragment, f.n, len(f.data))
 				bufs = append(bufs, h[:], f.data)
+				sent += len(f.data)
 			}
 		}
 		st.c.SetWriteDeadline(time.Now().Add(deadAfter))
@@ -196,10 +190,6 @@ func (st *addConn) write() {
 		}
 		ping.Reset(pingEvery)
 		if len(queue) > 0 {
-			sent := 0
-			for _, f := range queue {
-				sent += len(f.data)
-			}
 			st.mu.Lock()
 			st.queued -= sent
 			st.mu.Unlock()

@@ -17,11 +17,7 @@ const errorDomain = "tern.dev"
 // errors and codes meet: the first entry an error matches (errors.Is) gives
 // its status, and the client maps the reason back to the sentinel. The
 // reasons are listed in api/ternpb/replica.proto.
-var wireErrors = []struct {
-	err    error
-	code   codes.Code
-	reason string
-}{
+var wireErrors = []wireError{
 	{ErrFenced, codes.FailedPrecondition, "SEGMENT_FENCED"},
 	{ErrSealed, codes.FailedPrecondition, "SEGMENT_SEALED"},
 	{ErrGap, codes.FailedPrecondition, "FRAGMENT_GAP"},
@@ -48,16 +44,43 @@ func toStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	for _, m := range wireErrors {
-		if errors.Is(err, m.err) {
-			st := status.New(m.code, err.Error())
-			if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.reason, Domain: errorDomain}); derr == nil {
-				st = withInfo
-			}
-			return st.Err()
+	if m, ok := wireErrorOf(err); ok {
+		st := status.New(m.code, err.Error())
+		if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.reason, Domain: errorDomain}); derr == nil {
+			st = withInfo
 		}
+		return st.Err()
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// wireError is an entry of wireErrors.
+type wireError = struct {
+	err    error
+	code   codes.Code
+	reason string
+}
+
+// wireErrorOf returns the first entry of wireErrors that err matches.
+func wireErrorOf(err error) (wireError, bool) {
+	for _, m := range wireErrors {
+		if errors.Is(err, m.err) {
+			return m, true
+		}
+	}
+	return wireError{}, false
+}
+
+// fromReason returns the error a server sent with reason and msg: one that
+// matches the reason's sentinel and reads as msg, or false for a reason
+// wireErrors does not list.
+func fromReason(reason, msg string) (error, bool) {
+	for _, m := range wireErrors {
+		if m.reason == reason {
+			return &remoteError{msg: msg, err: m.err}, true
+		}
+	}
+	return nil, false
 }
 
 // fromStatus turns an error of a gRPC call into the package's error for it:
@@ -74,10 +97,8 @@ func fromStatus(err error) error {
 		if !ok || info.Domain != errorDomain {
 			continue
 		}
-		for _, m := range wireErrors {
-			if m.reason == info.Reason {
-				return &remoteError{msg: st.Message(), err: m.err}
-			}
+		if err, ok := fromReason(info.Reason, st.Message()); ok {
+			return err
 		}
 	}
 	switch st.Code() {

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"testing"
@@ -49,7 +48,7 @@ func FuzzAddConn(f *testing.F) {
 				break
 			}
 			if kind == kindError {
-				if !matchesWireError(err) {
+				if _, ok := wireErrorOf(err); !ok {
 					t.Fatalf("the replica ended the connection with %v, which says nothing of what was wrong", err)
 				}
 				continue
@@ -68,15 +67,6 @@ func FuzzAddConn(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
-}
-
-func matchesWireError(err error) bool {
-	for _, m := range wireErrors {
-		if errors.Is(err, m.err) {
-			return true
-		}
-	}
-	return false
 }
 
 // waitIdle waits until s serves no add connection, and their adds are

@@ -95,10 +95,7 @@ func (st *localStream) fail(err error) {
 }
 
 func (st *localStream) notify() {
-	select {
-	case st.wake <- struct{}{}:
-	default:
-	}
+	signal(st.wake)
 }
 
 // deliver calls the callbacks until the stream fails or is closed.

@@ -106,3 +106,11 @@ type Sender interface {
 	Send(n uint64, data []byte) error
 	Close() error
 }
+
+// signal sends to c, a channel of capacity 1, unless it is full.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

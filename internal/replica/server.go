@@ -323,12 +323,7 @@ func (a *adder) fail(err error) {
 	a.notify()
 }
 
-func (a *adder) notify() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
+func (a *adder) notify() { signal(a.wake) }
 
 // respond sends the durable count whenever it grew, only the latest when it
 // grew several times since the last frame, and a ping when it sent nothing
@@ -406,10 +401,7 @@ func (f *flow) release(n int64) {
 	f.mu.Lock()
 	f.used -= n
 	f.mu.Unlock()
-	select {
-	case f.freed <- struct{}{}:
-	default:
-	}
+	signal(f.freed)
 }
 
 func (v *service) Fence(ctx context.Context, req *ternpb.ReplicaFenceRequest) (*ternpb.ReplicaFenceResponse, error) {

@@ -300,10 +300,7 @@ func (seg *segment) usable() error {
 // enqueue hands o to the committer, with s.mu held.
 func (s *Store) enqueue(o op) {
 	s.queue = append(s.queue, o)
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	signal(s.kick)
 }
 
 // barrier waits until everything queued for seg before it has been
@@ -588,10 +585,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	signal(s.kick)
 	<-s.stopped
 	s.closeFiles()
 	return s.lock.Close()

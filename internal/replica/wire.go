@@ -132,14 +132,8 @@ func appendCount(b []byte, kind byte, count uint64) []byte {
 // appendError encodes err as wireErrors and toStatus would cross gRPC:
 // the reason of the first sentinel it matches, or none, and its message.
 func appendError(b []byte, err error) []byte {
-	reason := ""
-	for _, m := range wireErrors {
-		if errors.Is(err, m.err) {
-			reason = m.reason
-			break
-		}
-	}
-	msg := err.Error()
+	m, _ := wireErrorOf(err) // no reason for an error it does not list
+	reason, msg := m.reason, err.Error()
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage]
 	}
@@ -189,10 +183,8 @@ func readErrorFrame(r *bufio.Reader) error {
 	if _, err := io.ReadFull(r, msg); err != nil {
 		return noEOF(err)
 	}
-	for _, m := range wireErrors {
-		if m.reason == string(reason) {
-			return &remoteError{msg: string(msg), err: m.err}
-		}
+	if err, ok := fromReason(string(reason), string(msg)); ok {
+		return err
 	}
 	return errors.New(string(msg))
 }
@@ -214,10 +206,8 @@ func dead(err error) error {
 	return err
 }
 
-// addDialer connects add streams. On Linux, TCP_USER_TIMEOUT also fails a
-// connection whose data in flight goes unacknowledged for keepaliveTimeout,
-// as gRPC sets it for its own connections (see userTimeout).
-var addDialer = net.Dialer{
-	KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: pingEvery, Interval: time.Second, Count: 3},
-	Control:         userTimeout,
-}
+// addDialer connects add streams. Their pings find a silent peer; on
+// Linux, TCP_USER_TIMEOUT also fails a connection whose data in flight
+// goes unacknowledged for keepaliveTimeout, as gRPC sets it for its own
+// connections (see userTimeout).
+var addDialer = net.Dialer{Control: userTimeout}
