@@ -26,6 +26,7 @@ type Conn struct {
 	addr   string
 	cc     *grpc.ClientConn
 	client ternpb.ReplicaClient
+	ka     addKeepalive // of its add streams
 }
 
 var _ Node = (*Conn)(nil)
@@ -42,7 +43,7 @@ func Dial(addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: dial %s: %w", addr, err)
 	}
-	return &Conn{addr: addr, cc: cc, client: ternpb.NewReplicaClient(cc)}, nil
+	return &Conn{addr: addr, cc: cc, client: ternpb.NewReplicaClient(cc), ka: defaultKeepalive}, nil
 }
 
 // Close closes the gRPC connection; calls in flight fail. Add streams
@@ -63,12 +64,12 @@ func (c *Conn) Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurabl
 	if err != nil {
 		return nil, fmt.Errorf("replica: connect to %s for the add stream of %v: %w", c.addr, seg, err)
 	}
-	nc.SetWriteDeadline(time.Now().Add(deadAfter))
+	nc.SetWriteDeadline(time.Now().Add(c.ka.after))
 	if _, err := nc.Write(appendOpen(nil, seg, epoch)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("replica: open the add stream of %v at %s: %w", seg, c.addr, err)
 	}
-	st := &addConn{addr: c.addr, c: nc, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	st := &addConn{addr: c.addr, c: nc, ka: c.ka, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 	st.stop = context.AfterFunc(ctx, func() { st.fail(ctx.Err()) })
 	go st.write()
 	go st.read(onDurable, onErr)
@@ -80,6 +81,7 @@ func (c *Conn) Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurabl
 type addConn struct {
 	addr string
 	c    net.Conn
+	ka   addKeepalive
 	stop func() bool   // of the context's AfterFunc
 	wake chan struct{} // capacity 1: the queue grew, or the stream failed
 	room chan struct{} // capacity 1: the queue shrank, or the stream failed
@@ -141,12 +143,12 @@ func (st *addConn) fail(err error) {
 }
 
 // write writes the queued fragments, all of them in one writev, and a ping
-// when it wrote nothing for pingEvery.
+// when it wrote nothing for ka.every.
 func (st *addConn) write() {
 	var (
 		bufs    net.Buffers
 		headers []byte
-		ping    = time.NewTimer(pingEvery)
+		ping    = time.NewTimer(st.ka.every)
 	)
 	defer ping.Stop()
 	for {
@@ -177,7 +179,7 @@ func (st *addConn) write() {
 				sent += len(f.data)
 			}
 		}
-		st.c.SetWriteDeadline(time.Now().Add(deadAfter))
+		st.c.SetWriteDeadline(time.Now().Add(st.ka.after))
 		// WriteTo consumes bufs; clear what it leaves so the fragments
 		// are not kept.
 		all := bufs
@@ -188,7 +190,7 @@ func (st *addConn) write() {
 			st.fail(fmt.Errorf("replica: add stream to %s: %w", st.addr, err))
 			return
 		}
-		ping.Reset(pingEvery)
+		ping.Reset(st.ka.every)
 		if len(queue) > 0 {
 			st.mu.Lock()
 			st.queued -= sent
@@ -201,7 +203,7 @@ func (st *addConn) write() {
 // read reports the durable counts, and the stream's end to onErr unless
 // Close ended it.
 func (st *addConn) read(onDurable func(uint64), onErr func(error)) {
-	r := bufio.NewReaderSize(deadlineReader{st.c}, 4<<10)
+	r := bufio.NewReaderSize(deadlineReader{st.c, st.ka.after}, 4<<10)
 	var last uint64
 	for {
 		kind, count, err := readServerFrame(r)

@@ -47,9 +47,16 @@ func localEnv(t *testing.T, opts ...func(*Options)) *nodeEnv {
 }
 
 func connEnv(t *testing.T, opts ...func(*Options)) *nodeEnv {
+	return connEnvKeepalive(t, defaultKeepalive, opts...)
+}
+
+// connEnvKeepalive is connEnv with ka as the keepalive of the add
+// connections, at both ends.
+func connEnvKeepalive(t *testing.T, ka addKeepalive, opts ...func(*Options)) *nodeEnv {
 	env := localEnv(t, opts...)
 	g := grpc.NewServer(ServerOptions()...)
 	srv := NewServer(env.store)
+	srv.ka = ka
 	srv.Register(g)
 	addr := serveGRPC(t, g, srv)
 	dial := func() Node {
@@ -57,6 +64,7 @@ func connEnv(t *testing.T, opts ...func(*Options)) *nodeEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.ka = ka
 		t.Cleanup(func() { c.Close() })
 		return c
 	}

@@ -35,6 +35,7 @@ const (
 // which come on connections of their own to the same port (see wire.go).
 type Server struct {
 	svc *service
+	ka  addKeepalive
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // the add connections being served
@@ -44,7 +45,7 @@ type Server struct {
 
 // NewServer returns a Server for s.
 func NewServer(s *Store) *Server {
-	return &Server{svc: &service{store: s}, conns: make(map[net.Conn]struct{})}
+	return &Server{svc: &service{store: s}, ka: defaultKeepalive, conns: make(map[net.Conn]struct{})}
 }
 
 // Register adds the Replica service to g. g should be built with
@@ -154,7 +155,7 @@ func (s *Server) serveAdd(c net.Conn) {
 		}
 	}
 
-	r := bufio.NewReaderSize(deadlineReader{c}, 64<<10)
+	r := bufio.NewReaderSize(deadlineReader{c, s.ka.after}, 64<<10)
 	if _, err := r.Discard(len(addPreface)); err != nil {
 		return
 	}
@@ -175,7 +176,7 @@ func (s *Server) serveAdd(c net.Conn) {
 		defer close(received)
 		a.receive(ctx, r)
 	}()
-	a.respond(c)
+	a.respond(c, s.ka)
 	cancel()  // ends a wait for the window
 	c.Close() // ends receive's read
 	<-received
@@ -183,11 +184,14 @@ func (s *Server) serveAdd(c net.Conn) {
 }
 
 // deadlineReader reads from c, and fails with errConnDead once nothing
-// has arrived for deadAfter.
-type deadlineReader struct{ c net.Conn }
+// has arrived for after.
+type deadlineReader struct {
+	c     net.Conn
+	after time.Duration
+}
 
 func (d deadlineReader) Read(p []byte) (int, error) {
-	d.c.SetReadDeadline(time.Now().Add(deadAfter))
+	d.c.SetReadDeadline(time.Now().Add(d.after))
 	n, err := d.c.Read(p)
 	return n, dead(err)
 }
@@ -327,18 +331,18 @@ func (a *adder) notify() { signal(a.wake) }
 
 // respond sends the durable count whenever it grew, only the latest when it
 // grew several times since the last frame, and a ping when it sent nothing
-// for pingEvery. It ends on the first error, which it sends to the client
+// for ka.every. It ends on the first error, which it sends to the client
 // (a broken connection does not deliver it), or once the client closed the
 // connection and every add is durable.
-func (a *adder) respond(c net.Conn) {
+func (a *adder) respond(c net.Conn, ka addKeepalive) {
 	var (
 		sent  uint64
 		b     = make([]byte, 0, 64)
-		ping  = time.NewTimer(pingEvery)
+		ping  = time.NewTimer(ka.every)
 		write = func(b []byte) error {
-			c.SetWriteDeadline(time.Now().Add(deadAfter))
+			c.SetWriteDeadline(time.Now().Add(ka.after))
 			_, err := c.Write(b)
-			ping.Reset(pingEvery)
+			ping.Reset(ka.every)
 			return err
 		}
 	)

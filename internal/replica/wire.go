@@ -33,10 +33,11 @@ import (
 //	                connection: reason length u8, reason, message length
 //	                u16, message (the reasons of wireErrors)
 //
-// Each side pings when it has sent nothing for pingEvery, and gives the
-// connection up when it has read nothing for deadAfter while it is waiting
-// to read: a stopped or partitioned peer is found within seconds, as the
-// keepalive of the gRPC connections does for the other calls.
+// Each side pings when it has sent nothing for 5s, and gives the
+// connection up when it has read nothing for 8s while it is waiting to
+// read (defaultKeepalive): a stopped or partitioned peer is found within
+// seconds, as the keepalive of the gRPC connections does for the other
+// calls.
 
 // addPreface opens an add connection: a gRPC (HTTP/2) client starts with
 // "PRI * HTTP/2.0" and a TLS client with a handshake record, neither of
@@ -60,14 +61,15 @@ const (
 	maxErrorMessage = 4 << 10
 )
 
-// pingEvery and deadAfter are the add connection's keepalive (variables
-// for the tests).
-var (
-	pingEvery = 5 * time.Second
-	deadAfter = pingEvery + keepaliveTimeout
-)
+// addKeepalive is an add connection's keepalive: each side pings when it
+// has sent nothing for every, and gives the connection up when nothing
+// arrived for after. Servers and Conns take it when they are made, so that
+// a test can shorten its own without touching another's.
+type addKeepalive struct{ every, after time.Duration }
 
-// errConnDead is a connection on which nothing arrived for deadAfter.
+var defaultKeepalive = addKeepalive{every: 5 * time.Second, after: 5*time.Second + keepaliveTimeout}
+
+// errConnDead is a connection on which nothing arrived for addKeepalive.after.
 var errConnDead = errors.New("replica: nothing heard on the add connection for too long: the peer is stopped, partitioned or overloaded")
 
 func appendOpen(b []byte, seg SegmentID, epoch uint64) []byte {

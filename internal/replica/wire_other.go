@@ -5,5 +5,5 @@ package replica
 import "syscall"
 
 // userTimeout leaves the socket as it is: TCP_USER_TIMEOUT is Linux's, and
-// the pings find a dead peer within deadAfter everywhere.
+// the pings find a dead peer within addKeepalive.after everywhere.
 func userTimeout(network, address string, c syscall.RawConn) error { return nil }

@@ -10,14 +10,9 @@ import (
 	"time"
 )
 
-// shortKeepalive makes the add connections ping every 100ms and give up
-// after 1.5s of silence, until the test ends: 15 pings, so that a loaded
-// machine does not pass for a dead peer.
-func shortKeepalive(t *testing.T) {
-	every, after := pingEvery, deadAfter
-	pingEvery, deadAfter = 100*time.Millisecond, 1500*time.Millisecond
-	t.Cleanup(func() { pingEvery, deadAfter = every, after })
-}
+// shortKeepalive pings every 100ms and gives up after 1.5s of silence:
+// 15 pings, so that a loaded machine does not pass for a dead peer.
+var shortKeepalive = addKeepalive{every: 100 * time.Millisecond, after: 1500 * time.Millisecond}
 
 // rawAdd connects to a replica's port as an add stream of seg at epoch,
 // without Conn, and returns the connection and a reader of its frames.
@@ -37,12 +32,11 @@ func rawAdd(t *testing.T, addr string, seg SegmentID, epoch uint64) (*net.TCPCon
 // An idle stream stays open: the pings keep both sides from giving the
 // connection up.
 func TestAddConnIdle(t *testing.T) {
-	shortKeepalive(t)
-	env := connEnv(t)
+	env := connEnvKeepalive(t, shortKeepalive)
 	s, w := stream(t, env.node, segA, 1, 2)
 	sendAll(t, s, 0, frags(1, 100))
 	w.waitCount(1)
-	time.Sleep(3 * deadAfter)
+	time.Sleep(3 * shortKeepalive.after)
 	sendAll(t, s, 1, frags(1, 100))
 	w.waitCount(2)
 }
@@ -50,8 +44,7 @@ func TestAddConnIdle(t *testing.T) {
 // A replica gives up an add connection on which nothing arrives, pings
 // included, and tells the client why.
 func TestAddConnSilentClient(t *testing.T) {
-	shortKeepalive(t)
-	env := connEnv(t)
+	env := connEnvKeepalive(t, shortKeepalive)
 	addr := env.node.(*Conn).addr
 	c, r := rawAdd(t, addr, segA, 1)
 	var h [clientFrameBytes]byte
@@ -84,7 +77,6 @@ func TestAddConnSilentClient(t *testing.T) {
 
 // A client gives up a stream whose replica sends nothing, pings included.
 func TestAddConnSilentServer(t *testing.T) {
-	shortKeepalive(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +94,7 @@ func TestAddConnSilentServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn.ka = shortKeepalive
 	defer conn.Close()
 	_, w := stream(t, conn, segA, 1, 1)
 	if err := w.waitErr(); !errors.Is(err, errConnDead) {
