@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -50,6 +51,32 @@ var fsCases = []struct {
 	name string
 	run  func(t *testing.T, fs FS, dir string)
 }{
+	{"WriteBuffers", func(t *testing.T, fs FS, dir string) {
+		// More buffers than one writev takes, empty ones among them, after
+		// a plain Write, and one more Write after.
+		name := filepath.Join(dir, "a")
+		f := create(t, fs, name, "head:")
+		var bufs [][]byte
+		var want strings.Builder
+		want.WriteString("head:")
+		for i := range 2500 {
+			b := []byte(strings.Repeat(string(rune('a'+i%26)), i%7))
+			bufs = append(bufs, b)
+			want.Write(b)
+		}
+		n, err := WriteBuffers(f, bufs)
+		if err != nil || n != int64(want.Len()-len("head:")) {
+			t.Fatalf("WriteBuffers = %d, %v; want %d", n, err, want.Len()-len("head:"))
+		}
+		if n, err := WriteBuffers(f, [][]byte{nil, {}}); n != 0 || err != nil {
+			t.Fatalf("WriteBuffers of empty buffers = %d, %v", n, err)
+		}
+		write(t, f, ":tail")
+		want.WriteString(":tail")
+		checkSize(t, f, int64(want.Len()))
+		closeFile(t, f)
+		checkContent(t, fs, name, want.String())
+	}},
 	{"CreateIsExclusive", func(t *testing.T, fs FS, dir string) {
 		name := filepath.Join(dir, "a")
 		closeFile(t, create(t, fs, name, "x"))

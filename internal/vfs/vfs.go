@@ -80,6 +80,31 @@ type File interface {
 	Name() string
 }
 
+// WriteBuffers appends bufs to f in order, as one Write of their
+// concatenation would, without joining them: a file of the OS takes them
+// with writev, others one Write each. On an error the bytes written so far
+// are counted in n.
+func WriteBuffers(f File, bufs [][]byte) (n int64, err error) {
+	if bw, ok := f.(interface {
+		writeBuffers([][]byte) (int64, error)
+	}); ok {
+		return bw.writeBuffers(bufs)
+	}
+	return writeEach(f, bufs)
+}
+
+func writeEach(f File, bufs [][]byte) (int64, error) {
+	var n int64
+	for _, b := range bufs {
+		k, err := f.Write(b)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // WriteFile replaces the named file with a new one holding data, durably:
 // the file is synced, and then its directory. A crash may leave the file
 // partly written; ReplaceFile does not.
