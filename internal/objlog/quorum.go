@@ -170,11 +170,12 @@ func (e *ensemble) send(f *frag) {
 	e.pending = append(e.pending, f)
 	senders := slices.Clone(e.senders)
 	e.mu.Unlock()
+	sum := replica.FrameSum(uint64(f.n), f.data) // once for all the replicas
 	for i, s := range senders {
 		if s == nil {
 			continue
 		}
-		if err := s.Send(uint64(f.n), f.data); err != nil {
+		if err := s.Send(uint64(f.n), f.data, sum); err != nil {
 			e.lose(i, err)
 		}
 	}
@@ -405,13 +406,14 @@ func (l *Log) copyForward(ctx context.Context, m meta.Segment, epoch uint64, rec
 		return fmt.Errorf("objlog: recover segment %d of %s: list replica %s: %w", m.Seq, l.opts.Prefix, m.Ensemble[rec.Source], err)
 	}
 	frags := make([][]byte, rec.End-from)
+	sums := make([]uint32, rec.End-from)
 	v := &ensembleView{l: l, m: m, prefer: rec.Source}
 	for n := from; n < rec.End; n++ {
 		p := make([]byte, sizes[n])
 		if _, err := v.GetRange(ctx, l.segPrefix(m.Seq)+fragKey(int(n)), 0, p); err != nil {
 			return fmt.Errorf("objlog: recover segment %d of %s: read fragment %d: %w", m.Seq, l.opts.Prefix, n, err)
 		}
-		frags[n-from] = p
+		frags[n-from], sums[n-from] = p, replica.FrameSum(n, p)
 	}
 	targets := make([]string, len(rec.Copies))
 	for i, c := range rec.Copies {
@@ -438,7 +440,7 @@ func (l *Log) copyForward(ctx context.Context, m meta.Segment, epoch uint64, rec
 		}
 		defer s.Close()
 		for n := have; n < rec.End; n++ {
-			if err := s.Send(n, frags[n-from]); err != nil {
+			if err := s.Send(n, frags[n-from], sums[n-from]); err != nil {
 				return err
 			}
 		}

@@ -125,11 +125,11 @@ func (f *faultNode) Stream(ctx context.Context, seg replica.SegmentID, epoch uin
 	return fs, nil
 }
 
-func (s *faultStream) Send(n uint64, data []byte) error {
+func (s *faultStream) Send(n uint64, data []byte, sum uint32) error {
 	if err := s.n.down(); err != nil {
 		return err
 	}
-	return s.Sender.Send(n, data)
+	return s.Sender.Send(n, data, sum)
 }
 
 func (f *faultNode) Fence(ctx context.Context, seg replica.SegmentID, epoch uint64) (uint64, error) {
@@ -452,7 +452,7 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 		}
 	}
 	// The old epoch can add nothing to the fenced replicas.
-	err := c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), func(error) {})
+	err := c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), replica.FrameSum(5, testFragment(5, old)), func(error) {})
 	if !errors.Is(err, replica.ErrFenced) && !errors.Is(err, replica.ErrSealed) {
 		t.Fatalf("add of the old epoch after recovery: %v, want fenced", err)
 	}
@@ -521,7 +521,7 @@ func (c *cluster) addFragments(t *testing.T, id replica.SegmentID, epoch uint64,
 	for node, count := range counts {
 		for k := range count {
 			done := make(chan error, 1)
-			if err := c.nodes[node].store.Add(id, epoch, uint64(k), testFragment(k, epoch), func(err error) { done <- err }); err != nil {
+			if err := c.nodes[node].store.Add(id, epoch, uint64(k), testFragment(k, epoch), replica.FrameSum(uint64(k), testFragment(k, epoch)), func(err error) { done <- err }); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {

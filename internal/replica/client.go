@@ -96,13 +96,14 @@ type addConn struct {
 type queuedFragment struct {
 	n    uint64
 	data []byte
+	sum  uint32
 }
 
 // errStreamEnded is a stream whose server closed the connection without
 // an error frame: it is shutting down, or the client closed its side.
 var errStreamEnded = errors.New("replica: the server ended the stream")
 
-func (st *addConn) Send(n uint64, data []byte) error {
+func (st *addConn) Send(n uint64, data []byte, sum uint32) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for st.err == nil && st.queued > 0 && st.queued+len(data) > sendQueueBytes {
@@ -113,7 +114,7 @@ func (st *addConn) Send(n uint64, data []byte) error {
 	if st.err != nil {
 		return st.err
 	}
-	st.queue = append(st.queue, queuedFragment{n: n, data: data})
+	st.queue = append(st.queue, queuedFragment{n: n, data: data, sum: sum})
 	st.queued += len(data)
 	signal(st.wake)
 	return nil
@@ -166,7 +167,7 @@ func (st *addConn) write() {
 				continue
 			case <-ping.C:
 				var h [clientFrameBytes]byte
-				putClientFrame(&h, kindPing, 0, 0)
+				putClientFrame(&h, kindPing, 0, 0, 0)
 				bufs = append(bufs[:0], h[:])
 			}
 		} else {
@@ -174,7 +175,7 @@ func (st *addConn) write() {
 			bufs = bufs[:0]
 			for i, f := range queue {
 				h := (*[clientFrameBytes]byte)(headers[i*clientFrameBytes:])
-				putClientFrame(h, kindFragment, f.n, len(f.data))
+				putClientFrame(h, kindFragment, f.n, len(f.data), f.sum)
 				bufs = append(bufs, h[:], f.data)
 				sent += len(f.data)
 			}

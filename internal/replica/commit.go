@@ -2,14 +2,11 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ternwal/tern/internal/vfs"
 )
-
-// writeChunkBytes is how many framed bytes the committer gathers into one
-// write.
-const writeChunkBytes = 1 << 20
 
 // work is what one group commit does for one segment.
 type work struct {
@@ -29,7 +26,7 @@ type work struct {
 // group, and repeats until the Store is closed and the queue empty.
 func (s *Store) run() {
 	defer close(s.stopped)
-	var buf []byte
+	var headers []byte
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && !s.closed {
@@ -48,7 +45,7 @@ func (s *Store) run() {
 
 		for _, w := range works {
 			if w.err == nil {
-				w.err = s.write(w, &buf)
+				w.err = s.write(w, &headers)
 			}
 		}
 		s.syncAll(works)
@@ -106,16 +103,13 @@ func (s *Store) plan(ops []op) ([]*work, map[*segment]*work) {
 	return works, bySeg
 }
 
-// write creates the segment's journal if needed and appends its fragments.
-func (s *Store) write(w *work, buf *[]byte) error {
+// write creates the segment's journal if needed and appends its fragments:
+// their frames' headers and the fragments' own buffers, in one writev.
+// headers is the committer's buffer for the headers, reused.
+func (s *Store) write(w *work, headers *[]byte) error {
 	id := w.seg.id
 	path := journalPath(s.dir, id)
-	b := (*buf)[:0]
-	defer func() {
-		if cap(b) <= 2*writeChunkBytes {
-			*buf = b[:0]
-		}
-	}()
+	bufs := make([][]byte, 0, 1+2*len(w.writes))
 	if w.file == nil {
 		if err := s.ensureLogDir(id.Log); err != nil {
 			return err
@@ -125,22 +119,17 @@ func (s *Store) write(w *work, buf *[]byte) error {
 			return fmt.Errorf("replica: create %s: %w", path, err)
 		}
 		w.file, w.created = f, true
-		b = append(b, encodeHeader(id, w.epoch)...)
+		bufs = append(bufs, encodeHeader(id, w.epoch))
 	}
+	hs := slices.Grow((*headers)[:0], frameHeaderBytes*len(w.writes))[:frameHeaderBytes*len(w.writes)]
+	*headers = hs
 	for i, o := range w.writes {
-		b = appendFrame(b, o.n, o.data)
-		if len(b) < writeChunkBytes && i < len(w.writes)-1 {
-			continue
-		}
-		if _, err := w.file.Write(b); err != nil {
-			return fmt.Errorf("replica: write %s: %w", path, err)
-		}
-		b = b[:0]
+		h := (*[frameHeaderBytes]byte)(hs[i*frameHeaderBytes:])
+		putFrameHeader(h, o.n, len(o.data), o.sum)
+		bufs = append(bufs, h[:], o.data)
 	}
-	if len(b) > 0 { // a header alone
-		if _, err := w.file.Write(b); err != nil {
-			return fmt.Errorf("replica: write %s: %w", path, err)
-		}
+	if _, err := vfs.WriteBuffers(w.file, bufs); err != nil {
+		return fmt.Errorf("replica: write %s: %w", path, err)
 	}
 	return nil
 }

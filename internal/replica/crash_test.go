@@ -62,7 +62,7 @@ func crashWorkload(s *Store, a *acked, step func()) {
 		for i, f := range frags {
 			n := from + uint64(i)
 			wg.Add(1)
-			err := s.Add(id, epoch, n, f, func(err error) {
+			err := s.Add(id, epoch, n, f, FrameSum(n, f), func(err error) {
 				defer wg.Done()
 				if err == nil {
 					a.mu.Lock()

@@ -53,7 +53,15 @@
 //	     4    4 length   of the data, at most MaxFragmentBytes
 //	     8    8 n        the fragment's number
 //	    16    4 crc      CRC-32C of bytes [4, 16) followed by the data
+//	                     (FrameSum), as the writer computed it
 //	    20    length     data: the fragment's bytes, as the writer sent them
+//
+// The writer computes each frame's checksum once, over the fragment it cut,
+// and sends it with the fragment to every replica, which writes it as it
+// came (as BookKeeper's bookies store the client's digest): a replica does
+// not compute it again, and bytes damaged on the way to its disk fail the
+// check wherever the frame is read. The frames of one group commit go to
+// the file in one writev, from the fragments' own buffers.
 //
 // The journal is created by the committer, header and first frames in one
 // write, then synced, and its directory synced (the log directory itself

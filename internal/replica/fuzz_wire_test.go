@@ -18,7 +18,11 @@ func FuzzAddConn(f *testing.F) {
 	fr := startFuzzReplica(f)
 	frame := func(b []byte, kind byte, n uint64, data string) []byte {
 		var h [clientFrameBytes]byte
-		putClientFrame(&h, kind, n, len(data))
+		var sum uint32
+		if kind == kindFragment {
+			sum = FrameSum(n, []byte(data))
+		}
+		putClientFrame(&h, kind, n, len(data), sum)
 		return append(append(b, h[:]...), data...)
 	}
 	open := func(seg SegmentID, epoch uint64) []byte { return appendOpen(nil, seg, epoch)[len(addPreface):] }

@@ -44,7 +44,7 @@ func reopen(t *testing.T, s *Store, opts ...func(*Options)) *Store {
 // add adds a fragment and waits for it to be durable.
 func add(s *Store, id SegmentID, epoch, n uint64, data []byte) error {
 	ch := make(chan error, 1)
-	if err := s.Add(id, epoch, n, data, func(err error) { ch <- err }); err != nil {
+	if err := s.Add(id, epoch, n, data, FrameSum(n, data), func(err error) { ch <- err }); err != nil {
 		return err
 	}
 	return <-ch
@@ -62,7 +62,7 @@ func addAll(t *testing.T, s *Store, id SegmentID, epoch, from uint64, frags [][]
 	t.Helper()
 	ch := make(chan error, len(frags))
 	for i, f := range frags {
-		if err := s.Add(id, epoch, from+uint64(i), f, func(err error) { ch <- err }); err != nil {
+		if err := s.Add(id, epoch, from+uint64(i), f, FrameSum(from+uint64(i), f), func(err error) { ch <- err }); err != nil {
 			t.Fatalf("add %d: %v", from+uint64(i), err)
 		}
 	}
@@ -157,3 +157,13 @@ func info(t *testing.T, s *Store, id SegmentID) SegmentInfo {
 	t.Fatalf("no segment %v", id)
 	return SegmentInfo{}
 }
+
+// appendFrame appends fragment n framed to dst, as a journal holds it.
+func appendFrame(dst []byte, n uint64, data []byte) []byte {
+	var h [frameHeaderBytes]byte
+	putFrameHeader(&h, n, len(data), FrameSum(n, data))
+	return append(append(dst, h[:]...), data...)
+}
+
+// send sends fragment n with its checksum.
+func send(s Sender, n uint64, data []byte) error { return s.Send(n, data, FrameSum(n, data)) }

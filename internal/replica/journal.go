@@ -98,15 +98,25 @@ func decodeHeader(b []byte) (id SegmentID, epoch uint64, err error) {
 // frameBytes is the size of fragment data framed in a journal.
 func frameBytes(data int) int64 { return frameHeaderBytes + int64(data) }
 
-// appendFrame appends fragment n framed to dst.
-func appendFrame(dst []byte, n uint64, data []byte) []byte {
-	var h [frameHeaderBytes]byte
+// FrameSum is the checksum of fragment n's frame in a journal: CRC-32C over
+// the frame's length and number fields and the data. The writer computes it
+// once, where it cuts the fragment, and every replica writes it as it
+// came: a fragment damaged on its way to a replica's disk fails the check
+// wherever the frame is read.
+func FrameSum(n uint64, data []byte) uint32 {
+	var b [12]byte
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(data)))
+	binary.LittleEndian.PutUint64(b[4:], n)
+	return crc32.Update(crc32.Checksum(b[:], castagnoli), castagnoli, data)
+}
+
+// putFrameHeader writes to h the header of fragment n's frame, of length
+// bytes of data with checksum sum.
+func putFrameHeader(h *[frameHeaderBytes]byte, n uint64, length int, sum uint32) {
 	copy(h[:], frameMagic)
-	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
+	binary.LittleEndian.PutUint32(h[4:], uint32(length))
 	binary.LittleEndian.PutUint64(h[8:], n)
-	crc := crc32.Update(crc32.Checksum(h[4:16], castagnoli), castagnoli, data)
-	binary.LittleEndian.PutUint32(h[16:], crc)
-	return append(append(dst, h[:]...), data...)
+	binary.LittleEndian.PutUint32(h[16:], sum)
 }
 
 // frameLength checks the fixed part of a frame in h (frameHeaderBytes long)

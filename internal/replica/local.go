@@ -56,7 +56,7 @@ type localStream struct {
 	closed bool
 }
 
-func (st *localStream) Send(n uint64, data []byte) error {
+func (st *localStream) Send(n uint64, data []byte, sum uint32) error {
 	st.mu.Lock()
 	err, closed := st.err, st.closed
 	st.mu.Unlock()
@@ -66,7 +66,7 @@ func (st *localStream) Send(n uint64, data []byte) error {
 	case closed:
 		return errStreamClosed
 	}
-	if err := st.store.Add(st.seg, st.epoch, n, data, func(err error) { st.acked(n, err) }); err != nil {
+	if err := st.store.Add(st.seg, st.epoch, n, data, sum, func(err error) { st.acked(n, err) }); err != nil {
 		st.fail(err)
 		return err
 	}

@@ -168,7 +168,7 @@ func (w *watch) waitErr() error {
 func sendAll(t *testing.T, s Sender, from uint64, frags [][]byte) {
 	t.Helper()
 	for i, f := range frags {
-		if err := s.Send(from+uint64(i), f); err != nil {
+		if err := s.Send(from+uint64(i), f, FrameSum(from+uint64(i), f)); err != nil {
 			t.Fatalf("Send %d: %v", from+uint64(i), err)
 		}
 	}
@@ -226,11 +226,11 @@ func TestNodeStream(t *testing.T) {
 		if err := env.node.Seal(ctx, segA, 305); err != nil {
 			t.Fatal(err)
 		}
-		if err := s2.Send(310, []byte("late")); err != nil && !errors.Is(err, ErrSealed) {
+		if err := send(s2, 310, []byte("late")); err != nil && !errors.Is(err, ErrSealed) {
 			t.Fatalf("Send after Seal: %v", err)
 		}
 		wantErr(t, "stream after Seal", w2.waitErr(), ErrSealed)
-		wantErr(t, "Send after the stream failed", s2.Send(311, []byte("late")), ErrSealed)
+		wantErr(t, "Send after the stream failed", send(s2, 311, []byte("late")), ErrSealed)
 
 		keys := make([]string, 305)
 		for i := range keys {
@@ -263,13 +263,13 @@ func TestNodeErrors(t *testing.T) {
 		wantErr(t, "Seal beyond the count", env.node.Seal(ctx, segA, 1), ErrInvalid)
 
 		s, w := stream(t, env.node, segA, 4, 1)
-		if err := s.Send(0, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
+		if err := send(s, 0, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
 			t.Fatal(err)
 		}
 		wantErr(t, "stream below the fence", w.waitErr(), ErrFenced)
 
 		s, w = stream(t, env.node, segB, 1, 1)
-		if err := s.Send(1, []byte("x")); err != nil && !errors.Is(err, ErrGap) {
+		if err := send(s, 1, []byte("x")); err != nil && !errors.Is(err, ErrGap) {
 			t.Fatal(err)
 		}
 		wantErr(t, "stream with a gap", w.waitErr(), ErrGap)
@@ -277,7 +277,7 @@ func TestNodeErrors(t *testing.T) {
 		s, w = stream(t, env.node, segB, 1, 2)
 		sendAll(t, s, 0, [][]byte{[]byte("x")})
 		w.waitCount(1)
-		if err := s.Send(0, []byte("y")); err != nil && !errors.Is(err, ErrMismatch) {
+		if err := send(s, 0, []byte("y")); err != nil && !errors.Is(err, ErrMismatch) {
 			t.Fatal(err)
 		}
 		wantErr(t, "stream resending other bytes", w.waitErr(), ErrMismatch)
@@ -291,7 +291,7 @@ func TestNodeFull(t *testing.T) {
 			s, w := stream(t, env.node, segA, 1, 2)
 			sendAll(t, s, 0, [][]byte{frag(0, 600)})
 			w.waitCount(1)
-			if err := s.Send(1, frag(1, 600)); err != nil && !errors.Is(err, ErrFull) {
+			if err := send(s, 1, frag(1, 600)); err != nil && !errors.Is(err, ErrFull) {
 				t.Fatal(err)
 			}
 			wantErr(t, "stream over the disk limit", w.waitErr(), ErrFull)
@@ -309,11 +309,11 @@ func TestNodeFencedByAnother(t *testing.T) {
 		if count, err := env.other.Fence(t.Context(), segA, 2); count != 10 || err != nil {
 			t.Fatalf("Fence = %d, %v; want 10", count, err)
 		}
-		if err := s.Send(10, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
+		if err := send(s, 10, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
 			t.Fatal(err)
 		}
 		wantErr(t, "stream after a fence", w.waitErr(), ErrFenced)
-		wantErr(t, "Send after the stream failed", s.Send(11, []byte("y")), ErrFenced)
+		wantErr(t, "Send after the stream failed", send(s, 11, []byte("y")), ErrFenced)
 		if w.last != 10 {
 			t.Errorf("stream reported %d durable", w.last)
 		}
@@ -347,7 +347,7 @@ func TestNodeStreamClose(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Send(1, []byte("y")); err == nil {
+		if err := send(s, 1, []byte("y")); err == nil {
 			t.Error("Send after Close succeeded")
 		}
 		// The segment is open to another stream.

@@ -106,6 +106,7 @@ type op struct {
 	seg   *segment
 	n     uint64
 	data  []byte
+	sum   uint32 // the frame's checksum, FrameSum(n, data)
 	write bool
 	done  func(error)
 }
@@ -151,7 +152,7 @@ func Open(opts Options) (*Store, error) {
 }
 
 // Add queues fragment n of seg, sent by a writer (or recoverer) of epoch,
-// and returns without waiting: done is called once, from the committer
+// with sum its frame's checksum (FrameSum), and returns without waiting: done is called once, from the committer
 // goroutine, with nil when the fragment is durable or the error that failed
 // it; it may be nil. For one segment, done calls come in the order of the Adds. done must
 // not block nor call a method of the Store that waits (Fence, Seal, Drop,
@@ -160,7 +161,7 @@ func Open(opts Options) (*Store, error) {
 // The Store keeps data as the fragment's in-memory copy: the caller must not
 // modify it afterwards. Adding a fragment already stored with the same bytes
 // succeeds; done reports when the stored one is durable.
-func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)) error {
+func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, sum uint32, done func(error)) error {
 	if len(data) > MaxFragmentBytes {
 		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", ErrInvalid, len(data), MaxFragmentBytes)
 	}
@@ -219,7 +220,7 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, done func(error)
 	seg.memBytes += int64(len(data))
 	s.memBytes += int64(len(data))
 	s.diskBytes += size
-	s.enqueue(op{seg: seg, n: n, data: data, write: true, done: done})
+	s.enqueue(op{seg: seg, n: n, data: data, sum: sum, write: true, done: done})
 	return nil
 }
 

@@ -97,7 +97,7 @@ func TestPrefix(t *testing.T) {
 	ch := make(chan uint64, 3)
 	for _, n := range []uint64{2, 1, 2} {
 		data := [][]byte{nil, []byte("one"), []byte("two")}[n]
-		if err := s.Add(segA, 1, n, data, func(err error) {
+		if err := s.Add(segA, 1, n, data, FrameSum(n, data), func(err error) {
 			if err != nil {
 				t.Error(err)
 			}
@@ -179,7 +179,7 @@ func TestFenceWaitsForQueuedAdds(t *testing.T) {
 	release := make(chan struct{})
 	s := open(t, blockingFS(release))
 	added := make(chan error, 1)
-	if err := s.Add(segA, 1, 0, []byte("x"), func(err error) { added <- err }); err != nil {
+	if err := s.Add(segA, 1, 0, []byte("x"), FrameSum(0, []byte("x")), func(err error) { added <- err }); err != nil {
 		t.Fatal(err)
 	}
 	fenced := make(chan uint64)
@@ -324,11 +324,11 @@ func TestLimits(t *testing.T) {
 		release := make(chan struct{})
 		s = open(t, blockingFS(release), func(o *Options) { o.MemBytes = 1000 })
 		done := make(chan error, 2)
-		if err := s.Add(segA, 1, 0, frag(0, 600), func(err error) { done <- err }); err != nil {
+		if err := s.Add(segA, 1, 0, frag(0, 600), FrameSum(0, frag(0, 600)), func(err error) { done <- err }); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, "add over the limit", s.Add(segA, 1, 1, frag(1, 600), nil), ErrFull)
-		wantErr(t, "new segment over the limit", s.Add(segB, 1, 0, frag(1, 600), nil), ErrFull)
+		wantErr(t, "add over the limit", s.Add(segA, 1, 1, frag(1, 600), FrameSum(1, frag(1, 600)), nil), ErrFull)
+		wantErr(t, "new segment over the limit", s.Add(segB, 1, 0, frag(1, 600), FrameSum(0, frag(1, 600)), nil), ErrFull)
 		close(release)
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -340,7 +340,7 @@ func TestLimits(t *testing.T) {
 		release = make(chan struct{})
 		s = open(t, blockingFS(release))
 		for range 2 {
-			if err := s.Add(segA, 1, 0, nil, func(err error) { done <- err }); err != nil {
+			if err := s.Add(segA, 1, 0, nil, FrameSum(0, nil), func(err error) { done <- err }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -441,6 +441,39 @@ func TestOffload(t *testing.T) {
 // TestOffloadChecksFrames offloads fragments shorter and longer than a frame
 // header, joined into objects, from a journal on disk; then a bit flipped
 // in a sealed fragment makes Offload fail with ErrCorrupt and store nothing.
+// A replica writes the checksum the writer sent, without computing it
+// again: a fragment damaged on its way (its bytes no longer match the sum)
+// fails the check once it is read from the journal, rather than being
+// served as good.
+func TestAddKeepsTheWritersSum(t *testing.T) {
+	s := open(t, vfs.NewMem(), func(o *Options) { o.MemBytes = 1000 })
+	sent, damaged := frag(0, 400), frag(0, 400)
+	damaged[7] ^= 0x10
+	done := make(chan error, 1)
+	if err := s.Add(segA, 1, 0, damaged, FrameSum(0, sent), func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Two more push fragment 0 out of memory.
+	addAll(t, s, segA, 1, 1, [][]byte{frag(1, 400), frag(2, 400)})
+	if got := info(t, s, segA); got.MemBytes != 800 {
+		t.Fatalf("%d bytes in memory, want 800: fragment 0 is still there", got.MemBytes)
+	}
+	p := make([]byte, 400)
+	_, err := s.Read(segA, 0, 0, p)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Pos != headerBytes {
+		t.Errorf("Read of the damaged fragment: %v, want a *CorruptError at %d", err, headerBytes)
+	}
+	for n := 1; n <= 2; n++ {
+		if got := readAll(t, s, segA, uint64(n)); !bytes.Equal(got, frag(n, 400)) {
+			t.Errorf("fragment %d differs", n)
+		}
+	}
+}
+
 func TestOffloadChecksFrames(t *testing.T) {
 	root := t.TempDir()
 	bucket := blob.NewMem()

@@ -21,11 +21,13 @@ import (
 //
 // The protocol (all integers little-endian):
 //
-//	client, once:   preface "TERNADD" and version byte 1, then
+//	client, once:   preface "TERNADD" and version byte 2, then
 //	                log u64, seq u64, epoch u64: the segment and the epoch
-//	client, frames: kind u8, n u64, length u32, then length bytes of data
-//	                kind 1, a fragment: n its number, data its bytes
-//	                kind 2, a ping: n and length zero
+//	client, frames: kind u8, n u64, length u32, sum u32, then length bytes
+//	                of data
+//	                kind 1, a fragment: n its number, sum its frame's
+//	                checksum (FrameSum), data its bytes
+//	                kind 2, a ping: n, length and sum zero
 //	server, frames: kind u8, then
 //	                kind 1, the durable count: count u64, sent when it grows
 //	                kind 2, a ping: count u64 zero
@@ -42,11 +44,11 @@ import (
 // addPreface opens an add connection: a gRPC (HTTP/2) client starts with
 // "PRI * HTTP/2.0" and a TLS client with a handshake record, neither of
 // which starts with this.
-var addPreface = [8]byte{'T', 'E', 'R', 'N', 'A', 'D', 'D', 1}
+var addPreface = [8]byte{'T', 'E', 'R', 'N', 'A', 'D', 'D', 2}
 
 const (
 	openBytes        = 24 // log, seq, epoch
-	clientFrameBytes = 13 // kind, n, length
+	clientFrameBytes = 17 // kind, n, length, sum
 	serverFrameBytes = 9  // kind, count
 
 	kindFragment = 1
@@ -89,41 +91,42 @@ func readOpen(r io.Reader) (SegmentID, uint64, error) {
 	return SegmentID{Log: le.Uint64(b[0:]), Seq: le.Uint64(b[8:])}, le.Uint64(b[16:]), nil
 }
 
-func putClientFrame(b *[clientFrameBytes]byte, kind byte, n uint64, length int) {
+func putClientFrame(b *[clientFrameBytes]byte, kind byte, n uint64, length int, sum uint32) {
 	b[0] = kind
 	binary.LittleEndian.PutUint64(b[1:], n)
 	binary.LittleEndian.PutUint32(b[9:], uint32(length))
+	binary.LittleEndian.PutUint32(b[13:], sum)
 }
 
 // readClientFrame reads a frame's header from r, and a fragment's data into
 // a new buffer. A fragment over MaxFragmentBytes, or an unknown kind, is
 // ErrInvalid. It returns io.EOF only when r ends between frames.
-func readClientFrame(r io.Reader) (kind byte, n uint64, data []byte, err error) {
+func readClientFrame(r io.Reader) (kind byte, n uint64, data []byte, sum uint32, err error) {
 	var h [clientFrameBytes]byte
 	if k, err := io.ReadFull(r, h[:]); err != nil {
 		if k > 0 && err == io.ErrUnexpectedEOF {
 			err = fmt.Errorf("%w: the connection ended in a frame's header", ErrInvalid)
 		}
-		return 0, 0, nil, err
+		return 0, 0, nil, 0, err
 	}
 	kind, n = h[0], binary.LittleEndian.Uint64(h[1:])
-	length := int(binary.LittleEndian.Uint32(h[9:]))
+	length, sum := int(binary.LittleEndian.Uint32(h[9:])), binary.LittleEndian.Uint32(h[13:])
 	switch {
-	case kind == kindPing && n == 0 && length == 0:
-		return kind, 0, nil, nil
+	case kind == kindPing && n == 0 && length == 0 && sum == 0:
+		return kind, 0, nil, 0, nil
 	case kind != kindFragment:
-		return 0, 0, nil, fmt.Errorf("%w: add frame of kind %d, n %d, length %d", ErrInvalid, kind, n, length)
+		return 0, 0, nil, 0, fmt.Errorf("%w: add frame of kind %d, n %d, length %d", ErrInvalid, kind, n, length)
 	case length > MaxFragmentBytes:
-		return 0, 0, nil, fmt.Errorf("%w: fragment %d has %d bytes, over %d", ErrInvalid, n, length, MaxFragmentBytes)
+		return 0, 0, nil, 0, fmt.Errorf("%w: fragment %d has %d bytes, over %d", ErrInvalid, n, length, MaxFragmentBytes)
 	}
 	data = make([]byte, length)
 	if _, err := io.ReadFull(r, data); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
 			err = fmt.Errorf("%w: the connection ended in fragment %d", ErrInvalid, n)
 		}
-		return 0, 0, nil, err
+		return 0, 0, nil, 0, err
 	}
-	return kind, n, data, nil
+	return kind, n, data, sum, nil
 }
 
 func appendCount(b []byte, kind byte, count uint64) []byte {

@@ -48,7 +48,7 @@ func TestAddConnSilentClient(t *testing.T) {
 	addr := env.node.(*Conn).addr
 	c, r := rawAdd(t, addr, segA, 1)
 	var h [clientFrameBytes]byte
-	putClientFrame(&h, kindFragment, 0, 3)
+	putClientFrame(&h, kindFragment, 0, 3, FrameSum(0, []byte("abc")))
 	if _, err := c.Write(append(h[:], "abc"...)); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAddConnSilentServer(t *testing.T) {
 func TestAddConnSplit(t *testing.T) {
 	env := connEnv(t)
 	addr := env.node.(*Conn).addr
-	for _, first := range [][]byte{nil, []byte("TERN"), []byte("TERNADD\x02 a later version"), []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")} {
+	for _, first := range [][]byte{nil, []byte("TERN"), []byte("TERNADD\x03 a later version"), []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")} {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -134,17 +134,17 @@ func TestAddConnBadFrames(t *testing.T) {
 	}{
 		{"oversized", func() []byte {
 			var h [clientFrameBytes]byte
-			putClientFrame(&h, kindFragment, 0, MaxFragmentBytes+1)
+			putClientFrame(&h, kindFragment, 0, MaxFragmentBytes+1, 0)
 			return h[:]
 		}, ErrInvalid},
 		{"unknown kind", func() []byte {
 			var h [clientFrameBytes]byte
-			putClientFrame(&h, 9, 0, 0)
+			putClientFrame(&h, 9, 0, 0, 0)
 			return h[:]
 		}, ErrInvalid},
 		{"gap", func() []byte {
 			var h [clientFrameBytes]byte
-			putClientFrame(&h, kindFragment, 5, 1)
+			putClientFrame(&h, kindFragment, 5, 1, FrameSum(5, []byte("x")))
 			return append(h[:], 'x')
 		}, ErrGap},
 	} {
