@@ -64,7 +64,7 @@
 // the file in one writev, from the fragments' own buffers.
 //
 // The journal is created by the committer, header and first frames in one
-// write, then synced, and its directory synced (the log directory itself
+// writev, then synced, and its directory synced (the log directory itself
 // was created and its parent synced before), before any of its fragments,
 // or the epoch in its header, is reported durable.
 //

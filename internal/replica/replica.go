@@ -97,13 +97,14 @@ type Node interface {
 // the segment's count when the stream opened (or any n already stored, which
 // is idempotent). sum is the fragment's frame checksum, FrameSum(n, data),
 // computed once by the caller for all the replicas: they write it as it
-// came, without computing it again. Send does not wait for durability; it may block for flow
-// control. The caller must not modify data after passing it to Send: a
-// *Local keeps it as the replica's in-memory copy. Send after the stream
-// failed returns the error. Close ends the stream (without waiting for
-// outstanding acks) and releases it; after Close, onErr is not called for
-// the stream's end. A Sender is used by one goroutine at a time, except
-// that Close may be called concurrently with Send.
+// came, without computing it again. Send does not wait for durability; it
+// may block for flow control. The caller must not modify data after
+// passing it to Send: a *Local keeps it as the replica's in-memory copy.
+// Send after the stream failed returns the error. Close ends the stream
+// (without waiting for outstanding acks) and releases it; after Close,
+// onErr is not called for the stream's end. A Sender is used by one
+// goroutine at a time, except that Close may be called concurrently with
+// Send.
 type Sender interface {
 	Send(n uint64, data []byte, sum uint32) error
 	Close() error

@@ -152,15 +152,19 @@ func Open(opts Options) (*Store, error) {
 }
 
 // Add queues fragment n of seg, sent by a writer (or recoverer) of epoch,
-// with sum its frame's checksum (FrameSum), and returns without waiting: done is called once, from the committer
-// goroutine, with nil when the fragment is durable or the error that failed
-// it; it may be nil. For one segment, done calls come in the order of the Adds. done must
-// not block nor call a method of the Store that waits (Fence, Seal, Drop,
-// Offload, Close). If Add returns an error, done is not called.
+// with sum its frame's checksum (FrameSum), and returns without waiting:
+// done is called once, from the committer goroutine, with nil when the
+// fragment is durable or the error that failed it; it may be nil. For one
+// segment, done calls come in the order of the Adds. done must not block
+// nor call a method of the Store that waits (Fence, Seal, Drop, Offload,
+// Close). If Add returns an error, done is not called.
 //
 // The Store keeps data as the fragment's in-memory copy: the caller must not
-// modify it afterwards. Adding a fragment already stored with the same bytes
-// succeeds; done reports when the stored one is durable.
+// modify it afterwards. It writes sum into the journal as it is, without
+// checking it against data: a sum that does not match fails the frame's
+// check when it is read from the journal. Adding a fragment already stored
+// with the same bytes succeeds; done reports when the stored one is
+// durable.
 func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, sum uint32, done func(error)) error {
 	if len(data) > MaxFragmentBytes {
 		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", ErrInvalid, len(data), MaxFragmentBytes)
