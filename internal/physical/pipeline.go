@@ -8,12 +8,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -23,7 +23,7 @@ import (
 // to the first of nodes nodes, which passes each on to the others and
 // appends it to a file of its own. Every node appends with write and
 // group-commits with fdatasync, and answers the count of records it has
-// made durable; a record is done once quorum nodes hold it, and the writer
+// made durable; a record is done once ackQuorum nodes hold it, and the writer
 // keeps inFlight records outstanding. The latency is a record's, from its
 // send to its quorum.
 //
@@ -36,19 +36,20 @@ import (
 // The Variant is "loopback TCP to N files, ack Q". Its MB/s counts each
 // record once, as a quorum log's throughput does, while the disk writes it
 // nodes times.
-func Pipeline(ctx context.Context, dir string, size, nodes, quorum, inFlight int, d time.Duration) (_ *loadgen.Result, err error) {
-	switch {
-	case size <= 0 || inFlight <= 0:
+func Pipeline(ctx context.Context, dir string, size, nodes, ackQuorum, inFlight int, d time.Duration) (_ *loadgen.Result, err error) {
+	if size <= 0 || inFlight <= 0 {
 		return nil, fmt.Errorf("physical: pipeline of %d-byte records, %d in flight: want both positive", size, inFlight)
-	case nodes < 1 || quorum < 1 || quorum > nodes:
-		return nil, fmt.Errorf("physical: pipeline of %d nodes acknowledging at %d: want 1 <= quorum <= nodes", nodes, quorum)
+	}
+	tracker, err := quorum.NewTracker(quorum.Config{Ensemble: nodes, AckQuorum: ackQuorum}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("physical: pipeline of %d nodes acknowledging at %d: %w", nodes, ackQuorum, err)
 	}
 	files := "files"
 	if nodes == 1 {
 		files = "file"
 	}
-	variant := fmt.Sprintf("loopback TCP to %d %s, ack %d", nodes, files, quorum)
-	p := &pipeline{size: size, quorum: quorum, durable: make([]uint64, nodes), done: make(chan struct{})}
+	variant := fmt.Sprintf("loopback TCP to %d %s, ack %d", nodes, files, ackQuorum)
+	p := &pipeline{size: size, tracker: tracker, done: make(chan struct{})}
 	defer func() {
 		p.stop()
 		p.wg.Wait()
@@ -134,15 +135,14 @@ func (p *pipeline) takeSlot(ctx context.Context, slots chan<- struct{}) error {
 // pipeline is one Pipeline measurement: its nodes, the durable count each
 // has answered, and its end.
 type pipeline struct {
-	size   int
-	quorum int
-	nodes  []*pipeNode
-	ackTo  net.Conn // node 0's side of the writer's connection
-	wg     sync.WaitGroup
+	size  int
+	nodes []*pipeNode
+	ackTo net.Conn // node 0's side of the writer's connection
+	wg    sync.WaitGroup
 
 	mu       sync.Mutex
-	durable  []uint64 // by node
-	acked    uint64   // the quorum's count, sent to the writer
+	tracker  *quorum.Tracker // the nodes' durable counts
+	acked    uint64          // the quorum's count, sent to the writer
 	conns    []net.Conn
 	err      error
 	stopping bool
@@ -280,10 +280,11 @@ func (p *pipeline) followerCounts(i int, c net.Conn) {
 func (p *pipeline) note(i int, count uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.durable[i] = count
-	sorted := slices.Clone(p.durable)
-	slices.Sort(sorted)
-	q := sorted[len(sorted)-p.quorum]
+	q, err := p.tracker.Ack(i, count)
+	if err != nil {
+		p.failLocked(err)
+		return
+	}
 	if q <= p.acked {
 		return
 	}
