@@ -141,19 +141,9 @@ func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
 			parts[i] = f.data
 			continue
 		}
-		frame := make([]byte, frameBytes(int(f.size)))
-		if err := readAt(file, frame, f.pos); err != nil {
-			if _, lerr := s.lookupLocked(id); lerr != nil {
-				return nil, lerr // dropped while reading
-			}
-			return nil, fmt.Errorf("replica: read fragment %d of %v: %w", from+uint64(i), id, err)
-		}
-		n, data, err := decodeFrame(frame)
-		if err == nil && (n != from+uint64(i) || int64(len(data)) != f.size) {
-			err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, from+uint64(i), n, len(data))
-		}
+		data, err := s.readFrame(id, file, from+uint64(i), f)
 		if err != nil {
-			return nil, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
+			return nil, err
 		}
 		parts[i] = data
 	}

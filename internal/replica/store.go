@@ -414,19 +414,9 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	if f.data != nil {
 		copy(p, f.data[off:])
 	} else {
-		frame := make([]byte, frameBytes(int(f.size)))
-		if err := readAt(file, frame, f.pos); err != nil {
-			if _, lerr := s.lookupLocked(id); lerr != nil {
-				return 0, lerr // dropped while reading
-			}
-			return 0, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
-		}
-		got, data, err := decodeFrame(frame)
-		if err == nil && (got != n || int64(len(data)) != f.size) {
-			err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, n, got, len(data))
-		}
+		data, err := s.readFrame(id, file, n, f)
 		if err != nil {
-			return 0, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
+			return 0, err
 		}
 		copy(p, data[off:])
 	}
@@ -434,6 +424,28 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 		return want, io.EOF
 	}
 	return want, nil
+}
+
+// readFrame reads fragment n of segment id, located by f, from its
+// journal file, whole, and returns its data once the frame is checked. A
+// frame that fails its check, or holds another fragment, gives a
+// *CorruptError.
+func (s *Store) readFrame(id SegmentID, file vfs.File, n uint64, f fragment) ([]byte, error) {
+	frame := make([]byte, frameBytes(int(f.size)))
+	if err := readAt(file, frame, f.pos); err != nil {
+		if _, lerr := s.lookupLocked(id); lerr != nil {
+			return nil, lerr // dropped while reading
+		}
+		return nil, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
+	}
+	got, data, err := decodeFrame(frame)
+	if err == nil && (got != n || int64(len(data)) != f.size) {
+		err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, n, got, len(data))
+	}
+	if err != nil {
+		return nil, &CorruptError{Path: journalPath(s.dir, id), Pos: f.pos, Err: err}
+	}
+	return data, nil
 }
 
 func (s *Store) lookupLocked(id SegmentID) (*segment, error) {
