@@ -147,20 +147,12 @@ func decodeFrame(b []byte) (n uint64, data []byte, err error) {
 	if len(b)-frameHeaderBytes < length {
 		return 0, nil, io.ErrUnexpectedEOF
 	}
+	n = binary.LittleEndian.Uint64(b[8:])
 	data = b[frameHeaderBytes : frameHeaderBytes+length]
-	if err := checkFrame(b[:frameHeaderBytes], data); err != nil {
-		return 0, nil, err
+	if FrameSum(n, data) != binary.LittleEndian.Uint32(b[16:]) {
+		return 0, nil, fmt.Errorf("%w: checksum mismatch", errBadFrame)
 	}
-	return binary.LittleEndian.Uint64(b[8:]), data, nil
-}
-
-// checkFrame verifies the checksum of a frame given its header and data.
-func checkFrame(h, data []byte) error {
-	crc := crc32.Update(crc32.Checksum(h[4:16], castagnoli), castagnoli, data)
-	if crc != binary.LittleEndian.Uint32(h[16:]) {
-		return fmt.Errorf("%w: checksum mismatch", errBadFrame)
-	}
-	return nil
+	return n, data, nil
 }
 
 // state is what a segment's state file holds.
