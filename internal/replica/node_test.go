@@ -168,7 +168,7 @@ func (w *watch) waitErr() error {
 func sendAll(t *testing.T, s Sender, from uint64, frags [][]byte) {
 	t.Helper()
 	for i, f := range frags {
-		if err := s.Send(from+uint64(i), f, FrameSum(from+uint64(i), f)); err != nil {
+		if err := send(s, from+uint64(i), f); err != nil {
 			t.Fatalf("Send %d: %v", from+uint64(i), err)
 		}
 	}
