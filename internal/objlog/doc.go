@@ -20,7 +20,10 @@
 // path does. A flusher cuts the queued batches into a fragment when they reach
 // FlushBytes, when the oldest has waited FlushInterval, or at Close, gives
 // them their offsets, and uploads it with a conditional PUT (If-None-Match:
-// *), with up to MaxInFlight uploads at once. A fragment is acknowledged when
+// *), with up to MaxInFlight uploads at once. It copies the batches into the
+// fragment after it has released the log's lock, so appends go on meanwhile,
+// and computes each batch's CRC on the copy, which the copy has just brought
+// into the CPU's cache. A fragment is acknowledged when
 // its PUT and those of every earlier fragment have succeeded, in offset
 // order, so the acknowledged entries are always a prefix of the log. A PUT
 // whose outcome is unknown is retried; when the retry finds the object

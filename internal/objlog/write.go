@@ -200,8 +200,11 @@ func (l *Log) flusher() {
 			cancel()
 			l.idle()
 		case stepUpload:
+			if f.seg != nil {
+				f.join()
+			}
 			switch {
-			case f.data == nil:
+			case f.seg == nil:
 				l.complete(f)
 			case f.seg.ens != nil:
 				f.seg.ens.send(f) // in fragment order
@@ -262,7 +265,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	}
 	f := l.cut()
 	l.inflight = append(l.inflight, f)
-	if f.data != nil {
+	if f.seg != nil {
 		l.uploads.Add(1)
 	}
 	return stepUpload, f, 0
@@ -279,7 +282,8 @@ func (l *Log) mustRoll(o *seg) bool {
 // cut takes the leading ticks, or the queued groups up to the first that
 // brings them to FlushBytes, gives them their offsets, and makes them a
 // fragment. A fragment cut for its size thus holds FlushBytes and less than
-// one group more. The caller holds mu.
+// one group more. The caller holds mu; join makes the fragment's data once
+// it is released.
 func (l *Log) cut() *frag {
 	f := &frag{epoch: l.epoch, base: l.next}
 	n := 0
@@ -298,21 +302,14 @@ func (l *Log) cut() *frag {
 		}
 		f.seg, f.n = l.open, l.open.frags
 		l.open.frags++
-		batches := make([][]byte, 0, n)
 		for _, g := range l.queue[:n] {
 			g.Base = l.next
 			if g.isTick {
 				continue
 			}
-			batches = append(batches, g.b.Finish(l.next, g.epoch))
 			l.next += uint64(g.b.Count())
 			f.maxTime = max(f.maxTime, g.maxTime)
 			l.queueBytes -= g.b.Bytes()
-		}
-		// Join copies them into a buffer it does not zero first.
-		f.data = bytes.Join(batches, nil)
-		for _, g := range l.queue[:n] {
-			g.release()
 		}
 	}
 	f.end = l.next
@@ -322,6 +319,29 @@ func (l *Log) cut() *frag {
 		l.queueBytes = 0
 	}
 	return f
+}
+
+// join makes the data of f, a fragment of entries that cut made: its
+// groups' batches one after the other. Only the flusher touches f and its
+// groups' buffers between cut and join, so join runs without mu.
+func (f *frag) join() {
+	batches := make([][]byte, 0, len(f.groups))
+	for _, g := range f.groups {
+		if !g.isTick {
+			batches = append(batches, g.b.FinishUnsummed(g.Base, g.epoch))
+		}
+	}
+	// Join copies them into a buffer it does not zero first; each batch is
+	// summed in the copy, which the copy has brought into the cache.
+	f.data = bytes.Join(batches, nil)
+	at := 0
+	for _, b := range batches {
+		record.PutCRC(f.data[at : at+len(b)])
+		at += len(b)
+	}
+	for _, g := range f.groups {
+		g.release()
+	}
 }
 
 // create starts a segment for the current epoch at the next offset.
@@ -467,7 +487,7 @@ func (l *Log) complete(f *frag) {
 		case err != nil:
 		case l.failed != nil:
 			err = l.failed
-		case h.epoch != l.epoch || (h.data != nil && l.owned != nil && !l.owned()):
+		case h.epoch != l.epoch || (h.seg != nil && l.owned != nil && !l.owned()):
 			err = fmt.Errorf("%w: the writer can no longer prove it owns the log; the appends of %s may or may not have been stored", wal.ErrFenced, l.opts.Prefix)
 		}
 		if err != nil {
@@ -488,7 +508,7 @@ func (l *Log) complete(f *frag) {
 // publish makes an uploaded fragment readable and acknowledges its appends.
 // The caller holds mu.
 func (l *Log) publish(f *frag) {
-	if f.data != nil {
+	if f.seg != nil {
 		s := f.seg
 		s.objs = append(s.objs, object{key: fragKey(f.n), base: f.base, end: f.end, bytes: int64(len(f.data))})
 		s.end = f.end

@@ -116,6 +116,13 @@ func (b *Builder) Add(e Entry) {
 // panics if no entry was added or the batch exceeds 4 GiB, which callers
 // prevent by bounding batch sizes.
 func (b *Builder) Finish(base, epoch uint64) []byte {
+	return PutCRC(b.FinishUnsummed(base, epoch))
+}
+
+// FinishUnsummed is Finish without the CRC: PutCRC sets it, on these bytes
+// or on a copy of them. A caller that copies the batch anyway sums the copy,
+// which the copy has just brought into the CPU's cache.
+func (b *Builder) FinishUnsummed(base, epoch uint64) []byte {
 	if b.count == 0 || uint64(len(b.buf)) > math.MaxUint32 {
 		panic(fmt.Sprintf("record: finish of a batch of %d entries, %d bytes", b.count, len(b.buf)))
 	}
@@ -130,8 +137,15 @@ func (b *Builder) Finish(base, epoch uint64) []byte {
 	binary.LittleEndian.PutUint64(h[32:], uint64(b.first))
 	binary.LittleEndian.PutUint32(h[40:], b.count)
 	binary.LittleEndian.PutUint32(h[44:], 0)
-	binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(b.buf[crcStart:], castagnoli))
+	binary.LittleEndian.PutUint32(h[12:], 0)
 	return b.buf
+}
+
+// PutCRC writes into the header of batch, which is one whole batch from
+// FinishUnsummed, its CRC, and returns batch.
+func PutCRC(batch []byte) []byte {
+	binary.LittleEndian.PutUint32(batch[12:], crc32.Checksum(batch[crcStart:], castagnoli))
+	return batch
 }
 
 // Encode is a convenience for building one batch from entries.

@@ -244,6 +244,27 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestSumOnCopy checks what objlog relies on when it sums a batch in the
+// fragment it copied the batch into: a batch finished unsummed is refused,
+// and PutCRC on a copy of it gives the golden batch.
+func TestSumOnCopy(t *testing.T) {
+	var b record.Builder
+	for _, e := range goldenEntries {
+		b.Add(e)
+	}
+	unsummed := b.FinishUnsummed(goldenBase, goldenEpoch)
+	if _, err := record.Decode(unsummed); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("Decode of an unsummed batch: %v, want ErrCorrupt", err)
+	}
+	fragment := append([]byte("before"), unsummed...)
+	if got := record.PutCRC(fragment[len("before"):]); !bytes.Equal(got, golden()) {
+		t.Fatalf("summed copy\n got %x\nwant %x", got, golden())
+	}
+	if got := b.Finish(goldenBase, goldenEpoch); !bytes.Equal(got, golden()) {
+		t.Fatalf("Finish after FinishUnsummed\n got %x\nwant %x", got, golden())
+	}
+}
+
 // fixCRC rewrites the CRC of the batch in p after a test changed its bytes.
 func fixCRC(p []byte) []byte {
 	n := binary.LittleEndian.Uint32(p[8:])
