@@ -20,7 +20,7 @@
 // each row, both above 1 when the row does better:
 //
 //   - vs limit: against the disk's "write+fdatasync" row (a growing file,
-//     buffered writes): p50 latency (limit's / row's) for sync-1k and
+//     buffered writes, written again from its start past 1 GiB): p50 latency (limit's / row's) for sync-1k and
 //     e2e-1k, MB/s for conc-*, async-100b and pubsub-* (a pubsub row's
 //     MB/s being its bytes over extra.produce_s); for catchup-1g, MB/s
 //     against the disk's "o_direct read" row.

@@ -266,7 +266,10 @@ fresh file inside --dir (default: the system's temporary directory):
                     and on a preallocated one (and, for e2e, O_DIRECT)
   conc-4k, conc-64k write + fdatasync of all producers' entries at once (what a
                     perfect group commit does), buffered and O_DIRECT
-  async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth)
+  async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth);
+                    the growing file is written again from its start once it
+                    holds 1 GiB, so a second row goes on in new files instead,
+                    as a log's segments do (also for obj-* and quorum-put)
   catchup-1g        a sequential O_DIRECT read of the same amount, 1 MiB at a time
   pubsub-*          write + fdatasync of 1 MiB at a time
   quorum-*          the same as the other append workloads, and the quorum data
@@ -309,8 +312,14 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			size *= spec.Producers
 		}
 		runs = append(runs,
-			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, false, d) },
-			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, true, d) })
+			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Growing, d) },
+			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Preallocated, d) })
+		if spec.Kind == loadgen.KindAppend && spec.InFlight > 0 {
+			// Past MaxFileBytes the growing file is overwritten, which a
+			// fast disk reaches in a second; a log's segments and journals
+			// are new files, whose every fdatasync commits growth.
+			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.NewFiles, d) })
+		}
 		if spec.Producers > 1 || spec.InFlight > 0 { // O_DIRECT needs 4 KiB blocks
 			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks
 			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskDirect(ctx, dir, aligned, true, d) })
@@ -330,7 +339,7 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 	case loadgen.KindCatchUp:
 		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskRead(ctx, dir, mib, spec.TotalBytes) })
 	case loadgen.KindPubSub:
-		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, mib, false, d) })
+		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, mib, physical.Growing, d) })
 	}
 	var rs []*loadgen.Result
 	for _, run := range runs {

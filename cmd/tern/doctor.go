@@ -213,7 +213,7 @@ func diskSteps(dir string, d time.Duration) []step {
 	// Tern's log writes them.
 	appends := func(size int) func(context.Context) (*loadgen.Result, error) {
 		return func(ctx context.Context) (*loadgen.Result, error) {
-			return physical.DiskSync(ctx, dir, size, false, d)
+			return physical.DiskSync(ctx, dir, size, physical.Growing, d)
 		}
 	}
 	return []step{

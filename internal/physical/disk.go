@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/ternwal/tern/bench/loadgen"
@@ -15,27 +16,59 @@ import (
 // writes go round it.
 const preallocBytes = 16 << 20
 
-// DiskSync measures durable small writes as a write-ahead log makes them:
-// one at a time, each write of size bytes followed by fdatasync, the
-// latency being that of the pair. Without prealloc the writes append to a
-// new file, so each fdatasync also commits the file's growth (Variant
-// "write+fdatasync"). With prealloc they overwrite a file of zeros that
-// was written and synced beforehand, so fdatasync has only data to flush
-// (Variant "pwrite+fdatasync (preallocated)").
-func DiskSync(ctx context.Context, dir string, size int, prealloc bool, d time.Duration) (_ *loadgen.Result, err error) {
-	if size <= 0 {
+// SyncFile is the file DiskSync writes to.
+type SyncFile int
+
+const (
+	// Growing appends to a new file, so each fdatasync also commits the
+	// file's growth, until the file holds MaxFileBytes; then the writes go
+	// on from its start, overwriting (Variant "write+fdatasync").
+	Growing SyncFile = iota
+	// NewFiles appends to a new file, and when it holds MaxFileBytes
+	// removes it and appends to another: every fdatasync commits growth,
+	// as it does for a log whose segments are new files (Variant
+	// "write+fdatasync (new files)").
+	NewFiles
+	// Preallocated overwrites a file of zeros that was written and synced
+	// beforehand, so fdatasync has only data to flush (Variant
+	// "pwrite+fdatasync (preallocated)").
+	Preallocated
+)
+
+var syncVariants = map[SyncFile]string{
+	Growing:      "write+fdatasync",
+	NewFiles:     "write+fdatasync (new files)",
+	Preallocated: "pwrite+fdatasync (preallocated)",
+}
+
+// DiskSync measures durable writes as a write-ahead log makes them: one at
+// a time, each write of size bytes followed by fdatasync, the latency being
+// that of the pair, to the file that kind says.
+func DiskSync(ctx context.Context, dir string, size int, kind SyncFile, d time.Duration) (_ *loadgen.Result, err error) {
+	variant, ok := syncVariants[kind]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("physical: unknown file kind %d", kind)
+	case size <= 0:
 		return nil, fmt.Errorf("physical: write size %d: want a positive size", size)
 	}
 	f, err := os.CreateTemp(dir, "physical-sync-*")
 	if err != nil {
 		return nil, fmt.Errorf("physical: %w", err)
 	}
-	defer removeFile(f, &err)
+	defer func() { removeFile(f, &err) }()
+	var (
+		removing  sync.WaitGroup // NewFiles: the full files being removed
+		removeMu  sync.Mutex
+		removeErr error
+	)
+	defer func() {
+		removing.Wait()
+		err = errors.Join(err, removeErr)
+	}()
 
-	variant := "write+fdatasync"
-	limit := int64(max(MaxFileBytes/size, 1) * size)
-	if prealloc {
-		variant = "pwrite+fdatasync (preallocated)"
+	limit := int64(max(fileLimit/size, 1) * size)
+	if kind == Preallocated {
 		limit = int64((max(preallocBytes, 16*size) + size - 1) / size * size)
 		if err := writeZeros(ctx, f, limit); err != nil {
 			return nil, err
@@ -47,8 +80,26 @@ func DiskSync(ctx context.Context, dir string, size int, prealloc bool, d time.D
 	n, err := m.loop(ctx, time.Now().Add(d), func() error {
 		if off+int64(size) > limit {
 			off = 0
-			if !prealloc {
+			switch kind {
+			case Growing:
 				m.note(fmt.Sprintf("the file reached %d bytes, and writes went on from its start", limit))
+			case NewFiles:
+				m.note(fmt.Sprintf("each file took %d bytes, then writes went on in a new one", limit))
+				next, err := os.CreateTemp(dir, "physical-sync-*")
+				if err != nil {
+					return err
+				}
+				// Removed meanwhile, as a log removes old segments, and
+				// not timed as part of a write.
+				old := f
+				removing.Go(func() {
+					var err error
+					removeFile(old, &err)
+					removeMu.Lock()
+					removeErr = errors.Join(removeErr, err)
+					removeMu.Unlock()
+				})
+				f = next
 			}
 		}
 		if _, err := f.WriteAt(buf, off); err != nil {
@@ -89,7 +140,7 @@ func DiskDirect(ctx context.Context, dir string, size int, sync bool, d time.Dur
 	defer free()
 	fill(buf)
 
-	limit := int64(max(MaxFileBytes/size, 1) * size)
+	limit := int64(max(fileLimit/size, 1) * size)
 	m := startMeter()
 	var off int64
 	n, err := m.loop(ctx, time.Now().Add(d), func() error {

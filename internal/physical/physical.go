@@ -16,8 +16,9 @@
 // The disk functions need Linux for O_DIRECT and fdatasync. Their files
 // are created in the given directory and removed when they return; a file
 // that writes for a duration grows to at most MaxFileBytes and then starts
-// again from its beginning, so a long run on a fast disk does not fill it
-// (the Result then carries a note).
+// again from its beginning (or, for DiskSync's NewFiles, is replaced by a
+// new one), so a long run on a fast disk does not fill it (the Result then
+// carries a note).
 package physical
 
 import (
@@ -31,6 +32,9 @@ import (
 
 // MaxFileBytes bounds the file a timed disk measurement writes.
 const MaxFileBytes = 1 << 30
+
+// fileLimit is MaxFileBytes, smaller in tests.
+var fileLimit = MaxFileBytes
 
 // blockBytes is the alignment O_DIRECT needs of offsets, sizes and buffers
 // (the logical block size, 512 or 4096 on current disks; 4096 is both).

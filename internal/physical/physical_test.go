@@ -54,25 +54,53 @@ func checkEmpty(t *testing.T, dir string) {
 }
 
 func TestDiskSync(t *testing.T) {
-	for _, prealloc := range []bool{false, true} {
+	for kind, variant := range map[physical.SyncFile]string{
+		physical.Growing:      "write+fdatasync",
+		physical.NewFiles:     "write+fdatasync (new files)",
+		physical.Preallocated: "pwrite+fdatasync (preallocated)",
+	} {
 		dir := t.TempDir()
-		r, err := physical.DiskSync(t.Context(), dir, 4096, prealloc, brief)
+		r, err := physical.DiskSync(t.Context(), dir, 4096, kind, brief)
 		if err != nil {
 			t.Fatal(err)
-		}
-		variant := "write+fdatasync"
-		if prealloc {
-			variant = "pwrite+fdatasync (preallocated)"
 		}
 		checkResult(t, r, "disk", variant, 4096)
 		checkEmpty(t, dir)
 	}
 	// Sizes need no alignment here.
-	r, err := physical.DiskSync(t.Context(), t.TempDir(), 100, false, brief)
+	r, err := physical.DiskSync(t.Context(), t.TempDir(), 100, physical.Growing, brief)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkResult(t, r, "disk", "write+fdatasync", 100)
+	if _, err := physical.DiskSync(t.Context(), t.TempDir(), 100, physical.SyncFile(7), brief); err == nil {
+		t.Error("DiskSync of an unknown file kind did not fail")
+	}
+}
+
+// TestDiskSyncFull checks what each kind of file does once it holds the
+// most a measurement writes: the growing file is written again from its
+// start, NewFiles goes on in a new file; either says so in a note, and
+// neither leaves a file behind.
+func TestDiskSyncFull(t *testing.T) {
+	defer physical.SetFileLimit(3 * 4096)()
+	for kind, note := range map[physical.SyncFile]string{
+		physical.Growing:  "the file reached 12288 bytes, and writes went on from its start",
+		physical.NewFiles: "each file took 12288 bytes, then writes went on in a new one",
+	} {
+		dir := t.TempDir()
+		r, err := physical.DiskSync(t.Context(), dir, 4096, kind, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Entries <= 3 {
+			t.Fatalf("%s: %d writes, too few to fill a file", r.Variant, r.Entries)
+		}
+		if len(r.Notes) != 1 || r.Notes[0] != note {
+			t.Errorf("%s: notes %q, want [%q]", r.Variant, r.Notes, note)
+		}
+		checkEmpty(t, dir)
+	}
 }
 
 func TestDiskDirect(t *testing.T) {
@@ -123,8 +151,8 @@ func TestDiskErrors(t *testing.T) {
 		"unaligned direct": func() error { _, err := physical.DiskDirect(ctx, t.TempDir(), 1000, false, brief); return err },
 		"unaligned read":   func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 1000, 1<<20); return err },
 		"no total":         func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 4096, 0); return err },
-		"zero size":        func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 0, false, brief); return err },
-		"missing dir":      func() error { _, err := physical.DiskSync(ctx, missing, 4096, false, brief); return err },
+		"zero size":        func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 0, physical.Growing, brief); return err },
+		"missing dir":      func() error { _, err := physical.DiskSync(ctx, missing, 4096, physical.Growing, brief); return err },
 		"pipeline quorum":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 4, 1, brief); return err },
 		"pipeline window":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 2, 0, brief); return err },
 		"pipeline dir":     func() error { _, err := physical.Pipeline(ctx, missing, 4096, 3, 2, 1, brief); return err },
@@ -166,7 +194,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := physical.DiskSync(ctx, t.TempDir(), 4096, false, time.Hour)
+	_, err := physical.DiskSync(ctx, t.TempDir(), 4096, physical.Growing, time.Hour)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled DiskSync: err = %v", err)
 	}

@@ -202,7 +202,7 @@ func (p *pipeline) addNode(dir string) error {
 	if err != nil {
 		return err
 	}
-	n := &pipeNode{id: len(p.nodes), f: f, limit: int64(max(MaxFileBytes/p.size, 1) * p.size), kick: make(chan struct{}, 1)}
+	n := &pipeNode{id: len(p.nodes), f: f, limit: int64(max(fileLimit/p.size, 1) * p.size), kick: make(chan struct{}, 1)}
 	p.nodes = append(p.nodes, n)
 	return nil
 }
