@@ -255,7 +255,7 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 
 // limitWhat says what a limit row did, for the line under a table.
 var limitWhat = map[string]string{
-	"write+fdatasync": "buffered writes to a growing file (written again from its start once it holds 1 GiB), each followed by fdatasync: ",
+	"write+fdatasync": "buffered writes to a growing file, written again from its start once it holds 1 GiB, each followed by fdatasync: ",
 	"o_direct read":   "a cold sequential O_DIRECT read of 1 MiB blocks: ",
 }
 
