@@ -20,10 +20,11 @@
 // each row, both above 1 when the row does better:
 //
 //   - vs limit: against the disk's "write+fdatasync" row (a growing file,
-//     buffered writes, written again from its start past 1 GiB): p50 latency (limit's / row's) for sync-1k and
-//     e2e-1k, MB/s for conc-*, async-100b and pubsub-* (a pubsub row's
-//     MB/s being its bytes over extra.produce_s); for catchup-1g, MB/s
-//     against the disk's "o_direct read" row.
+//     buffered writes, written again from its start past 1 GiB): p50
+//     latency (limit's / row's) for sync-1k and e2e-1k, MB/s for conc-*,
+//     async-100b and pubsub-* (a pubsub row's MB/s being its bytes over
+//     extra.produce_s); for catchup-1g, MB/s against the disk's "o_direct
+//     read" row.
 //   - vs Tern: the workload's headline figure against Tern's durable row:
 //     p50 latency for sync-1k, MB/s for conc-* and catchup-1g, entries/s
 //     for async-100b, p99 latency for e2e-1k, round time (produce plus
