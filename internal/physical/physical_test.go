@@ -73,9 +73,6 @@ func TestDiskSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkResult(t, r, "disk", "write+fdatasync", 100)
-	if _, err := physical.DiskSync(t.Context(), t.TempDir(), 100, physical.SyncFile(7), brief); err == nil {
-		t.Error("DiskSync of an unknown file kind did not fail")
-	}
 }
 
 // TestDiskSyncFull checks what each kind of file does once it holds the
@@ -147,12 +144,14 @@ func TestDiskRead(t *testing.T) {
 func TestDiskErrors(t *testing.T) {
 	ctx := t.Context()
 	missing := t.TempDir() + "/missing"
+	unknown := physical.SyncFile(7)
 	for name, f := range map[string]func() error{
 		"unaligned direct": func() error { _, err := physical.DiskDirect(ctx, t.TempDir(), 1000, false, brief); return err },
 		"unaligned read":   func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 1000, 1<<20); return err },
 		"no total":         func() error { _, err := physical.DiskRead(ctx, t.TempDir(), 4096, 0); return err },
 		"zero size":        func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 0, physical.Growing, brief); return err },
 		"missing dir":      func() error { _, err := physical.DiskSync(ctx, missing, 4096, physical.Growing, brief); return err },
+		"unknown file":     func() error { _, err := physical.DiskSync(ctx, t.TempDir(), 4096, unknown, brief); return err },
 		"pipeline quorum":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 4, 1, brief); return err },
 		"pipeline window":  func() error { _, err := physical.Pipeline(ctx, t.TempDir(), 4096, 3, 2, 0, brief); return err },
 		"pipeline dir":     func() error { _, err := physical.Pipeline(ctx, missing, 4096, 3, 2, 1, brief); return err },
