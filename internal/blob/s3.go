@@ -47,14 +47,15 @@ type S3Options struct {
 }
 
 // S3 is a Bucket on an S3-compatible object store, through minio-go with
-// its default retries.
+// its default retries, except for PUTs, which PutIfAbsent retries itself.
 //
 // PutIfAbsent is one PUT with If-None-Match: *, never a multipart upload,
 // so objects are at most the store's single-PUT limit (5 GiB on AWS). A PUT
-// that minio-go retries after its response was lost fails with ErrExist,
-// as the contract allows.
+// retried after its response was lost fails with ErrExist, as the contract
+// allows.
 type S3 struct {
 	client    *minio.Client
+	putter    *minio.Client // client's twin without retries: see PutIfAbsent
 	transport *http.Transport
 	bucket    string
 	prefix    string
@@ -94,13 +95,17 @@ func OpenS3(ctx context.Context, o S3Options) (*S3, error) {
 		s.transport.TLSClientConfig.RootCAs = roots
 	}
 	creds, from := o.credentials()
-	s.client, err = minio.New(o.Endpoint, &minio.Options{
+	mo := minio.Options{
 		Creds:     creds,
 		Secure:    o.TLS,
 		Region:    o.Region,
 		Transport: s.transport,
-	})
-	if err != nil {
+	}
+	if s.client, err = minio.New(o.Endpoint, &mo); err != nil {
+		return nil, fmt.Errorf("blob: s3: Endpoint %q: %w", o.Endpoint, err)
+	}
+	mo.MaxRetries = 1 // one attempt per call
+	if s.putter, err = minio.New(o.Endpoint, &mo); err != nil {
 		return nil, fmt.Errorf("blob: s3: Endpoint %q: %w", o.Endpoint, err)
 	}
 	ok, err := s.client.BucketExists(ctx, o.Bucket)
@@ -176,10 +181,21 @@ func (o *S3Options) credentials() (*credentials.Credentials, string) {
 	return credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken), "the options (AccessKey " + o.AccessKey + ")"
 }
 
-// PutIfAbsent retries, with backoff, a PUT that the store refuses with 409
+// putAttempts bounds the attempts of one PutIfAbsent, as minio-go's
+// MaxRetry bounds those of its other calls.
+const putAttempts = 10
+
+// PutIfAbsent retries, with backoff, a PUT that failed on the network or
+// with a server error (5xx, 429), and one that the store refuses with 409
 // ConditionalRequestConflict: AWS does when another conditional PUT of the
-// key is in flight, and asks to retry, since that PUT may still fail. The
-// retry then ends with 412, ErrExist, or stores the object.
+// key is in flight, and asks to retry, since that PUT may still fail. A
+// retry that finds the object stored ends with 412, ErrExist.
+//
+// It retries with a new reader over the data each time, instead of letting
+// minio-go seek its one reader back to the start: net/http may still be
+// sending a failed attempt's body from its own goroutine when the next
+// attempt starts (golang/go#51907), and would then read the new attempt's
+// bytes from under it.
 func (s *S3) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error {
 	if err := check(ctx, key); err != nil {
 		return err
@@ -193,9 +209,9 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error 
 	backoff := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		// A reader that seeks, so that minio-go can read the data to sign
-		// it and again to send it, and once more if it retries.
+		// it and again to send it.
 		body := io.NewSectionReader(parts(data), 0, size)
-		_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, body, size, opts)
+		_, err := s.putter.PutObject(ctx, s.bucket, s.prefix+key, body, size, opts)
 		if err == nil {
 			return nil
 		}
@@ -203,7 +219,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error 
 		switch {
 		case r.StatusCode == http.StatusPreconditionFailed || r.Code == "PreconditionFailed":
 			return fmt.Errorf("%w: %s", ErrExist, key)
-		case r.Code == "ConditionalRequestConflict" && attempt < 10:
+		case attempt < putAttempts && ctx.Err() == nil && (r.Code == "ConditionalRequestConflict" || retryablePut(err, r)):
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -216,6 +232,19 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data ...[]byte) error 
 			return fmt.Errorf("blob: s3 put %s: %w", key, err)
 		}
 	}
+}
+
+// retryablePut reports whether a PUT that failed with err (r, its S3
+// error) may succeed if tried again, by the rules minio-go retries its
+// other calls by: the store answered that it was busy or broken (5xx,
+// 429), or the request failed on its way for any reason but a TLS set-up
+// that will fail again.
+func retryablePut(err error, r minio.ErrorResponse) bool {
+	if r.StatusCode != 0 || r.Code != "" {
+		return r.StatusCode >= 500 || r.StatusCode == http.StatusTooManyRequests
+	}
+	var unknownCA x509.UnknownAuthorityError
+	return !errors.As(err, &unknownCA) && !strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // Get returns the whole object; the caller owns the result.

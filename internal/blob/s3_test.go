@@ -165,7 +165,8 @@ func TestS3InvalidOptions(t *testing.T) {
 }
 
 // fakeS3 answers a HEAD of its bucket, PUTs with the status codes in puts
-// (then 200), and GETs with the whole of object, ignoring any Range.
+// (then 200; 0 closes the connection without an answer), and GETs with the
+// whole of object, ignoring any Range.
 type fakeS3 struct {
 	puts   []int
 	object []byte
@@ -184,7 +185,13 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		code := map[int]string{409: "ConditionalRequestConflict", 412: "PreconditionFailed"}[f.puts[n-1]]
+		if f.puts[n-1] == 0 {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		code := map[int]string{403: "AccessDenied", 409: "ConditionalRequestConflict", 412: "PreconditionFailed", 429: "SlowDown", 503: "ServiceUnavailable"}[f.puts[n-1]]
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(f.puts[n-1])
 		fmt.Fprintf(w, "<Error><Code>%s</Code><Message>fake</Message></Error>", code)
@@ -208,6 +215,8 @@ func openFake(t *testing.T, f *fakeS3) *blob.S3 {
 // A 409 ConditionalRequestConflict (AWS: another conditional PUT of the
 // key is in flight) is retried until the store decides: it says nothing
 // about whether an object is stored, so it is never ErrExist by itself.
+// PutIfAbsent retries a busy or broken store (5xx, 429) itself, since
+// minio-go does not retry its PUTs; it does not retry a refusal.
 func TestS3ConditionalConflict(t *testing.T) {
 	for _, tc := range []struct {
 		puts     []int
@@ -217,9 +226,16 @@ func TestS3ConditionalConflict(t *testing.T) {
 		{[]int{409, 409}, nil, 3},
 		{[]int{409, 412}, blob.ErrExist, 2},
 		{[]int{412}, blob.ErrExist, 1},
+		{[]int{503, 429, 500}, nil, 4},
+		{[]int{503, 412}, blob.ErrExist, 2},
+		{[]int{403}, errAny, 1},
+		{[]int{0, 0}, nil, 3},
 	} {
 		f := &fakeS3{puts: tc.puts}
 		err := openFake(t, f).PutIfAbsent(t.Context(), "k", []byte("v"))
+		if tc.wantErr == errAny && err != nil && !errors.Is(err, blob.ErrExist) {
+			err = errAny
+		}
 		if !errors.Is(err, tc.wantErr) || (err != nil && tc.wantErr == nil) || f.nput.Load() != tc.wantPuts {
 			t.Errorf("PUT answered %v: err = %v after %d PUTs, want %v after %d", tc.puts, err, f.nput.Load(), tc.wantErr, tc.wantPuts)
 		}
@@ -230,6 +246,9 @@ func TestS3ConditionalConflict(t *testing.T) {
 		t.Errorf("PUT answered 409 every time: err = %v, want an error that is not ErrExist", err)
 	}
 }
+
+// errAny stands for any error but ErrExist in TestS3ConditionalConflict.
+var errAny = errors.New("an error that is not ErrExist")
 
 // A store that ignores Range and sends the whole object still gives
 // GetRange the bytes it asked for.
