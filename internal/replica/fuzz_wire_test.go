@@ -16,15 +16,7 @@ import (
 // errors); and the Store must then be usable.
 func FuzzAddConn(f *testing.F) {
 	fr := startFuzzReplica(f)
-	frame := func(b []byte, kind byte, n uint64, data string) []byte {
-		var h [clientFrameBytes]byte
-		var sum uint32
-		if kind == kindFragment {
-			sum = FrameSum(n, []byte(data))
-		}
-		putClientFrame(&h, kind, n, len(data), sum)
-		return append(append(b, h[:]...), data...)
-	}
+	frame := appendClientFrame
 	open := func(seg SegmentID, epoch uint64) []byte { return appendOpen(nil, seg, epoch)[len(addPreface):] }
 	f.Add(frame(open(fuzzOpen, fuzzEpoch), kindFragment, 3, "three"))
 	f.Add(frame(frame(open(fuzzOpen, fuzzEpoch), kindPing, 0, ""), kindFragment, 2, "other bytes"))

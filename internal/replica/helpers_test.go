@@ -167,3 +167,15 @@ func appendFrame(dst []byte, n uint64, data []byte) []byte {
 
 // send sends fragment n with its checksum.
 func send(s Sender, n uint64, data []byte) error { return s.Send(n, data, FrameSum(n, data)) }
+
+// appendClientFrame appends to b an add connection's frame of kind for
+// fragment n with data, and the fragment's checksum.
+func appendClientFrame(b []byte, kind byte, n uint64, data string) []byte {
+	var h [clientFrameBytes]byte
+	var sum uint32
+	if kind == kindFragment {
+		sum = FrameSum(n, []byte(data))
+	}
+	putClientFrame(&h, kind, n, len(data), sum)
+	return append(append(b, h[:]...), data...)
+}

@@ -438,9 +438,6 @@ func TestOffload(t *testing.T) {
 	wantErr(t, "Offload with a cancelled context", s.Offload(cancelled, segB, one("1/2/0", "1/2/x")), context.Canceled)
 }
 
-// TestOffloadChecksFrames offloads fragments shorter and longer than a frame
-// header, joined into objects, from a journal on disk; then a bit flipped
-// in a sealed fragment makes Offload fail with ErrCorrupt and store nothing.
 // A replica writes the checksum the writer sent, without computing it
 // again: a fragment damaged on its way (its bytes no longer match the sum)
 // fails the check once it is read from the journal, rather than being
@@ -474,6 +471,9 @@ func TestAddKeepsTheWritersSum(t *testing.T) {
 	}
 }
 
+// TestOffloadChecksFrames offloads fragments shorter and longer than a frame
+// header, joined into objects, from a journal on disk; then a bit flipped
+// in a sealed fragment makes Offload fail with ErrCorrupt and store nothing.
 func TestOffloadChecksFrames(t *testing.T) {
 	root := t.TempDir()
 	bucket := blob.NewMem()

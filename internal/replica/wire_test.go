@@ -47,9 +47,7 @@ func TestAddConnSilentClient(t *testing.T) {
 	env := connEnvKeepalive(t, shortKeepalive)
 	addr := env.node.(*Conn).addr
 	c, r := rawAdd(t, addr, segA, 1)
-	var h [clientFrameBytes]byte
-	putClientFrame(&h, kindFragment, 0, 3, FrameSum(0, []byte("abc")))
-	if _, err := c.Write(append(h[:], "abc"...)); err != nil {
+	if _, err := c.Write(appendClientFrame(nil, kindFragment, 0, "abc")); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound for a broken server, not a timing
@@ -127,30 +125,20 @@ func TestAddConnSplit(t *testing.T) {
 func TestAddConnBadFrames(t *testing.T) {
 	env := connEnv(t)
 	addr := env.node.(*Conn).addr
+	var oversized [clientFrameBytes]byte // a header that announces too much
+	putClientFrame(&oversized, kindFragment, 0, MaxFragmentBytes+1, 0)
 	for _, tc := range []struct {
 		name  string
-		frame func() []byte
+		frame []byte
 		want  error
 	}{
-		{"oversized", func() []byte {
-			var h [clientFrameBytes]byte
-			putClientFrame(&h, kindFragment, 0, MaxFragmentBytes+1, 0)
-			return h[:]
-		}, ErrInvalid},
-		{"unknown kind", func() []byte {
-			var h [clientFrameBytes]byte
-			putClientFrame(&h, 9, 0, 0, 0)
-			return h[:]
-		}, ErrInvalid},
-		{"gap", func() []byte {
-			var h [clientFrameBytes]byte
-			putClientFrame(&h, kindFragment, 5, 1, FrameSum(5, []byte("x")))
-			return append(h[:], 'x')
-		}, ErrGap},
+		{"oversized", oversized[:], ErrInvalid},
+		{"unknown kind", appendClientFrame(nil, 9, 0, ""), ErrInvalid},
+		{"gap", appendClientFrame(nil, kindFragment, 5, "x"), ErrGap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, r := rawAdd(t, addr, SegmentID{Log: 7, Seq: 1}, 1)
-			if _, err := c.Write(tc.frame()); err != nil {
+			if _, err := c.Write(tc.frame); err != nil {
 				t.Fatal(err)
 			}
 			kind, _, err := readServerFrame(r)
