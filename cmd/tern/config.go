@@ -392,7 +392,8 @@ func parseLevel(s string) (slog.Level, error) {
 // marshal is cfg as a config file, without the secret key: a comment says
 // whether it is set. It refuses a value (from the environment or a flag)
 // that YAML cannot hold: one that is not UTF-8 would load back as another
-// value, and a control character outside tab and newlines does not load.
+// value, a control character outside tab and newlines does not load, and a
+// next line (U+0085) would load back as a space.
 func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
@@ -403,6 +404,11 @@ func (c serveConfig) marshal() ([]byte, error) {
 		}
 		if r, ok := unprintableInYAML(v); ok {
 			return nil, configErrorf("print config: %q holds the control character %U, which a config file cannot hold", v, r)
+		}
+		if strings.ContainsRune(v, 0x85) {
+			// YAML allows it, but the printer writes it bare inside
+			// single quotes, where it loads back as a space.
+			return nil, configErrorf("print config: %q holds U+0085 (next line), which a config file cannot hold as printed", v)
 		}
 	}
 	b, err := yaml.Marshal(c)

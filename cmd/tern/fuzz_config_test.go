@@ -28,6 +28,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add("unknown: 1\n", "")
 	f.Add("data: [1]\n", "")
 	f.Add("data: \"a\\tb\\u00e9\"\netcd_root: /x/\n", "TERN_ETCD_ROOT=tern")
+	f.Add("data: \"a\\Nb\"\n", "") // a next line, which the printer would turn into a space
 	if b, err := defaultServeConfig().marshal(); err == nil {
 		f.Add(string(b), "")
 	}
