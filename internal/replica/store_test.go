@@ -72,6 +72,7 @@ type chroot struct {
 func (c chroot) p(name string) string                  { return c.root + name }
 func (c chroot) Create(name string) (vfs.File, error)  { return c.FS.Create(c.p(name)) }
 func (c chroot) OpenRW(name string) (vfs.File, error)  { return c.FS.OpenRW(c.p(name)) }
+func (c chroot) Reuse(name string) (vfs.File, error)   { return c.FS.Reuse(c.p(name)) }
 func (c chroot) Open(name string) (vfs.File, error)    { return c.FS.Open(c.p(name)) }
 func (c chroot) Remove(name string) error              { return c.FS.Remove(c.p(name)) }
 func (c chroot) RemoveAll(name string) error           { return c.FS.RemoveAll(c.p(name)) }

@@ -13,7 +13,7 @@ type Op int
 
 const (
 	OpCreate   Op = iota // FS.Create
-	OpOpen               // FS.Open and FS.OpenRW
+	OpOpen               // FS.Open, FS.OpenRW and FS.Reuse
 	OpWrite              // File.Write
 	OpSync               // File.Sync
 	OpTruncate           // File.Truncate
@@ -95,6 +95,13 @@ func (e *errorFS) OpenRW(name string) (File, error) {
 		return nil, err
 	}
 	return e.wrap(e.fs.OpenRW(name))
+}
+
+func (e *errorFS) Reuse(name string) (File, error) {
+	if err := e.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	return e.wrap(e.fs.Reuse(name))
 }
 
 func (e *errorFS) Open(name string) (File, error) {

@@ -102,6 +102,7 @@ var fsCases = []struct {
 		calls := map[string]func() error{
 			"Open":            func() error { _, err := fs.Open(name); return err },
 			"OpenRW":          func() error { _, err := fs.OpenRW(name); return err },
+			"Reuse":           func() error { _, err := fs.Reuse(name); return err },
 			"Stat":            func() error { _, err := fs.Stat(name); return err },
 			"Remove":          func() error { return fs.Remove(name) },
 			"Rename":          func() error { return fs.Rename(name, filepath.Join(dir, "b")) },
@@ -170,6 +171,37 @@ var fsCases = []struct {
 		write(t, f, "Z")
 		closeFile(t, f)
 		checkContent(t, fs, name, "helXY\x00\x00Z")
+	}},
+	{"ReuseWritesOver", func(t *testing.T, fs FS, dir string) {
+		// Over the start, leaving the old bytes after it, then past the
+		// end; a Truncate moves the write position to the new end.
+		name := filepath.Join(dir, "a")
+		f := create(t, fs, name, "hello world")
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		closeFile(t, f)
+		f, err := fs.Reuse(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, f, "HE")
+		checkSize(t, f, 11)
+		if _, err := WriteBuffers(f, [][]byte{[]byte("LL"), []byte("O")}); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 11)
+		if n, err := f.ReadAt(buf, 0); n != 11 || err != nil || string(buf) != "HELLO world" {
+			t.Errorf("ReadAt(0) = %d, %v, %q; want \"HELLO world\"", n, err, buf[:n])
+		}
+		write(t, f, " WORLD and more")
+		checkSize(t, f, 20)
+		if err := f.Truncate(7); err != nil {
+			t.Fatal(err)
+		}
+		write(t, f, "!")
+		closeFile(t, f)
+		checkContent(t, fs, name, "HELLO W!")
 	}},
 	{"OpenIsReadOnly", func(t *testing.T, fs FS, dir string) {
 		name := filepath.Join(dir, "a")

@@ -46,8 +46,9 @@ type memDir struct {
 }
 
 // memNode is a file's content. A byte at an index below a slice's length is
-// never overwritten: data only grows by append, and shrinking caps the slice
-// so the next append copies. This lets durable share data's array.
+// never overwritten: data grows by append, a write over its bytes goes to a
+// copy, and shrinking caps the slice so the next append copies. This lets
+// durable share data's array.
 type memNode struct {
 	data    []byte
 	durable []byte  // as of the last Sync
@@ -266,7 +267,17 @@ func (fs *MemFS) Create(name string) (File, error) {
 }
 
 func (fs *MemFS) OpenRW(name string) (File, error) { return fs.open("open", name, false) }
-func (fs *MemFS) Open(name string) (File, error)   { return fs.open("open", name, true) }
+
+func (fs *MemFS) Reuse(name string) (File, error) {
+	f, err := fs.open("open", name, false)
+	if err != nil {
+		return nil, err
+	}
+	f.(*memFile).pos = 0
+	return f, nil
+}
+
+func (fs *MemFS) Open(name string) (File, error) { return fs.open("open", name, true) }
 
 func (fs *MemFS) open(op, name string, readOnly bool) (File, error) {
 	fs.mu.Lock()
@@ -278,7 +289,7 @@ func (fs *MemFS) open(op, name string, readOnly bool) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &memFile{fs: fs, node: n, name: name, readOnly: readOnly}, nil
+	return &memFile{fs: fs, node: n, name: name, readOnly: readOnly, pos: -1}, nil
 }
 
 func (fs *MemFS) Remove(name string) error {
@@ -480,7 +491,8 @@ type memFile struct {
 	node     *memNode
 	name     string
 	readOnly bool
-	closed   bool // guarded by fs.mu
+	pos      int64 // the write position, or -1 for the end; guarded by fs.mu
+	closed   bool  // guarded by fs.mu
 }
 
 // usable reports, with fs.mu held, whether the file can serve op.
@@ -509,8 +521,17 @@ func (f *memFile) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	n := f.node
-	n.pending = append(n.pending, memOp{off: int64(len(n.data)), data: slices.Clone(p)})
-	n.data = append(n.data, p...)
+	off := int64(len(n.data))
+	if f.pos >= 0 {
+		off = f.pos
+		f.pos += int64(len(p))
+	}
+	n.pending = append(n.pending, memOp{off: off, data: slices.Clone(p)})
+	if off < int64(len(n.data)) {
+		// Over bytes that durable may share: on a copy.
+		n.data = slices.Clone(n.data)
+	}
+	n.data = writeAt(n.data, off, p)
 	return len(p), nil
 }
 
@@ -568,6 +589,9 @@ func (f *memFile) Truncate(size int64) error {
 	n := f.node
 	n.pending = append(n.pending, memOp{truncate: true, off: size})
 	n.data = resize(n.data, size)
+	if f.pos >= 0 {
+		f.pos = size
+	}
 	return nil
 }
 

@@ -110,6 +110,90 @@ func classify(got, want []byte, ends []int) (string, bool) {
 	return "", false
 }
 
+// TestCrashReuse checks the crash outcomes of writes over a synced file
+// opened by Reuse: the old bytes stay wherever the surviving prefix of the
+// writes does not reach, and where it does, they are new, except for
+// garbage after a tear, within its sector and the torn write.
+func TestCrashReuse(t *testing.T) {
+	fs, f := setup(t)
+	old := pattern(1, 3000)
+	write(t, f, string(old))
+	syncFile(t, f)
+	closeFile(t, f)
+	f, err := fs.Reuse("/d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(old)
+	ends := []int{0}
+	for i, n := range []int{700, 1000, 13} {
+		w := pattern(byte(i+2), n)
+		write(t, f, string(w))
+		copy(want[ends[i]:], w)
+		ends = append(ends, ends[i]+n)
+	}
+
+	var outcomes [3]int // whole, torn, garbage
+	untouched := 0
+	for seed := range seeds {
+		got := content(t, fs.Crash(seeded(seed)), "/d/f")
+		kind, ok := classifyOver(got, old, want, ends)
+		if !ok {
+			t.Fatalf("seed %d: an outcome the crash model does not allow", seed)
+		}
+		outcomes[kind]++
+		if bytes.Equal(got, old) {
+			untouched++
+		}
+	}
+	if slices.Contains(outcomes[:], 0) || untouched == 0 {
+		t.Errorf("over %d seeds: %d whole prefixes (%d of none), %d torn, %d with garbage; want each", seeds, outcomes[0], untouched, outcomes[1], outcomes[2])
+	}
+
+	syncFile(t, f)
+	if got := content(t, fs.Crash(seeded(0)), "/d/f"); !bytes.Equal(got, want) {
+		t.Error("synced writes over the file did not all survive a crash")
+	}
+}
+
+// classifyOver reports how got arose from the writes over old that make
+// it want, whose ends are ends[1:]: 0 for a whole prefix of them, 1 for a
+// tear, 2 for garbage after a tear (or at the start of a write); false if
+// the model does not allow it.
+func classifyOver(got, old, want []byte, ends []int) (int, bool) {
+	if len(got) != len(old) {
+		return 0, false
+	}
+	// The surviving bytes of each write: those before cut are new, and,
+	// with garbage, those up to g are anything.
+	match := func(garbage bool) (int, bool) {
+		for i := 0; i+1 < len(ends); i++ {
+			for cut := ends[i]; ; cut = (cut/SectorBytes + 1) * SectorBytes {
+				cut = min(cut, ends[i+1])
+				g := cut
+				if garbage {
+					g = min((cut/SectorBytes+1)*SectorBytes, ends[i+1])
+				}
+				if bytes.Equal(got[:cut], want[:cut]) && bytes.Equal(got[g:], old[g:]) {
+					return cut, true
+				}
+				if cut == ends[i+1] {
+					break
+				}
+			}
+		}
+		return 0, false
+	}
+	if cut, ok := match(false); ok {
+		if slices.Contains(ends, cut) {
+			return 0, true
+		}
+		return 1, true
+	}
+	_, ok := match(true)
+	return 2, ok
+}
+
 func TestCrashKeepsSyncedData(t *testing.T) {
 	fs, f := setup(t)
 	synced := pattern(1, 3000)

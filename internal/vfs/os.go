@@ -33,6 +33,14 @@ func (osFS) OpenRW(name string) (File, error) {
 	return osFile{f}, nil
 }
 
+func (osFS) Reuse(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0) // at offset 0
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
 func (osFS) Open(name string) (File, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -72,8 +80,8 @@ func (osFS) SyncDir(dir string) error {
 	return err
 }
 
-// osFile relies on the file offset staying at the end of the file: only
-// Write and Truncate move it, and ReadAt does not.
+// osFile's write position is the file offset: only Write and Truncate move
+// it, and ReadAt does not. OpenRW puts it at the end, Reuse at the start.
 type osFile struct {
 	f *os.File
 }

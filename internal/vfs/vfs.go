@@ -41,6 +41,12 @@ type FS interface {
 	Create(name string) (File, error)
 	// OpenRW opens an existing file for reading and writing.
 	OpenRW(name string) (File, error)
+	// Reuse opens an existing file for reading and for writing over from
+	// its start: each Write overwrites the bytes at the write position and
+	// moves it along, extending the file only past its end, so the old
+	// bytes after the last write stay until a Truncate. Writing over blocks
+	// a file already has spares the filesystem the allocation of new ones.
+	Reuse(name string) (File, error)
 	// Open opens an existing file read-only.
 	Open(name string) (File, error)
 	// Remove deletes a file or an empty directory.
@@ -66,13 +72,13 @@ type FS interface {
 
 // File is an open file.
 type File interface {
-	io.Writer // appends at the current end of the file
+	io.Writer // at the write position: the file's end, unless opened by Reuse
 	io.ReaderAt
 	io.Closer
 	// Sync makes the data written so far durable (fdatasync on Linux).
 	Sync() error
-	// Truncate changes the file's size; following writes append at the new
-	// end. The new size is durable after Sync.
+	// Truncate changes the file's size and moves the write position to the
+	// new end. The new size is durable after Sync.
 	Truncate(size int64) error
 	// Size returns the current size of the file, including unsynced writes.
 	Size() (int64, error)
