@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -19,6 +20,7 @@ type work struct {
 	cut    int64  // journal size to truncate to for a seal, or -1
 	// Set by the commit.
 	created bool
+	reused  string // the free file created is, to be renamed to the journal's name
 	err     error
 }
 
@@ -114,22 +116,44 @@ func (s *Store) write(w *work, headers *[]byte) error {
 		if err := s.ensureLogDir(id.Log); err != nil {
 			return err
 		}
-		f, err := s.fs.Create(path)
+		var f vfs.File
+		var err error
+		if w.reused = s.takeFree(); w.reused != "" {
+			f, err = s.fs.Reuse(w.reused)
+		} else {
+			f, err = s.fs.Create(path)
+		}
 		if err != nil {
 			return fmt.Errorf("replica: create %s: %w", path, err)
 		}
 		w.file, w.created = f, true
-		bufs = append(bufs, encodeHeader(id, w.epoch))
+		bufs = append(bufs, encodeHeader(header{id: id, epoch: w.epoch, nonce: w.seg.nonce}))
 	}
 	hs := slices.Grow((*headers)[:0], frameHeaderBytes*len(w.writes))[:frameHeaderBytes*len(w.writes)]
 	*headers = hs
 	for i, o := range w.writes {
 		h := (*[frameHeaderBytes]byte)(hs[i*frameHeaderBytes:])
-		putFrameHeader(h, o.n, len(o.data), o.sum)
+		putFrameHeader(h, w.seg.nonce, o.n, len(o.data), o.sum)
 		bufs = append(bufs, h[:], o.data)
 	}
 	if _, err := vfs.WriteBuffers(w.file, bufs); err != nil {
 		return fmt.Errorf("replica: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// placeReused gives a reused file its journal's name, once its header and
+// first frames are durable: a crash cannot leave the name on a file that
+// still holds another journal's header. The free directory is synced
+// before the log's (by syncAll), so that no crash leaves the file under
+// both names.
+func (s *Store) placeReused(w *work) error {
+	path := journalPath(s.dir, w.seg.id)
+	if err := s.fs.Rename(w.reused, path); err != nil {
+		return fmt.Errorf("replica: create %s: %w", path, err)
+	}
+	if err := s.fs.SyncDir(filepath.Join(s.dir, freeDir)); err != nil {
+		return fmt.Errorf("replica: create %s: %w", path, err)
 	}
 	return nil
 }
@@ -166,6 +190,11 @@ func (s *Store) syncAll(works []*work) {
 		}
 	}
 	wg.Wait()
+	for _, w := range works {
+		if w.err == nil && w.reused != "" {
+			w.err = s.placeReused(w)
+		}
+	}
 	synced := make(map[uint64]error)
 	for _, w := range works {
 		if w.err != nil || !w.created {
@@ -187,7 +216,7 @@ func (s *Store) syncAll(works []*work) {
 			w.err = s.writeState(w.seg.id, *w.state)
 		}
 		if w.err == nil && w.cut >= 0 {
-			w.err = truncate(w.file, w.cut)
+			w.err = truncate(journalPath(s.dir, w.seg.id), w.file, w.cut)
 		}
 	}
 }
@@ -252,13 +281,13 @@ func (s *Store) writeState(id SegmentID, st state) error {
 	return nil
 }
 
-// truncate cuts a journal at size, durably.
-func truncate(f vfs.File, size int64) error {
+// truncate cuts the journal at path, open as f, at size, durably.
+func truncate(path string, f vfs.File, size int64) error {
 	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("replica: truncate %s at byte %d: %w", f.Name(), size, err)
+		return fmt.Errorf("replica: truncate %s at byte %d: %w", path, size, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("replica: sync %s: %w", f.Name(), err)
+		return fmt.Errorf("replica: sync %s: %w", path, err)
 	}
 	return nil
 }

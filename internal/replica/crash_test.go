@@ -53,7 +53,8 @@ func (a *acked) clone() *acked {
 	return c
 }
 
-// crashWorkload drives s through adds, fences, a seal and a drop, recording
+// crashWorkload drives s through adds, fences, a seal, a drop and a journal
+// written over the dropped one, recording
 // in a what s acknowledged, and calling step after each stage. It ignores
 // errors: at a crash point, everything fails.
 func crashWorkload(s *Store, a *acked, step func()) {
@@ -125,6 +126,9 @@ func crashWorkload(s *Store, a *acked, step func()) {
 		a.mu.Unlock()
 	}
 	step()
+	// A new segment, whose journal is written over d's: shorter, so that
+	// d's frames follow its own.
+	addAll(SegmentID{Log: 3, Seq: 2}, 1, 0, fs[3:4])
 	fence(segB, 4)
 	addAll(segA, 2, 8, fs[8:10])
 }

@@ -34,9 +34,9 @@ import (
 func FuzzOpen(f *testing.F) {
 	id := SegmentID{Log: 12, Seq: 3}
 	var journal []byte
-	journal = append(journal, encodeHeader(id, 2)...)
+	journal = append(journal, encodeHeader(header{id: id, epoch: 2, nonce: testNonce})...)
 	for n, d := range [][]byte{[]byte("zero"), nil, frag(2, 100)} {
-		journal = appendFrame(journal, uint64(n), d)
+		journal = appendFrame(journal, testNonce, uint64(n), d)
 	}
 	f.Add(journal, []byte(nil), false, false)
 	f.Add(journal[:len(journal)-7], []byte(nil), false, false)
@@ -45,8 +45,10 @@ func FuzzOpen(f *testing.F) {
 	f.Add(journal, encodeState(id, state{epoch: 5, sealed: true, count: 2}), true, false)
 	f.Add(journal, encodeState(id, state{epoch: 1, sealed: true, count: 3}), true, true)
 	f.Add(journal, encodeState(id, state{epoch: 1, sealed: true, count: 4}), true, true)
-	f.Add(encodeHeader(id, 0)[:20], []byte(nil), false, false)
-	f.Add(append(make([]byte, 40), appendFrame(nil, 0, []byte("x"))...), []byte(nil), false, false)
+	f.Add(encodeHeader(header{id: id, nonce: testNonce})[:20], []byte(nil), false, false)
+	f.Add(append(make([]byte, headerBytes), appendFrame(nil, testNonce, 0, []byte("x"))...), []byte(nil), false, false)
+	// Frames of the journal written in the file before, after this one's.
+	f.Add(appendFrame(slices.Clone(journal), testNonce+1, 3, []byte("stale")), []byte(nil), false, false)
 	f.Fuzz(func(t *testing.T, journal, st []byte, hasState, fix bool) {
 		if len(journal) > 4096 || len(st) > 64 {
 			return // longer inputs reach nothing new
@@ -57,7 +59,7 @@ func FuzzOpen(f *testing.F) {
 			id = SegmentID{Log: binary.LittleEndian.Uint64(journal[8:]), Seq: binary.LittleEndian.Uint64(journal[16:])}
 		}
 		if fix && len(journal) >= headerBytes {
-			binary.LittleEndian.PutUint32(journal[32:], crc32.Checksum(journal[:32], castagnoli))
+			binary.LittleEndian.PutUint32(journal[40:], crc32.Checksum(journal[:40], castagnoli))
 		}
 		if fix && len(st) == stateBytes {
 			binary.LittleEndian.PutUint64(st[8:], id.Log)
@@ -87,7 +89,7 @@ func FuzzOpen(f *testing.F) {
 		defer s.Close()
 		segs := s.Segments()
 		if len(segs) == 0 {
-			if _, _, err := decodeHeader(journal); err == nil || hasState {
+			if _, err := decodeHeader(journal); err == nil || hasState {
 				t.Fatalf("Open dropped segment %v, with header error %v and state file %v", id, err, hasState)
 			}
 			if _, err := fs.Stat(jpath); !isNotExist(err) {
@@ -99,10 +101,11 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Open of %v found %+v", id, segs)
 		}
 		seg := segs[0]
-		_, epoch, herr := decodeHeader(journal)
+		h, herr := decodeHeader(journal)
 		if herr != nil {
 			t.Fatalf("Open accepted a journal whose header fails: %v", herr)
 		}
+		epoch := h.epoch
 		var want state
 		if hasState {
 			_, want, err = decodeState(st)
@@ -122,7 +125,7 @@ func FuzzOpen(f *testing.F) {
 			if err != nil {
 				t.Fatalf("read fragment %d of %d: %v", n, seg.Count, err)
 			}
-			rebuilt = appendFrame(rebuilt, n, data)
+			rebuilt = appendFrame(rebuilt, h.nonce, n, data)
 		}
 		if !bytes.Equal(after, rebuilt) {
 			t.Fatalf("after Open the journal has %d bytes, not the header and the %d frames read (%d bytes)", len(after), seg.Count, len(rebuilt))
@@ -132,7 +135,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		if !want.sealed {
 			for k := len(after); k < len(journal); k++ {
-				if _, _, err := decodeFrame(journal[k:]); err == nil {
+				if _, _, err := decodeFrame(journal[k:], h.nonce); err == nil {
 					t.Fatalf("Open cut the journal at %d, and a valid frame starts at %d", len(after), k)
 				}
 			}

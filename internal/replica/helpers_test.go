@@ -158,11 +158,25 @@ func info(t *testing.T, s *Store, id SegmentID) SegmentInfo {
 	return SegmentInfo{}
 }
 
-// appendFrame appends fragment n framed to dst, as a journal holds it.
-func appendFrame(dst []byte, n uint64, data []byte) []byte {
+// testNonce is the nonce of the journals tests write by hand.
+const testNonce = 0x5eed_7e57
+
+// appendFrame appends fragment n framed to dst, as the journal of nonce
+// holds it.
+func appendFrame(dst []byte, nonce, n uint64, data []byte) []byte {
 	var h [frameHeaderBytes]byte
-	putFrameHeader(&h, n, len(data), FrameSum(n, data))
+	putFrameHeader(&h, nonce, n, len(data), FrameSum(n, data))
 	return append(append(dst, h[:]...), data...)
+}
+
+// journalNonce returns the nonce in the header of the journal at path.
+func journalNonce(t *testing.T, fs vfs.FS, path string) uint64 {
+	t.Helper()
+	h, err := decodeHeader(readFile(t, fs, path))
+	if err != nil {
+		t.Fatalf("header of %s: %v", path, err)
+	}
+	return h.nonce
 }
 
 // send sends fragment n with its checksum.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,10 +20,11 @@ const (
 	frameMagic   = "TRRF"
 	stateMagic   = "TRRS"
 
-	formatVersion = 1
+	journalVersion = 2
+	stateVersion   = 1
 
-	headerBytes      = 40 // journal header
-	frameHeaderBytes = 20
+	headerBytes      = 48 // journal header
+	frameHeaderBytes = 28
 	stateBytes       = 48
 
 	stateSealed = 1 // state flag: the segment is sealed
@@ -30,6 +32,8 @@ const (
 	journalSuffix = ".frags"
 	stateSuffix   = ".state"
 	tmpSuffix     = vfs.TempSuffix // of a state file vfs.ReplaceFile is writing
+
+	freeDir = "free" // under the store's directory: dropped journals to write over
 )
 
 // MaxFragmentBytes bounds one fragment.
@@ -65,34 +69,64 @@ func parseNumber(name, suffix string) (uint64, bool) {
 	return v, err == nil
 }
 
-// encodeHeader returns a journal header; epoch is the segment's fenced epoch
-// when it was created.
-func encodeHeader(id SegmentID, epoch uint64) []byte {
+// anyNonce, given where a journal's nonce is asked for, accepts frames of
+// any journal; a journal's own nonce is never zero.
+const anyNonce = 0
+
+// newNonce returns a journal's nonce: random, so that no frame left in a
+// file by a journal written there before passes for one of the new one's.
+func newNonce() uint64 {
+	for {
+		if n := rand.Uint64(); n != anyNonce {
+			return n
+		}
+	}
+}
+
+// header is what a journal header holds.
+type header struct {
+	id    SegmentID
+	epoch uint64 // the segment's fenced epoch when it was created
+	nonce uint64 // in every frame of the journal
+}
+
+func encodeHeader(h header) []byte {
 	b := make([]byte, headerBytes)
 	copy(b, journalMagic)
-	b[4] = formatVersion
-	binary.LittleEndian.PutUint64(b[8:], id.Log)
-	binary.LittleEndian.PutUint64(b[16:], id.Seq)
-	binary.LittleEndian.PutUint64(b[24:], epoch)
-	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	b[4] = journalVersion
+	binary.LittleEndian.PutUint64(b[8:], h.id.Log)
+	binary.LittleEndian.PutUint64(b[16:], h.id.Seq)
+	binary.LittleEndian.PutUint64(b[24:], h.epoch)
+	binary.LittleEndian.PutUint64(b[32:], h.nonce)
+	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
 	return b
 }
 
-func decodeHeader(b []byte) (id SegmentID, epoch uint64, err error) {
+// errVersion is wrapped by decodeHeader's error for the header of a
+// journal of another format version.
+var errVersion = errors.New("journal of another format version")
+
+func decodeHeader(b []byte) (header, error) {
 	switch {
+	case len(b) > 4 && string(b[:4]) == journalMagic && b[4] != journalVersion:
+		// Before the size and the checksum, which version 1 had shorter.
+		return header{}, fmt.Errorf("%w: version %d, and this build reads version %d only; drain the node with the build that wrote it", errVersion, b[4], journalVersion)
 	case len(b) < headerBytes:
-		return id, 0, io.ErrUnexpectedEOF
+		return header{}, io.ErrUnexpectedEOF
 	case string(b[:4]) != journalMagic:
-		return id, 0, errors.New("bad magic")
-	case crc32.Checksum(b[:32], castagnoli) != binary.LittleEndian.Uint32(b[32:]):
-		return id, 0, errors.New("header checksum mismatch")
-	case b[4] != formatVersion:
-		return id, 0, fmt.Errorf("unknown format version %d", b[4])
-	case !zero(b[5:8]) || !zero(b[36:40]):
-		return id, 0, errors.New("reserved header bytes are not zero")
+		return header{}, errors.New("bad magic")
+	case crc32.Checksum(b[:40], castagnoli) != binary.LittleEndian.Uint32(b[40:]):
+		return header{}, errors.New("header checksum mismatch")
+	case !zero(b[5:8]) || !zero(b[44:48]):
+		return header{}, errors.New("reserved header bytes are not zero")
+	case binary.LittleEndian.Uint64(b[32:]) == anyNonce:
+		return header{}, errors.New("zero nonce")
 	}
-	id = SegmentID{Log: binary.LittleEndian.Uint64(b[8:]), Seq: binary.LittleEndian.Uint64(b[16:])}
-	return id, binary.LittleEndian.Uint64(b[24:]), nil
+	return header{
+		id:    SegmentID{Log: binary.LittleEndian.Uint64(b[8:]), Seq: binary.LittleEndian.Uint64(b[16:])},
+		epoch: binary.LittleEndian.Uint64(b[24:]),
+		nonce: binary.LittleEndian.Uint64(b[32:]),
+	}, nil
 }
 
 // frameBytes is the size of fragment data framed in a journal.
@@ -110,20 +144,25 @@ func FrameSum(n uint64, data []byte) uint32 {
 	return crc32.Update(crc32.Checksum(b[:], castagnoli), castagnoli, data)
 }
 
-// putFrameHeader writes to h the header of fragment n's frame, of length
-// bytes of data with checksum sum.
-func putFrameHeader(h *[frameHeaderBytes]byte, n uint64, length int, sum uint32) {
+// putFrameHeader writes to h the header of fragment n's frame in the
+// journal of nonce, of length bytes of data with checksum sum.
+func putFrameHeader(h *[frameHeaderBytes]byte, nonce, n uint64, length int, sum uint32) {
 	copy(h[:], frameMagic)
 	binary.LittleEndian.PutUint32(h[4:], uint32(length))
 	binary.LittleEndian.PutUint64(h[8:], n)
 	binary.LittleEndian.PutUint32(h[16:], sum)
+	binary.LittleEndian.PutUint64(h[20:], nonce)
 }
 
 // frameLength checks the fixed part of a frame in h (frameHeaderBytes long)
-// and returns the length of its data.
-func frameLength(h []byte) (int, error) {
+// as one of the journal of nonce (or of any, anyNonce), and returns the
+// length of its data.
+func frameLength(h []byte, nonce uint64) (int, error) {
 	if string(h[:4]) != frameMagic {
 		return 0, fmt.Errorf("%w: bad magic", errBadFrame)
+	}
+	if got := binary.LittleEndian.Uint64(h[20:]); got == anyNonce || (nonce != anyNonce && got != nonce) {
+		return 0, fmt.Errorf("%w: a frame of another journal (nonce %#x)", errBadFrame, got)
 	}
 	length := binary.LittleEndian.Uint32(h[4:])
 	if length > MaxFragmentBytes {
@@ -132,15 +171,15 @@ func frameLength(h []byte) (int, error) {
 	return int(length), nil
 }
 
-// decodeFrame decodes the frame at the start of b and returns its fragment
-// number and data, which aliases b. A frame that b cuts short gives
-// io.ErrUnexpectedEOF; bytes that are not a frame, an error wrapping
-// errBadFrame.
-func decodeFrame(b []byte) (n uint64, data []byte, err error) {
+// decodeFrame decodes the frame at the start of b, of the journal of nonce
+// (or of any, anyNonce), and returns its fragment number and data, which
+// aliases b. A frame that b cuts short gives io.ErrUnexpectedEOF; bytes that
+// are not such a frame, an error wrapping errBadFrame.
+func decodeFrame(b []byte, nonce uint64) (n uint64, data []byte, err error) {
 	if len(b) < frameHeaderBytes {
 		return 0, nil, io.ErrUnexpectedEOF
 	}
-	length, err := frameLength(b)
+	length, err := frameLength(b, nonce)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -165,7 +204,7 @@ type state struct {
 func encodeState(id SegmentID, st state) []byte {
 	b := make([]byte, stateBytes)
 	copy(b, stateMagic)
-	b[4] = formatVersion
+	b[4] = stateVersion
 	if st.sealed {
 		b[5] = stateSealed
 	}
@@ -185,7 +224,7 @@ func decodeState(b []byte) (SegmentID, state, error) {
 		return SegmentID{}, state{}, errors.New("bad magic")
 	case crc32.Checksum(b[:40], castagnoli) != binary.LittleEndian.Uint32(b[40:]):
 		return SegmentID{}, state{}, errors.New("state checksum mismatch")
-	case b[4] != formatVersion:
+	case b[4] != stateVersion:
 		return SegmentID{}, state{}, fmt.Errorf("unknown format version %d", b[4])
 	case b[5]&^stateSealed != 0:
 		return SegmentID{}, state{}, fmt.Errorf("unknown flags %#x", b[5])

@@ -141,7 +141,7 @@ func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
 			parts[i] = f.data
 			continue
 		}
-		data, err := s.readFrame(id, file, from+uint64(i), f)
+		data, err := s.readFrame(seg, file, from+uint64(i), f)
 		if err != nil {
 			return nil, err
 		}

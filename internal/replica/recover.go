@@ -78,6 +78,43 @@ func (s *Store) recoverLog(log uint64) error {
 	return nil
 }
 
+// recoverFree finds the dropped journals kept to be written over, and
+// removes those over maxFree. It creates the free directory, durably, the
+// first time.
+func (s *Store) recoverFree() error {
+	dir := filepath.Join(s.dir, freeDir)
+	names, err := s.fs.List(dir)
+	if isNotExist(err) {
+		if s.maxFree == 0 {
+			return nil
+		}
+		if err := s.fs.MkdirAll(dir); err != nil {
+			return fmt.Errorf("replica: create %s: %w", dir, err)
+		}
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("replica: sync %s: %w", s.dir, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: list %s: %w", dir, err)
+	}
+	for _, name := range names {
+		n, ok := parseNumber(name, journalSuffix)
+		if !ok {
+			continue
+		}
+		s.freeSeq = max(s.freeSeq, n)
+		path := filepath.Join(dir, name)
+		if len(s.free) < s.maxFree {
+			s.free = append(s.free, path)
+		} else if err := s.fs.Remove(path); err != nil {
+			return fmt.Errorf("replica: remove %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
 func (s *Store) removeDurably(path string) error {
 	if err := s.fs.Remove(path); err != nil && !isNotExist(err) {
 		return fmt.Errorf("replica: remove %s: %w", path, err)
@@ -114,11 +151,11 @@ func (s *Store) recoverSegment(id SegmentID, hasState bool) error {
 		return err
 	}
 	if seg.end < size(f) {
-		if err := truncate(f, seg.end); err != nil {
+		if err := truncate(path, f, seg.end); err != nil {
 			f.Close()
 			return err
 		}
-		s.log.Warn("replica: truncated a torn tail", "path", path, "at", seg.end)
+		s.log.Warn("replica: cut a journal after its last valid frame (a torn tail, or what a reused file held before)", "path", path, "at", seg.end)
 	}
 	s.segs[id] = seg
 	s.memBytes += seg.memBytes
@@ -167,26 +204,29 @@ func recoverJournal(f vfs.File, id SegmentID, st *state) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: stat %s: %w", path, err)
 	}
-	h := make([]byte, headerBytes)
-	n, err := f.ReadAt(h, 0)
+	b := make([]byte, headerBytes)
+	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("replica: read %s: %w", path, err)
 	}
-	got, epoch, err := decodeHeader(h[:n])
+	h, err := decodeHeader(b[:n])
 	if err != nil {
-		found, ferr := validFrameFrom(f, 0, size)
+		// A header torn at its creation: nothing follows it, as the
+		// header is written and synced before a reused file is renamed
+		// into place. Any valid frame means damage.
+		found, ferr := validFrameFrom(f, 0, size, anyNonce)
 		switch {
 		case ferr != nil:
-			return nil, ferr
-		case found < 0 && st == nil:
+			return nil, fmt.Errorf("replica: %s: %w", path, ferr)
+		case found < 0 && st == nil && !errors.Is(err, errVersion):
 			return nil, errUnfinished
 		}
 		return nil, &CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("bad header: %w", err)}
 	}
-	if got != id {
-		return nil, &CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header of segment %v", got)}
+	if h.id != id {
+		return nil, &CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header of segment %v", h.id)}
 	}
-	seg := &segment{id: id, file: f, initEpoch: epoch, fenced: epoch, persisted: epoch}
+	seg := &segment{id: id, file: f, nonce: h.nonce, initEpoch: h.epoch, fenced: h.epoch, persisted: h.epoch}
 	if st != nil {
 		seg.fenced = max(seg.fenced, st.epoch)
 		seg.persisted = seg.fenced
@@ -194,7 +234,7 @@ func recoverJournal(f vfs.File, id SegmentID, st *state) (*segment, error) {
 	}
 	pos := int64(headerBytes)
 	for pos < size && !(seg.sealed && uint64(len(seg.frags)) == st.count) {
-		n, data, err := readFrame(f, pos, size)
+		n, data, err := readFrame(f, pos, size, h.nonce)
 		if err == nil && n != uint64(len(seg.frags)) {
 			// A whole, valid frame is no torn write.
 			return nil, &CorruptError{Path: path, Pos: pos,
@@ -202,11 +242,11 @@ func recoverJournal(f vfs.File, id SegmentID, st *state) (*segment, error) {
 		}
 		if err != nil {
 			if !errors.Is(err, errBadFrame) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, err
+				return nil, fmt.Errorf("replica: %s: %w", path, err)
 			}
-			found, ferr := validFrameFrom(f, pos+1, size)
+			found, ferr := validFrameFrom(f, pos+1, size, h.nonce)
 			if ferr != nil {
-				return nil, ferr
+				return nil, fmt.Errorf("replica: %s: %w", path, ferr)
 			}
 			if found >= 0 {
 				return nil, &CorruptError{Path: path, Pos: pos, Err: fmt.Errorf("%v, and a valid frame follows at byte %d", err, found)}
@@ -234,8 +274,9 @@ func recoverJournal(f vfs.File, id SegmentID, st *state) (*segment, error) {
 	return seg, nil
 }
 
-// readFrame reads and decodes the frame at pos of a journal of size bytes.
-func readFrame(f vfs.File, pos, size int64) (uint64, []byte, error) {
+// readFrame reads and decodes the frame at pos of a journal of size bytes
+// and nonce (or anyNonce).
+func readFrame(f vfs.File, pos, size int64, nonce uint64) (uint64, []byte, error) {
 	if size-pos < frameHeaderBytes {
 		return 0, nil, io.ErrUnexpectedEOF
 	}
@@ -243,7 +284,7 @@ func readFrame(f vfs.File, pos, size int64) (uint64, []byte, error) {
 	if err := readAt(f, h, pos); err != nil {
 		return 0, nil, err
 	}
-	length, err := frameLength(h)
+	length, err := frameLength(h, nonce)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -254,10 +295,12 @@ func readFrame(f vfs.File, pos, size int64) (uint64, []byte, error) {
 	if err := readAt(f, b[frameHeaderBytes:], pos+frameHeaderBytes); err != nil {
 		return 0, nil, err
 	}
-	return decodeFrame(b)
+	return decodeFrame(b, nonce)
 }
 
-// readAt reads len(p) bytes, which the caller knows are in the file.
+// readAt reads len(p) bytes, which the caller knows are in the file. Its
+// error does not name the file, whose name may have changed since it was
+// opened (a journal written over a dropped one): the caller names it.
 func readAt(f vfs.File, p []byte, off int64) error {
 	n, err := f.ReadAt(p, off)
 	if n == len(p) {
@@ -266,28 +309,38 @@ func readAt(f vfs.File, p []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("replica: read %s at %d: %w", f.Name(), off, err)
+	return fmt.Errorf("read at byte %d: %w", off, err)
 }
 
-// validFrameFrom looks for a valid frame that starts at or after position
-// from and ends by size, and returns its position, or -1 if there is none.
-func validFrameFrom(f vfs.File, from, size int64) (int64, error) {
-	if size <= from {
-		return -1, nil
-	}
-	rest := make([]byte, size-from)
-	if _, err := f.ReadAt(rest, from); err != nil && !errors.Is(err, io.EOF) {
-		return -1, fmt.Errorf("replica: read %s: %w", f.Name(), err)
-	}
+// scanBytes is how much of a journal validFrameFrom reads at a time.
+const scanBytes = 1 << 20
+
+// validFrameFrom looks for a valid frame of the journal of nonce (or of
+// any, anyNonce) that starts at or after position from and ends by size,
+// and returns its position, or -1 if there is none. It reads the file in
+// pieces of scanBytes, and a frame where its magic is.
+func validFrameFrom(f vfs.File, from, size int64, nonce uint64) (int64, error) {
 	magic := []byte(frameMagic)
-	for i := 0; ; i++ {
-		k := bytes.Index(rest[i:], magic)
-		if k < 0 {
-			return -1, nil
+	buf := make([]byte, min(int64(scanBytes+len(magic)-1), max(size-from, 0)))
+	for at := from; at < size; at += scanBytes {
+		b := buf[:min(int64(len(buf)), size-at)]
+		if err := readAt(f, b, at); err != nil {
+			return -1, err
 		}
-		i += k
-		if _, _, err := decodeFrame(rest[i:]); err == nil {
-			return from + int64(i), nil
+		for i := 0; i < len(b) && i < scanBytes; i++ {
+			k := bytes.Index(b[i:], magic)
+			if k < 0 || i+k >= scanBytes { // the next piece starts there
+				break
+			}
+			i += k
+			_, _, err := readFrame(f, at+int64(i), size, nonce)
+			if err == nil {
+				return at + int64(i), nil
+			}
+			if !errors.Is(err, errBadFrame) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				return -1, err
+			}
 		}
 	}
+	return -1, nil
 }

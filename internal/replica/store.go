@@ -19,6 +19,10 @@ import (
 // DefaultMemBytes is Options.MemBytes when it is zero.
 const DefaultMemBytes = 256 << 20
 
+// DefaultReuseJournals is how many dropped journals a Store keeps to write
+// over, unless Options.ReuseJournals says otherwise.
+const DefaultReuseJournals = 2
+
 // Options configure a Store.
 type Options struct {
 	FS  vfs.FS
@@ -34,9 +38,14 @@ type Options struct {
 	// durable would take memory over MemBytes.
 	MemBytes int64
 	// DiskBytes bounds the journals' bytes on disk; zero for no limit. An
-	// add over it fails with ErrFull.
+	// add over it fails with ErrFull. The dropped journals kept to be
+	// written over (ReuseJournals) are not counted.
 	DiskBytes int64
-	Logger    *slog.Logger // slog.DiscardHandler if nil
+	// ReuseJournals is how many dropped journals the store keeps to write
+	// new journals over, which spares the filesystem allocating their
+	// blocks: DefaultReuseJournals if zero, none if negative.
+	ReuseJournals int
+	Logger        *slog.Logger // slog.DiscardHandler if nil
 }
 
 // Store is the replica side of quorum mode on one node: segments' fragments
@@ -49,6 +58,7 @@ type Store struct {
 	bucket  blob.Bucket
 	maxMem  int64
 	maxDisk int64
+	maxFree int // dropped journals kept to write over
 	log     *slog.Logger
 	lock    io.Closer
 	kick    chan struct{} // wakes the committer; capacity 1
@@ -62,6 +72,9 @@ type Store struct {
 	spare     []op // the committer's last batch, emptied, to reuse
 	memBytes  int64
 	diskBytes int64
+	free      []string // dropped journals to write over, in the free directory
+	freeing   int      // Drops moving a journal there
+	freeSeq   uint64   // numbers the last name taken there
 	closed    bool
 }
 
@@ -73,6 +86,7 @@ type segment struct {
 
 	// Guarded by Store.mu; changed by the committer where noted.
 	file      vfs.File   // the journal; nil until the committer creates it
+	nonce     uint64     // of the journal, in its header and every frame; set once
 	initEpoch uint64     // in the journal header
 	fenced    uint64     // adds below are refused
 	persisted uint64     // the highest fenced epoch on disk; committer
@@ -125,6 +139,7 @@ func Open(opts Options) (*Store, error) {
 		bucket:  opts.Bucket,
 		maxMem:  cmp.Or(opts.MemBytes, DefaultMemBytes),
 		maxDisk: opts.DiskBytes,
+		maxFree: max(cmp.Or(opts.ReuseJournals, DefaultReuseJournals), 0),
 		log:     opts.Logger,
 		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
@@ -142,7 +157,11 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("replica: lock %s: %w", s.dir, err)
 	}
 	s.lock = lock
-	if err := s.recover(); err != nil {
+	err = s.recover()
+	if err == nil {
+		err = s.recoverFree()
+	}
+	if err != nil {
 		s.closeFiles()
 		lock.Close()
 		return nil, err
@@ -284,7 +303,7 @@ func sameData(seg *segment, n uint64, data []byte) (bool, error) {
 // newSegment adds an empty segment, with s.mu held. The committer creates
 // its journal when it first sees it.
 func (s *Store) newSegment(id SegmentID, epoch uint64) *segment {
-	seg := &segment{id: id, initEpoch: epoch, fenced: epoch, end: headerBytes}
+	seg := &segment{id: id, nonce: newNonce(), initEpoch: epoch, fenced: epoch, end: headerBytes}
 	s.segs[id] = seg
 	s.diskBytes += headerBytes
 	return seg
@@ -414,7 +433,7 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	if f.data != nil {
 		copy(p, f.data[off:])
 	} else {
-		data, err := s.readFrame(id, file, n, f)
+		data, err := s.readFrame(seg, file, n, f)
 		if err != nil {
 			return 0, err
 		}
@@ -426,11 +445,11 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	return want, nil
 }
 
-// readFrame reads fragment n of segment id, located by f, from its
-// journal file, whole, and returns its data once the frame is checked. A
-// frame that fails its check, or holds another fragment, gives a
-// *CorruptError.
-func (s *Store) readFrame(id SegmentID, file vfs.File, n uint64, f fragment) ([]byte, error) {
+// readFrame reads fragment n of seg, located by f, from its journal file,
+// whole, and returns its data once the frame is checked. A frame that fails
+// its check, or holds another fragment, gives a *CorruptError.
+func (s *Store) readFrame(seg *segment, file vfs.File, n uint64, f fragment) ([]byte, error) {
+	id := seg.id
 	frame := make([]byte, frameBytes(int(f.size)))
 	if err := readAt(file, frame, f.pos); err != nil {
 		if _, lerr := s.lookupLocked(id); lerr != nil {
@@ -438,7 +457,7 @@ func (s *Store) readFrame(id SegmentID, file vfs.File, n uint64, f fragment) ([]
 		}
 		return nil, fmt.Errorf("replica: read fragment %d of %v: %w", n, id, err)
 	}
-	got, data, err := decodeFrame(frame)
+	got, data, err := decodeFrame(frame, seg.nonce)
 	if err == nil && (got != n || int64(len(data)) != f.size) {
 		err = fmt.Errorf("%w: frame of fragment %d holds fragment %d, %d bytes", errBadFrame, n, got, len(data))
 	}
@@ -538,14 +557,14 @@ func (s *Store) Drop(id SegmentID) error {
 	}
 	// The journal goes first and durably: a state file without its journal
 	// is a Drop cut short, which Open finishes.
-	dir := logDir(s.dir, id.Log)
-	for _, path := range []string{journalPath(s.dir, id), statePath(s.dir, id)} {
-		if err := s.fs.Remove(path); err != nil && !isNotExist(err) {
-			return fmt.Errorf("replica: drop %v: %w", id, err)
-		}
-		if err := s.fs.SyncDir(dir); err != nil && !isNotExist(err) {
-			return fmt.Errorf("replica: drop %v: %w", id, err)
-		}
+	if err := s.dropJournal(id); err != nil {
+		return fmt.Errorf("replica: drop %v: %w", id, err)
+	}
+	if err := s.fs.Remove(statePath(s.dir, id)); err != nil && !isNotExist(err) {
+		return fmt.Errorf("replica: drop %v: %w", id, err)
+	}
+	if err := s.fs.SyncDir(logDir(s.dir, id.Log)); err != nil && !isNotExist(err) {
+		return fmt.Errorf("replica: drop %v: %w", id, err)
 	}
 
 	s.mu.Lock()
@@ -568,6 +587,68 @@ type SegmentInfo struct {
 	Bytes    int64  // data of the durable fragments
 	MemBytes int64  // fragment data held in memory
 	Failed   error  // the I/O error that failed the segment
+}
+
+// dropJournal takes a dropped segment's journal out of its log directory,
+// durably: into the free directory, to be written over, while fewer than
+// maxFree are kept there, and otherwise away. The log directory is synced
+// before the free one, so that no crash leaves the journal under both
+// names.
+func (s *Store) dropJournal(id SegmentID) error {
+	path, dir := journalPath(s.dir, id), logDir(s.dir, id.Log)
+	to := ""
+	s.mu.Lock()
+	if len(s.free)+s.freeing < s.maxFree {
+		s.freeSeq++
+		s.freeing++
+		to = s.freePath(s.freeSeq)
+	}
+	s.mu.Unlock()
+
+	var err error
+	if to != "" {
+		err = s.fs.Rename(path, to)
+	}
+	if to == "" || isNotExist(err) { // none kept, or a Drop that failed after the move
+		err = s.fs.Remove(path)
+	}
+	moved := to != "" && err == nil
+	if err == nil || isNotExist(err) {
+		err = s.fs.SyncDir(dir)
+	}
+	if err == nil && moved {
+		err = s.fs.SyncDir(filepath.Join(s.dir, freeDir))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if to != "" {
+		s.freeing--
+		if moved && err == nil {
+			s.free = append(s.free, to)
+		}
+	}
+	if isNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// freePath is the name of the n-th journal moved to the free directory.
+func (s *Store) freePath(n uint64) string {
+	return filepath.Join(s.dir, freeDir, fmt.Sprintf("%020d%s", n, journalSuffix))
+}
+
+// takeFree returns a dropped journal to write over, no longer kept, or ""
+// if none is.
+func (s *Store) takeFree() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.free) == 0 {
+		return ""
+	}
+	path := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	return path
 }
 
 // Segments describes every segment, sorted by ID.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -587,6 +589,85 @@ func TestDrop(t *testing.T) {
 	checkFrags(t, s, segB, [][]byte{[]byte("b")})
 }
 
+// TestReuseJournal checks that a dropped segment's journal is written over
+// by the next new one, and that the frames it held before cannot pass for
+// the new journal's: not when the store reads it, nor when Open recovers
+// it, even where the new frames fall where the old ones were.
+func TestReuseJournal(t *testing.T) {
+	fs := vfs.NewMem()
+	s := open(t, fs)
+	old := frags(4, 300)
+	addAll(t, s, segA, 1, 0, old)
+	oldSize := int64(len(readFile(t, fs, journalPath(testDir, segA))))
+	if err := s.Drop(segA); err != nil {
+		t.Fatal(err)
+	}
+	free := filepath.Join(testDir, freeDir)
+	if names, err := fs.List(free); err != nil || len(names) != 1 {
+		t.Fatalf("free directory after a Drop: %q, %v; want one journal", names, err)
+	}
+
+	// Fragments of the same sizes, as a writer's fragments often are.
+	fresh := [][]byte{frag(10, 300), frag(11, 300)}
+	addAll(t, s, segB, 1, 0, fresh)
+	if names, err := fs.List(free); err != nil || len(names) != 0 {
+		t.Fatalf("free directory after a new segment: %q, %v; want it taken", names, err)
+	}
+	path := journalPath(testDir, segB)
+	if got := int64(len(readFile(t, fs, path))); got != oldSize {
+		t.Fatalf("new journal of %d bytes, want the %d of the one it was written over", got, oldSize)
+	}
+	checkFrags(t, s, segB, fresh)
+
+	// A crash, and the journal as the disk holds it.
+	s.Close()
+	s = open(t, fs.Crash(rand.New(rand.NewPCG(1, 2))))
+	checkFrags(t, s, segB, fresh)
+	if got, want := int64(len(readFile(t, s.fs, path))), headerBytes+2*frameBytes(300); got != want {
+		t.Errorf("recovered journal of %d bytes, want %d: cut after its own frames", got, want)
+	}
+	mustAdd(t, s, segB, 1, 2, frag(12, 5))
+	checkFrags(t, reopen(t, s), segB, append(fresh, frag(12, 5)))
+}
+
+// TestReuseJournalsBound checks that a store keeps at most ReuseJournals
+// dropped journals, none when it is negative, and that Open removes those
+// over the bound.
+func TestReuseJournalsBound(t *testing.T) {
+	free := filepath.Join(testDir, freeDir)
+	count := func(fs vfs.FS) int {
+		names, err := fs.List(free)
+		if isNotExist(err) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	for _, c := range []struct{ opt, want int }{{0, DefaultReuseJournals}, {3, 3}, {-1, 0}} {
+		fs := vfs.NewMem()
+		s := open(t, fs, func(o *Options) { o.ReuseJournals = c.opt })
+		for seq := range uint64(5) {
+			mustAdd(t, s, SegmentID{Log: 1, Seq: seq}, 1, 0, []byte("x"))
+		}
+		for seq := range uint64(5) {
+			if err := s.Drop(SegmentID{Log: 1, Seq: seq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := count(fs); got != c.want {
+			t.Errorf("ReuseJournals %d: %d journals kept, want %d", c.opt, got, c.want)
+		}
+		s.Close()
+		s = open(t, fs, func(o *Options) { o.ReuseJournals = 1 })
+		if got := count(fs); got != min(c.want, 1) {
+			t.Errorf("ReuseJournals %d, then 1: %d journals kept after Open, want %d", c.opt, got, min(c.want, 1))
+		}
+		s.Close()
+	}
+}
+
 func TestIOErrorFailsSegment(t *testing.T) {
 	bad := journalPath(testDir, segA)
 	var fail atomic.Bool
@@ -625,7 +706,7 @@ func TestRecoverTornTail(t *testing.T) {
 	path := journalPath(testDir, segA)
 	size := int64(len(readFile(t, fs, path)))
 	// A frame cut short, then garbage.
-	appendFile(t, fs, path, appendFrame(nil, 3, frag(3, 100))[:50])
+	appendFile(t, fs, path, appendFrame(nil, journalNonce(t, fs, path), 3, frag(3, 100))[:50])
 	s = open(t, fs)
 	checkFrags(t, s, segA, want)
 	if got := int64(len(readFile(t, fs, path))); got != size {
@@ -670,7 +751,7 @@ func TestRecoverUnfinishedCreation(t *testing.T) {
 	if err := fs.MkdirAll(logDir(testDir, 1)); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, fs, journalPath(testDir, segA), encodeHeader(segA, 1)[:20])
+	writeFile(t, fs, journalPath(testDir, segA), encodeHeader(header{id: segA, epoch: 1, nonce: testNonce})[:20])
 	writeFile(t, fs, statePath(testDir, segB)+tmpSuffix, []byte("partial"))
 	writeFile(t, fs, statePath(testDir, segB), encodeState(segB, state{epoch: 3}))
 	s := open(t, fs)
