@@ -20,7 +20,7 @@ type work struct {
 	cut    int64  // journal size to truncate to for a seal, or -1
 	// Set by the commit.
 	created bool
-	reused  string // the free file created is, to be renamed to the journal's name
+	reused  string // the free file written over, to be renamed to the journal's name
 	err     error
 }
 

@@ -764,6 +764,28 @@ func TestRecoverUnfinishedCreation(t *testing.T) {
 	}
 }
 
+// TestRecoverRefusesVersion1 checks that a journal of the format before
+// nonces, even one holding only its header (an empty segment, fenced), is
+// refused with a *CorruptError that says what to do, not taken for a
+// creation cut short and removed.
+func TestRecoverRefusesVersion1(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll(logDir(testDir, 1)); err != nil {
+		t.Fatal(err)
+	}
+	v1 := encodeHeader(header{id: segA, epoch: 4, nonce: testNonce})[:40]
+	v1[4] = 1
+	path := journalPath(testDir, segA)
+	writeFile(t, fs, path, v1)
+	_, err := openErr(fs)
+	if _, ok := errors.AsType[*CorruptError](err); !ok || !strings.Contains(err.Error(), "drain the node") {
+		t.Fatalf("Open of a version 1 journal: %v, want a *CorruptError saying what to do", err)
+	}
+	if got := readFile(t, fs, path); !bytes.Equal(got, v1) {
+		t.Error("Open changed a version 1 journal")
+	}
+}
+
 func appendFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 	t.Helper()
 	f, err := fs.OpenRW(path)
