@@ -56,7 +56,7 @@ func flipFragment(t *testing.T, dir string, seq uint64, k int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const header, frameHeader = 40, 20
+	const header, frameHeader = 48, 28 // journal format version 2 (internal/replica/doc.go)
 	pos := header
 	for range k {
 		pos += frameHeader + int(binary.LittleEndian.Uint32(b[pos+4:]))
