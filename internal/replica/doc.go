@@ -81,19 +81,18 @@
 // Writing into a new file makes every fdatasync commit the blocks the file
 // grew by: on the benchmark disk, three streams of 2.5 MB writes, each
 // followed by an fdatasync, did about two thirds as much into new files as
-// over old ones. So Drop
-// keeps up to Options.ReuseJournals dropped journals in <dir>/free (renamed
-// there, the log directory synced and then the free one, so that no crash
-// leaves a journal under both names), and the committer writes a new
-// journal over one of them when it has one: header and first frames from
-// the start of the file, synced, then renamed to the journal's name, the
-// free directory synced, then the log directory. The old journal's frames
-// stay after the new one's until they are written over, some of them whole
-// and at the very positions the new frames take, with the very fragment
-// numbers: a frame's nonce must match its journal's, so that none of them
-// passes for a frame of the new journal. And as the file takes its name
-// only once its new header is durable, a journal's header is never an old
-// one's. The free directory's journals are not counted in DiskBytes;
+// over old ones. So Drop keeps up to Options.ReuseJournals dropped journals
+// in <dir>/free (renamed there, the log directory synced and then the free
+// one, so that no crash leaves a journal under both names), and the
+// committer writes a new journal over one of them when it has one: header
+// and first frames from the start of the file, synced, then renamed to the
+// journal's name, the free directory synced, then the log directory. The old
+// journal's frames stay after the new one's until they are written over,
+// some of them whole and at the very positions the new frames take, with the
+// very fragment numbers: a frame's nonce must match its journal's, so that
+// none of them passes for a frame of the new journal. And as the file takes
+// its name only once its new header is durable, a journal's header is never
+// an old one's. The free directory's journals are not counted in DiskBytes;
 // Open keeps up to ReuseJournals of them and removes the others.
 //
 // # State file (48 bytes)
