@@ -608,12 +608,11 @@ func (s *Store) dropJournal(id SegmentID) error {
 	var err error
 	if to != "" {
 		err = s.fs.Rename(path, to)
-	}
-	if to == "" || isNotExist(err) { // none kept, or a Drop that failed after the move
+	} else {
 		err = s.fs.Remove(path)
 	}
 	moved := to != "" && err == nil
-	if err == nil || isNotExist(err) {
+	if err == nil || isNotExist(err) { // not there: a Drop that failed after it went
 		err = s.fs.SyncDir(dir)
 	}
 	if err == nil && moved {

@@ -86,8 +86,8 @@ type File interface {
 	Name() string
 }
 
-// WriteBuffers appends bufs to f in order, as one Write of their
-// concatenation would, without joining them: a file of the OS takes them
+// WriteBuffers writes bufs to f in order, at its write position, as one
+// Write of their concatenation would, without joining them: a file of the OS takes them
 // with writev, others one Write each. On an error the bytes written so far
 // are counted in n.
 func WriteBuffers(f File, bufs [][]byte) (n int64, err error) {
