@@ -178,4 +178,14 @@
 // means the disk is not keeping up. DiskBytes bounds the journals' bytes,
 // and an add past it fails with ErrFull. Open loads the fragments of
 // unsealed segments, which then leave memory as adds need room.
+//
+// The server reads each fragment it receives into a buffer from
+// Store.Buffer and adds it with AddBuffer, which gives the Store the
+// buffer: once the fragment has left memory, the buffer goes back to a
+// pool (up to half of MemBytes of them) for the fragments that follow.
+// Without it, a node taking fragments as fast as others leave memory would
+// have each one in memory the Go runtime had just returned to the kernel,
+// faulted in and zeroed again page by page. A Read or an offload copies
+// from a fragment's buffer after releasing the Store's lock, so each holds
+// the buffer until it is done (see pooled); the last holder gives it back.
 package replica

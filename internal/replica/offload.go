@@ -88,7 +88,8 @@ func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error 
 }
 
 func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
-	parts, err := s.sealedParts(id, o.From, o.To)
+	parts, held, err := s.sealedParts(id, o.From, o.To)
+	defer s.releaseAll(held...)
 	if err != nil {
 		return err
 	}
@@ -119,8 +120,9 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 // to): those still in memory as they are, the others read from the journal,
 // each frame checked. A frame that fails its check gives a CorruptError: the
 // bytes on disk are not what was acknowledged, and the caller must take
-// them from another replica.
-func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
+// them from another replica. The caller must release the holds it returns
+// on the buffers of the parts from memory once it no longer uses them.
+func (s *Store) sealedParts(id SegmentID, from, to uint64) (parts [][]byte, held []*pooled, err error) {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
 	if err == nil && to > seg.durable {
@@ -130,12 +132,17 @@ func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
 	var file vfs.File
 	if err == nil {
 		frags, file = slices.Clone(seg.frags[from:to]), seg.file
+		for _, f := range frags {
+			if b := f.hold(); b != nil {
+				held = append(held, b)
+			}
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, held, err
 	}
-	parts := make([][]byte, len(frags))
+	parts = make([][]byte, len(frags))
 	for i, f := range frags {
 		if f.data != nil || f.size == 0 {
 			parts[i] = f.data
@@ -143,9 +150,9 @@ func (s *Store) sealedParts(id SegmentID, from, to uint64) ([][]byte, error) {
 		}
 		data, err := s.readFrame(seg, file, from+uint64(i), f)
 		if err != nil {
-			return nil, err
+			return nil, held, err
 		}
 		parts[i] = data
 	}
-	return parts, nil
+	return parts, held, nil
 }

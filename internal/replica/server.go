@@ -251,7 +251,7 @@ type adder struct {
 
 func (a *adder) receive(ctx context.Context, r io.Reader) {
 	for {
-		kind, n, data, sum, err := readClientFrame(r)
+		kind, n, data, sum, err := readClientFrame(r, a.store.Buffer)
 		if err == io.EOF {
 			a.mu.Lock()
 			a.eof = true
@@ -281,7 +281,7 @@ func (a *adder) receive(ctx context.Context, r io.Reader) {
 			a.flow.release(cost)
 			return
 		}
-		err = a.store.Add(a.id, a.epoch, n, data, sum, func(err error) {
+		err = a.store.AddBuffer(a.id, a.epoch, n, data, sum, func(err error) {
 			a.flow.release(cost)
 			a.acked(n, err)
 		})

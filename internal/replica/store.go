@@ -35,7 +35,9 @@ type Options struct {
 	// To make room, durable fragments leave memory, those of sealed
 	// segments first, oldest first in their segment, and are read from the
 	// journal; an add fails with ErrFull only when fragments not yet
-	// durable would take memory over MemBytes.
+	// durable would take memory over MemBytes. The buffers of fragments
+	// that left memory, kept for AddBuffer to reuse, take up to half of
+	// MemBytes more.
 	MemBytes int64
 	// DiskBytes bounds the journals' bytes on disk; zero for no limit. An
 	// add over it fails with ErrFull. The dropped journals kept to be
@@ -63,6 +65,7 @@ type Store struct {
 	lock    io.Closer
 	kick    chan struct{} // wakes the committer; capacity 1
 	stopped chan struct{} // closed when the committer has exited
+	bufs    bufferPool    // for Buffer and AddBuffer
 
 	logDirs map[uint64]bool // log directories known to be durable; committer's
 
@@ -105,9 +108,10 @@ type segment struct {
 
 // fragment locates one fragment.
 type fragment struct {
-	pos  int64  // of its frame in the journal
-	size int64  // of its data
-	data []byte // nil once it has left memory
+	pos  int64   // of its frame in the journal
+	size int64   // of its data
+	data []byte  // nil once it has left memory
+	pool *pooled // data's buffer, if AddBuffer added it; nil once data is
 }
 
 // end is the journal position after the fragment's frame.
@@ -146,6 +150,7 @@ func Open(opts Options) (*Store, error) {
 		logDirs: make(map[uint64]bool),
 		segs:    make(map[SegmentID]*segment),
 	}
+	s.bufs.max = s.maxMem / 2
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -185,6 +190,24 @@ func Open(opts Options) (*Store, error) {
 // with the same bytes succeeds; done reports when the stored one is
 // durable.
 func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, sum uint32, done func(error)) error {
+	return s.add(id, epoch, n, data, nil, sum, done)
+}
+
+// Buffer returns a buffer of n bytes for a fragment's data, to give to
+// AddBuffer: one of a fragment that has left memory, when the Store has
+// one of about that size, and otherwise a new one.
+func (s *Store) Buffer(n int) []byte { return s.bufs.get(n) }
+
+// AddBuffer is Add for data in a buffer from Buffer, which the Store then
+// owns, whatever the outcome: it reuses the buffer once the fragment has
+// left memory and no read uses it, or at once if it does not keep it.
+func (s *Store) AddBuffer(id SegmentID, epoch, n uint64, data []byte, sum uint32, done func(error)) error {
+	return s.add(id, epoch, n, data, &pooled{b: data, refs: 1}, sum, done)
+}
+
+// add is Add, for data in b if b is not nil, with one hold on b that it
+// releases; a fragment that keeps data takes a hold of its own.
+func (s *Store) add(id SegmentID, epoch, n uint64, data []byte, b *pooled, sum uint32, done func(error)) error {
 	if len(data) > MaxFragmentBytes {
 		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", ErrInvalid, len(data), MaxFragmentBytes)
 	}
@@ -193,6 +216,7 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, sum uint32, done
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.release(b)
 	if s.closed {
 		return ErrClosed
 	}
@@ -238,7 +262,9 @@ func (s *Store) Add(id SegmentID, epoch, n uint64, data []byte, sum uint32, done
 		// The first add's epoch fences older writers, as Fence would.
 		seg.fenced = max(seg.fenced, epoch)
 	}
-	seg.frags = append(seg.frags, fragment{pos: seg.end, size: int64(len(data)), data: data})
+	f := fragment{pos: seg.end, size: int64(len(data)), data: data, pool: b}
+	f.hold()
+	seg.frags = append(seg.frags, f)
 	seg.end += size
 	seg.memBytes += int64(len(data))
 	s.memBytes += int64(len(data))
@@ -276,7 +302,8 @@ func (s *Store) makeRoom(mem, disk int64) bool {
 func (s *Store) forget(seg *segment, n uint64) {
 	f := &seg.frags[n]
 	if f.data != nil {
-		f.data = nil
+		s.release(f.pool)
+		f.data, f.pool = nil, nil
 		seg.memBytes -= f.size
 		s.memBytes -= f.size
 	}
@@ -419,7 +446,13 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 		return 0, err
 	}
 	f, file := seg.frags[n], seg.file
+	if held := f.hold(); held != nil {
+		defer s.releaseAll(held) // once copied from
+	}
 	s.mu.Unlock()
+	if testHookRead != nil {
+		testHookRead()
+	}
 	if off < 0 {
 		return 0, fmt.Errorf("%w: read at offset %d", ErrInvalid, off)
 	}
@@ -466,6 +499,10 @@ func (s *Store) readFrame(seg *segment, file vfs.File, n uint64, f fragment) ([]
 	}
 	return data, nil
 }
+
+// testHookRead, if set, runs in each Read between taking the fragment and
+// copying from it.
+var testHookRead func()
 
 func (s *Store) lookupLocked(id SegmentID) (*segment, error) {
 	s.mu.Lock()
@@ -570,7 +607,10 @@ func (s *Store) Drop(id SegmentID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.segs, id)
-	s.memBytes -= seg.memBytes
+	for n := range seg.frags {
+		s.forget(seg, uint64(n)) // for their buffers
+	}
+	s.memBytes -= seg.memBytes // zero: forget took them all
 	s.diskBytes -= seg.end
 	seg.memBytes, seg.end = 0, 0
 	s.log.Info("replica: segment dropped", "segment", id)

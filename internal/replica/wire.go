@@ -99,9 +99,9 @@ func putClientFrame(b *[clientFrameBytes]byte, kind byte, n uint64, length int, 
 }
 
 // readClientFrame reads a frame's header from r, and a fragment's data into
-// a new buffer. A fragment over MaxFragmentBytes, or an unknown kind, is
+// a buffer from alloc. A fragment over MaxFragmentBytes, or an unknown kind, is
 // ErrInvalid. It returns io.EOF only when r ends between frames.
-func readClientFrame(r io.Reader) (kind byte, n uint64, data []byte, sum uint32, err error) {
+func readClientFrame(r io.Reader, alloc func(int) []byte) (kind byte, n uint64, data []byte, sum uint32, err error) {
 	var h [clientFrameBytes]byte
 	if k, err := io.ReadFull(r, h[:]); err != nil {
 		if k > 0 && err == io.ErrUnexpectedEOF {
@@ -119,7 +119,7 @@ func readClientFrame(r io.Reader) (kind byte, n uint64, data []byte, sum uint32,
 	case length > MaxFragmentBytes:
 		return 0, 0, nil, 0, fmt.Errorf("%w: fragment %d has %d bytes, over %d", ErrInvalid, n, length, MaxFragmentBytes)
 	}
-	data = make([]byte, length)
+	data = alloc(length)
 	if _, err := io.ReadFull(r, data); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
 			err = fmt.Errorf("%w: the connection ended in fragment %d", ErrInvalid, n)
