@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -152,7 +151,7 @@ func (s *Store) placeReused(w *work) error {
 	if err := s.fs.Rename(w.reused, path); err != nil {
 		return fmt.Errorf("replica: create %s: %w", path, err)
 	}
-	if err := s.fs.SyncDir(filepath.Join(s.dir, freeDir)); err != nil {
+	if err := s.fs.SyncDir(s.freeDir()); err != nil {
 		return fmt.Errorf("replica: create %s: %w", path, err)
 	}
 	return nil

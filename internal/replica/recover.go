@@ -82,7 +82,7 @@ func (s *Store) recoverLog(log uint64) error {
 // removes those over maxFree. It creates the free directory, durably, the
 // first time.
 func (s *Store) recoverFree() error {
-	dir := filepath.Join(s.dir, freeDir)
+	dir := s.freeDir()
 	names, err := s.fs.List(dir)
 	if isNotExist(err) {
 		if s.maxFree == 0 {

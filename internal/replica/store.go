@@ -111,7 +111,7 @@ type fragment struct {
 	pos  int64   // of its frame in the journal
 	size int64   // of its data
 	data []byte  // nil once it has left memory
-	pool *pooled // data's buffer, if AddBuffer added it; nil once data is
+	pool *pooled // data's buffer, if AddBuffer added it; nil when data is
 }
 
 // end is the journal position after the fragment's frame.
@@ -608,11 +608,10 @@ func (s *Store) Drop(id SegmentID) error {
 	defer s.mu.Unlock()
 	delete(s.segs, id)
 	for n := range seg.frags {
-		s.forget(seg, uint64(n)) // for their buffers
+		s.forget(seg, uint64(n)) // which gives back their buffers
 	}
-	s.memBytes -= seg.memBytes // zero: forget took them all
 	s.diskBytes -= seg.end
-	seg.memBytes, seg.end = 0, 0
+	seg.end = 0
 	s.log.Info("replica: segment dropped", "segment", id)
 	return nil
 }
@@ -656,7 +655,7 @@ func (s *Store) dropJournal(id SegmentID) error {
 		err = s.fs.SyncDir(dir)
 	}
 	if err == nil && moved {
-		err = s.fs.SyncDir(filepath.Join(s.dir, freeDir))
+		err = s.fs.SyncDir(s.freeDir())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -672,9 +671,12 @@ func (s *Store) dropJournal(id SegmentID) error {
 	return err
 }
 
+// freeDir is the directory of the dropped journals kept to write over.
+func (s *Store) freeDir() string { return filepath.Join(s.dir, freeDir) }
+
 // freePath is the name of the n-th journal moved to the free directory.
 func (s *Store) freePath(n uint64) string {
-	return filepath.Join(s.dir, freeDir, fmt.Sprintf("%020d%s", n, journalSuffix))
+	return filepath.Join(s.freeDir(), fmt.Sprintf("%020d%s", n, journalSuffix))
 }
 
 // takeFree returns a dropped journal to write over, no longer kept, or ""
