@@ -119,10 +119,10 @@ func (s *Store) write(w *work, headers *[]byte) error {
 		var err error
 		if w.reused = s.takeFree(); w.reused != "" {
 			f, err = s.fs.Reuse(w.reused)
-		} else {
-			f, err = s.fs.Create(path)
-		}
-		if err != nil {
+			if err != nil {
+				return fmt.Errorf("replica: create %s over the dropped journal %s: %w", path, w.reused, err)
+			}
+		} else if f, err = s.fs.Create(path); err != nil {
 			return fmt.Errorf("replica: create %s: %w", path, err)
 		}
 		w.file, w.created = f, true

@@ -122,14 +122,15 @@
 // next fragment number. If no valid frame of the journal starts after that
 // position anywhere in the file, the rest is a torn tail left by a crash
 // (nothing in it was reported durable), or what a reused file held before,
-// and is truncated; otherwise Open refuses to guess and fails with a *CorruptError
-// naming the file and position. In a sealed segment, frames from the sealed
-// count on are truncated (a seal cut short after its state file was
-// written); fewer frames than the count is a *CorruptError. A journal whose
-// header is torn and that holds no valid frame was being created at the
-// crash and is removed, unless a state file exists for it. Leftover .tmp
-// files are removed, and a state file without a journal (a Drop cut short)
-// too. Fragments of unsealed segments are loaded into memory.
+// and is truncated; otherwise Open refuses to guess and fails with a
+// *CorruptError naming the file and position. In a sealed segment, frames
+// from the sealed count on are truncated (a seal cut short after its state
+// file was written); fewer frames than the count is a *CorruptError. A
+// journal whose header is torn and that holds no valid frame was being
+// created at the crash and is removed, unless a state file exists for it.
+// Leftover .tmp files are removed, and a state file without a journal (a
+// Drop cut short) too. Fragments of unsealed segments are loaded into
+// memory.
 //
 // # Crash-safety assumptions
 //

@@ -87,9 +87,9 @@ type File interface {
 }
 
 // WriteBuffers writes bufs to f in order, at its write position, as one
-// Write of their concatenation would, without joining them: a file of the OS takes them
-// with writev, others one Write each. On an error the bytes written so far
-// are counted in n.
+// Write of their concatenation would, without joining them: a file of the
+// OS takes them with writev, others one Write each. On an error the bytes
+// written so far are counted in n.
 func WriteBuffers(f File, bufs [][]byte) (n int64, err error) {
 	if bw, ok := f.(interface {
 		writeBuffers([][]byte) (int64, error)
