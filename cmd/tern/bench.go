@@ -264,8 +264,12 @@ fresh file inside --dir (default: the system's temporary directory):
 
   sync-1k, e2e-1k   write + fdatasync of one entry at a time, on a growing file
                     and on a preallocated one (and, for e2e, O_DIRECT)
-  conc-4k, conc-64k write + fdatasync of all producers' entries at once (what a
-                    perfect group commit does), buffered and O_DIRECT
+  conc-*            write + fdatasync of all producers' entries at once (what a
+                    perfect group commit does), buffered and O_DIRECT; and the
+                    producers appending to a bare group commit in this process,
+                    directly and as clients of a loopback gRPC server (raw
+                    bytes, one stream), so that Tern's gRPC/embedded ratio has
+                    the machine's own beside it
   async-100b        write + fdatasync of 1 MiB at a time (the disk's bandwidth);
                     the growing file is written again from its start once it
                     holds 1 GiB, so a second row goes on in new files instead,
@@ -319,6 +323,16 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			// fast disk reaches in a second; a log's segments and journals
 			// are new files, whose every fdatasync commits growth.
 			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.NewFiles, d) })
+		}
+		if spec.Kind == loadgen.KindAppend && spec.Producers > 1 && spec.InFlight == 0 {
+			// The group commit the producers' appends make, alone and
+			// behind gRPC: how much of it gRPC leaves on this machine.
+			entry := spec.EntryBytes * spec.Batch
+			for _, overGRPC := range []bool{false, true} {
+				runs = append(runs, func() (*loadgen.Result, error) {
+					return physical.GroupCommit(ctx, dir, entry, spec.Producers, overGRPC, d)
+				})
+			}
 		}
 		if spec.Producers > 1 || spec.InFlight > 0 { // O_DIRECT needs 4 KiB blocks
 			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks

@@ -189,6 +189,35 @@ func TestPipeline(t *testing.T) {
 	}
 }
 
+// TestGroupCommit checks both variants, with files small enough that the
+// writes go on in new ones. GroupCommit itself fails when the bytes synced
+// are not those of the entries acknowledged.
+func TestGroupCommit(t *testing.T) {
+	defer physical.SetFileLimit(64 << 10)()
+	for _, overGRPC := range []bool{false, true} {
+		dir := t.TempDir()
+		r, err := physical.GroupCommit(t.Context(), dir, 1024, 8, overGRPC, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variant := "group commit of 8 producers"
+		if overGRPC {
+			variant += " over loopback gRPC"
+		}
+		checkResult(t, r, "disk", variant, 1024)
+		if r.Spec.Producers != 8 {
+			t.Errorf("spec producers %d, want 8", r.Spec.Producers)
+		}
+		if r.Bytes > 64<<10 && (len(r.Notes) != 1 || r.Notes[0] != "each file took 65536 bytes, then writes went on in a new one") {
+			t.Errorf("%s: %d bytes, notes %q", r.Variant, r.Bytes, r.Notes)
+		}
+		checkEmpty(t, dir)
+	}
+	if _, err := physical.GroupCommit(t.Context(), t.TempDir(), 0, 8, true, brief); err == nil {
+		t.Error("entries of 0 bytes: no error")
+	}
+}
+
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(100*time.Millisecond, cancel)
@@ -207,6 +236,15 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancelled Pipeline: err = %v", err)
 	}
 	checkEmpty(t, dir)
+	for _, overGRPC := range []bool{false, true} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		if _, err := physical.GroupCommit(ctx, dir, 1024, 8, overGRPC, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled GroupCommit (gRPC %v): err = %v", overGRPC, err)
+		}
+		checkEmpty(t, dir)
+	}
 }
 
 func TestObjects(t *testing.T) {
