@@ -16,9 +16,9 @@
 // The disk functions need Linux for O_DIRECT and fdatasync. Their files
 // are created in the given directory and removed when they return; a file
 // that writes for a duration grows to at most MaxFileBytes and then starts
-// again from its beginning (or, for DiskSync's NewFiles, is replaced by a
-// new one), so a long run on a fast disk does not fill it (the Result then
-// carries a note).
+// again from its beginning (or, for DiskSync's NewFiles and for
+// GroupCommit, is replaced by a new one), so a long run on a fast disk does
+// not fill it (the Result then carries a note).
 package physical
 
 import (
