@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -92,7 +93,7 @@ func GroupCommit(ctx context.Context, dir string, size, producers int, overGRPC 
 		})
 	}
 	pwg.Wait()
-	if err := errors.Join(ctx.Err(), errors.Join(errs...)); err != nil {
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
 		return nil, measureError(variant, err)
 	}
 	var n int64
@@ -267,10 +268,6 @@ var appendService = grpc.ServiceDesc{
 	}},
 }
 
-// windowBytes is the HTTP/2 window of both ends, as Tern's server and
-// client advertise (grpcopts.WindowBytes).
-const windowBytes = 16 << 20
-
 // serve appends each request as it arrives and answers, once its entries
 // are durable, with their count, adding up the counts of requests already
 // durable into one answer.
@@ -349,13 +346,14 @@ func startGRPC(c *committer) (*grpcClient, error) {
 		return nil, err
 	}
 	gc := &grpcClient{wake: make(chan struct{}, 1)}
+	// The HTTP/2 windows are those Tern's server and client advertise.
 	gc.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
-		grpc.InitialWindowSize(windowBytes), grpc.InitialConnWindowSize(windowBytes))
+		grpc.InitialWindowSize(grpcopts.WindowBytes), grpc.InitialConnWindowSize(grpcopts.WindowBytes))
 	gc.server.RegisterService(&appendService, c)
 	gc.wg.Go(func() { _ = gc.server.Serve(lis) }) // ends at Stop
 	gc.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})),
-		grpc.WithInitialWindowSize(windowBytes), grpc.WithInitialConnWindowSize(windowBytes))
+		grpc.WithInitialWindowSize(grpcopts.WindowBytes), grpc.WithInitialConnWindowSize(grpcopts.WindowBytes))
 	if err != nil {
 		gc.server.Stop()
 		gc.wg.Wait()
