@@ -37,6 +37,7 @@ func (a *app) benchCmd() *cobra.Command {
 	var (
 		f            benchFlags
 		grpcLoopback bool
+		pairs        int
 		obj          objectFlags
 		cl           clusterFlags
 	)
@@ -47,7 +48,12 @@ func (a *app) benchCmd() *cobra.Command {
 system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
-tern serve, on logs created for the run and deleted afterwards.
+tern serve, on logs created for the run and deleted afterwards. With --grpc
+--pairs N, measure both, embedded and through the server, N times each,
+alternating which goes first: the host's share of the CPU (steal) moves one
+run against the next, and the median of the pairs' ratios is steadier than
+any one pair. Every pair's ratio is printed; the pair whose ratio is the median
+is the result.
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -96,7 +102,7 @@ peers and writes docs/benchmarks.md.`,
 				return usagef(cmd, "--grpc starts its own server: leave out --server")
 			}
 			if cl.nodes > 0 || strings.HasPrefix(spec.Name, "quorum-") {
-				if flag := changedFlag(cmd, "grpc", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
+				if flag := changedFlag(cmd, "grpc", "pairs", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
 					return usagef(cmd, "--%s does not apply to quorum logs on a --cluster", flag)
 				}
 				if a.server != "" {
@@ -120,47 +126,36 @@ peers and writes docs/benchmarks.md.`,
 					return single(a.benchObject(ctx, cmd, dir, spec, obj))
 				})
 			}
-			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
-				storage := dir
+			if pairs < 0 {
+				return usagef(cmd, "--pairs must be 1 or more")
+			}
+			if pairs > 0 {
 				switch {
-				case grpcLoopback:
-					s, err := startLoopbackServer(ctx, dir)
-					if err != nil {
-						return nil, err
-					}
-					defer s.Close()
-					copts, variant = tern.Options{Server: s.addr}, "gRPC"
-				case a.server != "":
-					copts, variant, storage = tern.Options{Server: a.server}, "gRPC, server "+a.server, ""
-					prefix = fmt.Sprintf("bench-%d-%d-", os.Getpid(), time.Now().UnixNano())
+				case !grpcLoopback:
+					return usagef(cmd, "--pairs compares the server with the embedded library: add --grpc")
+				case spec.Kind != loadgen.KindAppend || spec.Rate > 0:
+					return usagef(cmd, "--pairs compares throughput: it needs a closed-loop append workload (no --rate), such as conc-1k")
 				}
-				t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync})
-				if err != nil {
-					return nil, err
-				}
-				r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr(), StorageDir: storage})
-				if cerr := t.Close(); err == nil && cerr != nil {
-					err = cerr
-				}
-				if err != nil {
-					return nil, err
-				}
-				r.System, r.Version = "tern", version()
-				r.Variant = variant
-				if fsync.Mode != tern.FsyncAlways {
-					r.Variant = "fsync=" + fsync.String() + " (unsafe)"
-					if variant != "durable" {
-						r.Variant = variant + ", " + r.Variant
-					}
-				}
-				return []*loadgen.Result{r}, nil
+				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+					return benchPairs(ctx, cmd.ErrOrStderr(), dir, spec, fsync, pairs)
+				})
+			}
+			mode := embedded
+			switch {
+			case grpcLoopback:
+				mode = loopbackGRPC
+			case a.server != "":
+				mode = serverAt(a.server)
+			}
+			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
+				return single(benchTern(ctx, cmd.ErrOrStderr(), dir, spec, fsync, mode))
 			})
 		},
 	}
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
+	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the pair whose ratio is the median")
 	obj.addFlags(cmd)
 	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +60,40 @@ func TestBench(t *testing.T) {
 		t.Fatalf("custom result %+v", r)
 	}
 	// The directory measured in is removed afterwards.
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("bench left %v in --dir", left)
+	}
+}
+
+// --pairs alternates embedded and gRPC runs and records the median pair,
+// whose notes hold every pair's ratio.
+func TestBenchPairs(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "8", "--duration", "300ms", "--warmup", "100ms", "--grpc", "--pairs", "3", "--json", out)
+	rs := readResults(t, out)
+	if len(rs) != 2 || rs[0].Variant != "durable" || rs[1].Variant != "gRPC" {
+		t.Fatalf("results %+v, want the embedded and the gRPC run of one pair", rs)
+	}
+	ratio := rs[1].EntriesPerSec / rs[0].EntriesPerSec
+	if got := rs[1].Extra["median_ratio"]; rs[0].Entries == 0 || rs[1].Entries == 0 || got != ratio {
+		t.Fatalf("median_ratio %v, the pair's ratio %v (%d and %d entries)", got, ratio, rs[0].Entries, rs[1].Entries)
+	}
+	for _, r := range rs {
+		note := ""
+		for _, n := range r.Notes {
+			if strings.Contains(n, "alternating pairs") {
+				note = n
+			}
+		}
+		var ratios []string // each pair's, in order
+		for _, m := range regexp.MustCompile(`([0-9.]+) \(steal`).FindAllStringSubmatch(note, -1) {
+			ratios = append(ratios, m[1])
+		}
+		sorted := slices.Sorted(slices.Values(ratios))
+		if r.Extra["pairs"] != 3 || len(ratios) != 3 || !strings.Contains(note, fmt.Sprintf("median %.2f,", ratio)) || sorted[1] != fmt.Sprintf("%.2f", ratio) {
+			t.Fatalf("%s run: pairs %v, ratio %.2f, note %q", r.Variant, r.Extra["pairs"], ratio, note)
+		}
+	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("bench left %v in --dir", left)
 	}
@@ -173,6 +210,9 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--kind", "e2e"}, "unknown flag")
 	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-1k", "--rate", "0"}, "needs a rate")
 	fails(t, 2, dir, "", []string{"bench", "disk"}, "--workload is required")
+	fails(t, 2, dir, "", []string{"bench", "--pairs", "3"}, "--pairs compares the server with the embedded library: add --grpc")
+	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-10k", "--grpc", "--pairs", "3"}, "closed-loop append workload")
+	fails(t, 2, dir, "", []string{"bench", "--grpc", "--pairs", "-1"}, "--pairs must be 1 or more")
 	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
