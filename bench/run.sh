@@ -97,7 +97,8 @@ done
 # The server's targets: Tern through its gRPC server (in process, on
 # loopback), next to Tern embedded and the disk, in the same run. conc-1k's
 # target is a ratio to embedded, so it runs as alternating pairs and records
-# the median one (the host's steal moves single runs by a third).
+# the median one of those the host left alone (its steal moves single runs
+# by a third).
 echo "== Tern through its gRPC server"
 for w in sync-1k conc-1k e2e-10k; do
 	if [[ $w != sync-1k ]]; then

@@ -495,9 +495,9 @@ func (l *load) progress(w io.Writer, stop <-chan struct{}) {
 	}
 }
 
-// noisyStealShare is the share of CPU time taken by the hypervisor above
+// NoisyStealShare is the share of CPU time taken by the hypervisor above
 // which a result says its figures are low for that reason.
-const noisyStealShare = 0.05
+const NoisyStealShare = 0.05
 
 // stopProc fills in the CPU time and peak memory that m measured, and the
 // machine's steal time over the run.
@@ -513,7 +513,7 @@ func (r *Result) stopProc(m *ProcMeter) {
 			r.Extra = map[string]float64{}
 		}
 		r.Extra["steal_share"] = steal
-		if steal >= noisyStealShare {
+		if steal >= NoisyStealShare {
 			r.Notes = append(r.Notes, fmt.Sprintf("the hypervisor took %.0f%% of this machine's CPU time (steal) during the run: a CPU-bound figure is low by up to that much", 100*steal))
 		}
 	}

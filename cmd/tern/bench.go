@@ -52,8 +52,9 @@ tern serve, on logs created for the run and deleted afterwards. With --grpc
 --pairs N, measure both, embedded and through the server, N times each,
 alternating which goes first: the host's share of the CPU (steal) moves one
 run against the next, and the median of the pairs' ratios is steadier than
-any one pair. Every pair's ratio is printed; the pair whose ratio is the median
-is the result.
+any one pair. Every pair's ratio and steal are printed; the result is the
+median pair of those in which neither run lost 5% or more to steal (of all
+pairs if none is that quiet).
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh

@@ -71,14 +71,9 @@ func benchTern(ctx context.Context, progress io.Writer, dir string, spec loadgen
 // this process, alternating which of a pair goes first, each run in a fresh
 // directory. The host's share of the CPU (steal) moves from one run to the
 // next, so one pair can say little about the server's cost; the median of
-// several says more. It returns the pair whose gRPC/embedded throughput is
-// the median (the lower of the two middle ones for an even n), with every
-// pair's ratio in its notes.
+// several says more. It returns the median pair (see medianPair), with
+// every pair's ratio and steal in its notes.
 func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadgen.Spec, fsync tern.Fsync, n int) ([]*loadgen.Result, error) {
-	type pair struct {
-		emb, grpc *loadgen.Result
-		ratio     float64
-	}
 	ps := make([]pair, n)
 	for i := range ps {
 		modes := []ternMode{embedded, loopbackGRPC}
@@ -112,24 +107,57 @@ func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadge
 		fmt.Fprintf(progress, "pair %d of %d: %.0f appends/s through the server, %.0f embedded: %.2f (steal %s, %s)\n",
 			i+1, n, p.grpc.EntriesPerSec, p.emb.EntriesPerSec, p.ratio, stealOf(p.grpc), stealOf(p.emb))
 	}
-	byRatio := slices.Clone(ps)
-	slices.SortFunc(byRatio, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
-	median := byRatio[(n-1)/2]
+	m, quiet := medianPair(ps)
 	ratios := make([]string, n)
 	for i, p := range ps {
 		ratios[i] = fmt.Sprintf("%.2f (steal %s, %s)", p.ratio, stealOf(p.grpc), stealOf(p.emb))
 	}
-	note := fmt.Sprintf("gRPC/embedded throughput over %d alternating pairs, in order, with the steal of the gRPC and the embedded run: %s; median %.2f, range %.2f-%.2f; this is the median pair",
-		n, strings.Join(ratios, ", "), median.ratio, byRatio[0].ratio, byRatio[n-1].ratio)
-	for _, r := range []*loadgen.Result{median.emb, median.grpc} {
+	note := fmt.Sprintf("gRPC/embedded throughput over %d alternating pairs, in order, with the steal of the gRPC and the embedded run: %s; ",
+		n, strings.Join(ratios, ", "))
+	if quiet > 0 {
+		note += fmt.Sprintf("the median of the %d pairs with under %.0f%% steal in both runs is %.2f, this pair", quiet, 100*loadgen.NoisyStealShare, m.ratio)
+	} else {
+		note += fmt.Sprintf("no pair had under %.0f%% steal in both runs; the median of all is %.2f, this pair", 100*loadgen.NoisyStealShare, m.ratio)
+	}
+	for _, r := range []*loadgen.Result{m.emb, m.grpc} {
 		r.Notes = append(r.Notes, note)
 		if r.Extra == nil {
 			r.Extra = map[string]float64{}
 		}
-		r.Extra["pairs"] = float64(n)
+		r.Extra["pairs"], r.Extra["quiet_pairs"] = float64(n), float64(quiet)
 	}
-	median.grpc.Extra["median_ratio"] = median.ratio
-	return []*loadgen.Result{median.emb, median.grpc}, nil
+	m.grpc.Extra["median_ratio"] = m.ratio
+	return []*loadgen.Result{m.emb, m.grpc}, nil
+}
+
+// pair is an embedded run and a gRPC run of the same workload, one after
+// the other.
+type pair struct {
+	emb, grpc *loadgen.Result
+	ratio     float64 // gRPC's throughput over embedded's
+}
+
+// medianPair returns the pair whose ratio is the median (the lower of the
+// two middle ones for an even count) of the quiet pairs, those in which
+// neither run lost loadgen.NoisyStealShare or more to the host, and how
+// many were quiet. Steal takes CPU from one run of a pair more than from
+// the other, in either direction, so a disturbed pair says little. With no
+// quiet pair, or no steal figures at all, it is the median of all of them.
+func medianPair(ps []pair) (pair, int) {
+	var quiet []pair
+	for _, p := range ps {
+		e, eok := p.emb.Extra["steal_share"]
+		g, gok := p.grpc.Extra["steal_share"]
+		if eok && gok && e < loadgen.NoisyStealShare && g < loadgen.NoisyStealShare {
+			quiet = append(quiet, p)
+		}
+	}
+	from := quiet
+	if len(quiet) == 0 {
+		from = slices.Clone(ps)
+	}
+	slices.SortFunc(from, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
+	return from[(len(from)-1)/2], len(quiet)
 }
 
 // stealOf is the host's share of the CPU during r, or "?" where unknown.

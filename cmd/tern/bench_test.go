@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,17 +84,43 @@ func TestBenchPairs(t *testing.T) {
 				note = n
 			}
 		}
-		var ratios []string // each pair's, in order
-		for _, m := range regexp.MustCompile(`([0-9.]+) \(steal`).FindAllStringSubmatch(note, -1) {
-			ratios = append(ratios, m[1])
-		}
-		sorted := slices.Sorted(slices.Values(ratios))
-		if r.Extra["pairs"] != 3 || len(ratios) != 3 || !strings.Contains(note, fmt.Sprintf("median %.2f,", ratio)) || sorted[1] != fmt.Sprintf("%.2f", ratio) {
+		pairs := regexp.MustCompile(`[0-9.]+ \(steal [0-9?]+%?, [0-9?]+%?\)`).FindAllString(note, -1)
+		if r.Extra["pairs"] != 3 || len(pairs) != 3 || !strings.Contains(note, fmt.Sprintf("is %.2f, this pair", ratio)) {
 			t.Fatalf("%s run: pairs %v, ratio %.2f, note %q", r.Variant, r.Extra["pairs"], ratio, note)
 		}
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("bench left %v in --dir", left)
+	}
+}
+
+// The median pair is taken from the pairs in which neither run lost 5% or
+// more to steal, and from all of them when none is quiet or steal is unknown.
+func TestMedianPair(t *testing.T) {
+	mk := func(ratio float64, steal ...float64) pair {
+		p := pair{emb: &loadgen.Result{}, grpc: &loadgen.Result{}, ratio: ratio}
+		if len(steal) == 2 {
+			p.grpc.Extra = map[string]float64{"steal_share": steal[0]}
+			p.emb.Extra = map[string]float64{"steal_share": steal[1]}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		ps        []pair
+		ratio     float64
+		quietOnes int
+	}{
+		{"quiet ones", []pair{mk(1.1, 0.2, 0.3), mk(0.8, 0.01, 0.02), mk(0.5, 0.2, 0.01), mk(0.7, 0.03, 0.04), mk(0.9, 0.01, 0.01)}, 0.8, 3},
+		{"even count takes the lower", []pair{mk(0.9, 0.01, 0.01), mk(1.1, 0.2, 0.3), mk(0.7, 0.01, 0.04)}, 0.7, 2},
+		{"one run noisy is not quiet", []pair{mk(0.6, 0.05, 0.01), mk(0.8, 0.01, 0.01)}, 0.8, 1},
+		{"none quiet", []pair{mk(0.9, 0.1, 0.1), mk(0.5, 0.2, 0.1), mk(0.7, 0.3, 0.1)}, 0.7, 0},
+		{"steal unknown", []pair{mk(0.9), mk(0.5), mk(0.7)}, 0.7, 0},
+	} {
+		p, quiet := medianPair(tc.ps)
+		if p.ratio != tc.ratio || quiet != tc.quietOnes {
+			t.Errorf("%s: ratio %v of %d quiet, want %v of %d", tc.name, p.ratio, quiet, tc.ratio, tc.quietOnes)
+		}
 	}
 }
 
