@@ -52,6 +52,14 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// SetExtra sets one of r.Extra's figures, keeping the others.
+func (r *Result) SetExtra(name string, v float64) {
+	if r.Extra == nil {
+		r.Extra = map[string]float64{}
+	}
+	r.Extra[name] = v
+}
+
 // Latency summarises a latency histogram, in microseconds.
 type Latency struct {
 	Count int64   `json:"count"`

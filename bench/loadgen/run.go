@@ -154,7 +154,9 @@ func runEndToEnd(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resu
 	l.hist = delivered
 	l.finish(r, m)
 	al, _ := appended.Summary()
-	r.Extra = map[string]float64{"append_p50_us": al.P50, "append_p99_us": al.P99, "append_p999_us": al.P999}
+	r.SetExtra("append_p50_us", al.P50)
+	r.SetExtra("append_p99_us", al.P99)
+	r.SetExtra("append_p999_us", al.P999)
 	select {
 	case err := <-readErr:
 		return err
@@ -179,7 +181,7 @@ func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resul
 		return fmt.Errorf("loadgen: %d appends of the data to read failed: %s", n, *l.firstErr.Load())
 	}
 	written := l.ackedAll.Load()
-	r.Extra = map[string]float64{"write_s": time.Since(t0).Seconds()}
+	r.SetExtra("write_s", time.Since(t0).Seconds())
 	if o.StorageDir != "" {
 		r.StorageBytes = DirBytes(o.StorageDir)
 	}
@@ -206,7 +208,7 @@ func runCatchUp(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resul
 	}
 	r.Entries, r.Bytes = n, bytes
 	r.Extra["first_entry_ms"] = float64(first.Microseconds()) / 1e3
-	r.stopProc(m)
+	r.StopProc(m)
 	return nil
 }
 
@@ -242,7 +244,8 @@ func runPubSub(ctx context.Context, spec Spec, t Target, o RunOptions, r *Result
 	}
 	l.finish(r, m)
 	r.Seconds = (produce + consume).Seconds()
-	r.Extra = map[string]float64{"produce_s": produce.Seconds(), "consume_s": consume.Seconds()}
+	r.SetExtra("produce_s", produce.Seconds())
+	r.SetExtra("consume_s", consume.Seconds())
 	return nil
 }
 
@@ -458,7 +461,7 @@ func (l *load) fail(err error) {
 
 // finish fills in r from what the load measured.
 func (l *load) finish(r *Result, m *ProcMeter) {
-	r.stopProc(m)
+	r.StopProc(m)
 	r.Entries, r.Bytes = l.entries.Load(), l.bytes.Load()
 	if last := l.lastDone.Load(); last > 0 {
 		r.Seconds = time.Unix(0, last).Sub(l.measureFrom).Seconds()
@@ -499,9 +502,9 @@ func (l *load) progress(w io.Writer, stop <-chan struct{}) {
 // which a result says its figures are low for that reason.
 const NoisyStealShare = 0.05
 
-// stopProc fills in the CPU time and peak memory that m measured, and the
+// StopProc fills in the CPU time and peak memory that m measured, and the
 // machine's steal time over the run.
-func (r *Result) stopProc(m *ProcMeter) {
+func (r *Result) StopProc(m *ProcMeter) {
 	steal, stealOK := m.StealShare()
 	var note string
 	r.CPUSeconds, r.PeakRSSBytes, note = m.Stop()
@@ -509,10 +512,7 @@ func (r *Result) stopProc(m *ProcMeter) {
 		r.Notes = append(r.Notes, note)
 	}
 	if stealOK {
-		if r.Extra == nil {
-			r.Extra = map[string]float64{}
-		}
-		r.Extra["steal_share"] = steal
+		r.SetExtra("steal_share", steal)
 		if steal >= NoisyStealShare {
 			r.Notes = append(r.Notes, fmt.Sprintf("the hypervisor took %.0f%% of this machine's CPU time (steal) during the run: a CPU-bound figure is low by up to that much", 100*steal))
 		}

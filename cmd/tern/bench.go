@@ -341,7 +341,7 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			runs = append(runs, func() (*loadgen.Result, error) {
 				r, err := physical.Pipeline(ctx, dir, size, q.Ensemble, q.AckQuorum, inFlight, d)
 				if r != nil {
-					r.Extra = map[string]float64{"replicas_per_disk": float64(q.Ensemble)}
+					r.SetExtra("replicas_per_disk", float64(q.Ensemble))
 				}
 				return r, err
 			})
@@ -358,10 +358,7 @@ func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 			return nil, err
 		}
 		// What each operation wrote or read, for the report to show.
-		if r.Extra == nil {
-			r.Extra = map[string]float64{}
-		}
-		r.Extra["op_bytes"] = float64(r.Bytes / max(r.Entries, 1))
+		r.SetExtra("op_bytes", float64(r.Bytes/max(r.Entries, 1)))
 		r.Workload, r.Spec = spec.Name, spec
 		rs = append(rs, r)
 	}

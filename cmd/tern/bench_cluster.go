@@ -291,7 +291,7 @@ func (a *app) benchQuorum(ctx context.Context, cmd *cobra.Command, dir string, s
 	r.System, r.Version, r.Variant = "tern", version(), f.variant()
 	// Every replica journals to the one disk under dir: the disk's
 	// bandwidth is shared by this many.
-	r.Extra = map[string]float64{"replicas_per_disk": float64(f.ensemble)}
+	r.SetExtra("replicas_per_disk", float64(f.ensemble))
 	r.Notes = append(r.Notes, fmt.Sprintf("%d tern serve nodes on this machine, their journals on one disk, the client on gRPC over loopback; CPU s and peak RSS add up the nodes'", f.nodes))
 	if storage == "" {
 		r.Notes = append(r.Notes, "sealed segments offloaded to a directory on the journals' disk, a fourth write of every byte")

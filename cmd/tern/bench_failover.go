@@ -102,7 +102,7 @@ func (a *app) benchFailover(ctx context.Context, cmd *cobra.Command, dir string,
 	if err != nil {
 		return nil, err
 	}
-	r.Extra = map[string]float64{"node_ttl_s": cl.ttl.Seconds()} // the kills are Spec.Count
+	r.SetExtra("node_ttl_s", cl.ttl.Seconds()) // the kills are Spec.Count
 	r.Notes = append(r.Notes, fmt.Sprintf("fail-over over %d kills: p50 %s, max %s; the latency columns are the fail-over times, the errors the appends that failed meanwhile (none acknowledged)",
 		kills, loadgen.Micros(r.Latency.P50), loadgen.Micros(r.Latency.Max)))
 	return r, nil

@@ -182,16 +182,13 @@ func afterObjectRun(ctx context.Context, copts tern.Options, names []string, r *
 		objects, compacted, stored = objects+before.Objects, compacted+after.Objects, stored+before.Bytes
 	}
 	gb := float64(stored) / 1e9
-	if r.Extra == nil {
-		r.Extra = map[string]float64{}
-	}
 	r.StorageBytes = stored
-	r.Extra["objects"] = float64(objects)
-	r.Extra["objects_compacted"] = float64(compacted)
-	r.Extra["compact_s"] = compacting.Seconds()
+	r.SetExtra("objects", float64(objects))
+	r.SetExtra("objects_compacted", float64(compacted))
+	r.SetExtra("compact_s", compacting.Seconds())
 	if gb > 0 {
-		r.Extra["objects_per_gb"] = float64(objects) / gb
-		r.Extra["objects_per_gb_compacted"] = float64(compacted) / gb
+		r.SetExtra("objects_per_gb", float64(objects)/gb)
+		r.SetExtra("objects_per_gb_compacted", float64(compacted)/gb)
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d objects (one PUT each) held the %.3f GB written: %.1f per GB; after compaction (%.2f s) %d: %.1f per GB",
 		objects, gb, r.Extra["objects_per_gb"], compacting.Seconds(), compacted, r.Extra["objects_per_gb_compacted"]))

@@ -121,12 +121,10 @@ func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadge
 	}
 	for _, r := range []*loadgen.Result{m.emb, m.grpc} {
 		r.Notes = append(r.Notes, note)
-		if r.Extra == nil {
-			r.Extra = map[string]float64{}
-		}
-		r.Extra["pairs"], r.Extra["quiet_pairs"] = float64(n), float64(quiet)
+		r.SetExtra("pairs", float64(n))
+		r.SetExtra("quiet_pairs", float64(quiet))
 	}
-	m.grpc.Extra["median_ratio"] = m.ratio
+	m.grpc.SetExtra("median_ratio", m.ratio)
 	return []*loadgen.Result{m.emb, m.grpc}, nil
 }
 

@@ -227,7 +227,7 @@ func DiskRead(ctx context.Context, dir string, size int, total int64) (_ *loadge
 	}
 	spec := loadgen.Spec{Kind: loadgen.KindCatchUp, EntryBytes: size, Batch: 1, Producers: 1, Logs: 1, TotalBytes: total}
 	res := m.result("disk", variant, spec, n, size)
-	res.Extra = map[string]float64{"write_s": writeSeconds}
+	res.SetExtra("write_s", writeSeconds)
 	return res, nil
 }
 

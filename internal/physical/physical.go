@@ -83,22 +83,17 @@ func (m *meter) note(s string) {
 // since the meter started.
 func (m *meter) result(system, variant string, spec loadgen.Spec, ops int64, size int) *loadgen.Result {
 	elapsed := time.Since(m.start).Seconds()
-	cpu, rss, note := m.proc.Stop()
 	r := &loadgen.Result{
-		System:       system,
-		Variant:      variant,
-		Spec:         spec,
-		Started:      m.start.UTC(),
-		Seconds:      elapsed,
-		Entries:      ops,
-		Bytes:        ops * int64(size),
-		CPUSeconds:   cpu,
-		PeakRSSBytes: rss,
-		Notes:        m.notes,
+		System:  system,
+		Variant: variant,
+		Spec:    spec,
+		Started: m.start.UTC(),
+		Seconds: elapsed,
+		Entries: ops,
+		Bytes:   ops * int64(size),
+		Notes:   m.notes,
 	}
-	if note != "" {
-		r.Notes = append(r.Notes, note)
-	}
+	r.StopProc(m.proc)
 	if elapsed > 0 {
 		r.MBPerSec = float64(r.Bytes) / 1e6 / elapsed
 		r.EntriesPerSec = float64(ops) / elapsed
