@@ -196,7 +196,9 @@ func buildWorkloads(results []*loadgen.Result, setup *Setup) []*workload {
 		key := [3]string{r.Workload, r.System, r.Variant}
 		if i, ok := index[key]; ok {
 			w.rows[i] = row
-			w.problems = append(w.problems, fmt.Sprintf("%s %s: a later result in the file replaced an earlier one", r.System, r.Variant))
+			if p := fmt.Sprintf("%s %s: a later result in the file replaced an earlier one", r.System, r.Variant); !slices.Contains(w.problems, p) {
+				w.problems = append(w.problems, p)
+			}
 			continue
 		}
 		index[key] = len(w.rows)
