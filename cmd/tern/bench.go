@@ -156,7 +156,7 @@ peers and writes docs/benchmarks.md.`,
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
-	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the pair whose ratio is the median")
+	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%)")
 	obj.addFlags(cmd)
 	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")
