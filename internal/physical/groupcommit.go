@@ -429,9 +429,13 @@ func (gc *grpcClient) receive(stream grpc.ClientStream) {
 			gc.fail(err)
 			return
 		}
+		if len(b) != 4 {
+			gc.fail(fmt.Errorf("physical: the server answered with %d bytes, not a 4-byte count", len(b)))
+			return
+		}
 		n := int(binary.LittleEndian.Uint32(b))
 		gc.mu.Lock()
-		if len(b) != 4 || n > len(gc.waiters) {
+		if n > len(gc.waiters) {
 			gc.mu.Unlock()
 			gc.fail(fmt.Errorf("physical: the server answered %d entries of %d sent", n, len(gc.waiters)))
 			return
