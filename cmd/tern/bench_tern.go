@@ -75,6 +75,7 @@ func benchTern(ctx context.Context, progress io.Writer, dir string, spec loadgen
 // every pair's ratio and steal in its notes.
 func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadgen.Spec, fsync tern.Fsync, n int) ([]*loadgen.Result, error) {
 	ps := make([]pair, n)
+	described := make([]string, n) // each pair's ratio and steal, in order
 	for i := range ps {
 		modes := []ternMode{embedded, loopbackGRPC}
 		if i%2 == 1 {
@@ -102,38 +103,34 @@ func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadge
 				ps[i].emb = r
 			}
 		}
-		p := &ps[i]
-		p.ratio = p.grpc.EntriesPerSec / p.emb.EntriesPerSec
-		fmt.Fprintf(progress, "pair %d of %d: %.0f appends/s through the server, %.0f embedded: %.2f (steal %s, %s)\n",
-			i+1, n, p.grpc.EntriesPerSec, p.emb.EntriesPerSec, p.ratio, stealOf(p.grpc), stealOf(p.emb))
+		p := ps[i]
+		described[i] = fmt.Sprintf("%.2f (steal %s, %s)", p.ratio(), stealOf(p.grpc), stealOf(p.emb))
+		fmt.Fprintf(progress, "pair %d of %d: %.0f appends/s through the server, %.0f embedded: %s\n",
+			i+1, n, p.grpc.EntriesPerSec, p.emb.EntriesPerSec, described[i])
 	}
 	m, quiet := medianPair(ps)
-	ratios := make([]string, n)
-	for i, p := range ps {
-		ratios[i] = fmt.Sprintf("%.2f (steal %s, %s)", p.ratio, stealOf(p.grpc), stealOf(p.emb))
-	}
 	note := fmt.Sprintf("gRPC/embedded throughput over %d alternating pairs, in order, with the steal of the gRPC and the embedded run: %s; ",
-		n, strings.Join(ratios, ", "))
+		n, strings.Join(described, ", "))
 	if quiet > 0 {
-		note += fmt.Sprintf("the median of the %d pairs with under %.0f%% steal in both runs is %.2f, this pair", quiet, 100*loadgen.NoisyStealShare, m.ratio)
+		note += fmt.Sprintf("the median of the %d pairs with under %.0f%% steal in both runs is %.2f, this pair", quiet, 100*loadgen.NoisyStealShare, m.ratio())
 	} else {
-		note += fmt.Sprintf("no pair had under %.0f%% steal in both runs; the median of all is %.2f, this pair", 100*loadgen.NoisyStealShare, m.ratio)
+		note += fmt.Sprintf("no pair had under %.0f%% steal in both runs; the median of all is %.2f, this pair", 100*loadgen.NoisyStealShare, m.ratio())
 	}
 	for _, r := range []*loadgen.Result{m.emb, m.grpc} {
 		r.Notes = append(r.Notes, note)
 		r.SetExtra("pairs", float64(n))
 		r.SetExtra("quiet_pairs", float64(quiet))
 	}
-	m.grpc.SetExtra("median_ratio", m.ratio)
+	m.grpc.SetExtra("median_ratio", m.ratio())
 	return []*loadgen.Result{m.emb, m.grpc}, nil
 }
 
 // pair is an embedded run and a gRPC run of the same workload, one after
 // the other.
-type pair struct {
-	emb, grpc *loadgen.Result
-	ratio     float64 // gRPC's throughput over embedded's
-}
+type pair struct{ emb, grpc *loadgen.Result }
+
+// ratio is gRPC's throughput over embedded's.
+func (p pair) ratio() float64 { return p.grpc.EntriesPerSec / p.emb.EntriesPerSec }
 
 // medianPair returns the pair whose ratio is the median (the lower of the
 // two middle ones for an even count) of the quiet pairs, those in which
@@ -154,7 +151,7 @@ func medianPair(ps []pair) (pair, int) {
 	if len(quiet) == 0 {
 		from = slices.Clone(ps)
 	}
-	slices.SortFunc(from, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
+	slices.SortFunc(from, func(a, b pair) int { return cmp.Compare(a.ratio(), b.ratio()) })
 	return from[(len(from)-1)/2], len(quiet)
 }
 

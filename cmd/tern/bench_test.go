@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,7 +99,7 @@ func TestBenchPairs(t *testing.T) {
 // more to steal, and from all of them when none is quiet or steal is unknown.
 func TestMedianPair(t *testing.T) {
 	mk := func(ratio float64, steal ...float64) pair {
-		p := pair{emb: &loadgen.Result{}, grpc: &loadgen.Result{}, ratio: ratio}
+		p := pair{emb: &loadgen.Result{EntriesPerSec: 1000}, grpc: &loadgen.Result{EntriesPerSec: 1000 * ratio}}
 		if len(steal) == 2 {
 			p.grpc.Extra = map[string]float64{"steal_share": steal[0]}
 			p.emb.Extra = map[string]float64{"steal_share": steal[1]}
@@ -118,8 +119,8 @@ func TestMedianPair(t *testing.T) {
 		{"steal unknown", []pair{mk(0.9), mk(0.5), mk(0.7)}, 0.7, 0},
 	} {
 		p, quiet := medianPair(tc.ps)
-		if p.ratio != tc.ratio || quiet != tc.quietOnes {
-			t.Errorf("%s: ratio %v of %d quiet, want %v of %d", tc.name, p.ratio, quiet, tc.ratio, tc.quietOnes)
+		if got := p.ratio(); math.Abs(got-tc.ratio) > 1e-9 || quiet != tc.quietOnes {
+			t.Errorf("%s: ratio %v of %d quiet, want %v of %d", tc.name, got, quiet, tc.ratio, tc.quietOnes)
 		}
 	}
 }
