@@ -1,9 +1,7 @@
 package tern
 
 import (
-	"github.com/ternwal/tern/internal/rpcerr"
-	"github.com/ternwal/tern/internal/segment"
-	"github.com/ternwal/tern/internal/wal"
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // Errors returned by Tern. Callers branch on them with errors.Is; the message
@@ -24,22 +22,26 @@ var (
 	// missing field).
 	ErrInvalid = rpcerr.ErrInvalid
 	// ErrFenced: a newer writer has been opened on the log.
-	ErrFenced = wal.ErrFenced
+	ErrFenced = rpcerr.ErrFenced
 	// ErrTruncated: the offset read is below the log's start. The error is a
 	// *TruncatedError that says where the log now starts.
-	ErrTruncated = wal.ErrTruncated
+	ErrTruncated = rpcerr.ErrTruncated
 	// ErrOutOfRange: the offset is beyond the log's end.
-	ErrOutOfRange = wal.ErrOutOfRange
+	ErrOutOfRange = rpcerr.ErrOutOfRange
 	// ErrTooLarge: an entry is over the log's MaxEntryBytes, or a batch over
 	// MaxBatchBytes.
 	ErrTooLarge = rpcerr.ErrTooLarge
 	// ErrCorrupt: stored data failed its checks. The error is a
 	// *CorruptError that names the file and position.
-	ErrCorrupt = segment.ErrCorrupt
+	ErrCorrupt = rpcerr.ErrCorrupt
 	// ErrClosed: the client, log, writer or reader is closed.
-	ErrClosed = wal.ErrClosed
+	ErrClosed = rpcerr.ErrClosed
 	// ErrLocked: another process has the data directory open.
 	ErrLocked = rpcerr.ErrLocked
+	// ErrUnsupported: the call is one this kind of client cannot make: a
+	// data-directory call (LogID, ListLogsMeta, CloseLog) on a client of a
+	// server, or Compact of a server's log, which its server compacts.
+	ErrUnsupported = rpcerr.ErrUnsupported
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The Go client follows it by itself.
 	ErrNotOwner = rpcerr.ErrNotOwner
@@ -49,7 +51,7 @@ var (
 type NotOwnerError = rpcerr.NotOwnerError
 
 // TruncatedError reports a read below the log's start.
-type TruncatedError = wal.TruncatedError
+type TruncatedError = rpcerr.TruncatedError
 
 // CorruptError reports damaged data: the file and the byte position.
-type CorruptError = segment.CorruptError
+type CorruptError = rpcerr.CorruptError

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // FuzzParseFsync parses arbitrary fsync settings, as the CLI and the

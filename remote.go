@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // The remote client: a Client whose logs live on a Tern server, reached over

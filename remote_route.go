@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // In a cluster, each log is served by one node, and the others answer a

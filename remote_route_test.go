@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // bouncer is a node of a cluster whose view lags: it sends calls about the

@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // A remote writer pipelines its appends over one AppendStream, opened at the

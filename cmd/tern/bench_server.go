@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/internal/grpcopts"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/server"
 )

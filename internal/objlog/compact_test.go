@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
-	"github.com/ternwal/tern/internal/segment"
 )
 
 // Compaction checks each fragment before it copies it: a segment with a
@@ -57,7 +58,7 @@ func TestCompactSkipsDamagedFragment(t *testing.T) {
 			}
 
 			n, err := l.Compact(ctx)
-			if !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+			if !errors.Is(err, rpcerr.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
 				t.Fatalf("Compact: %v, want ErrCorrupt naming %s", err, victim)
 			}
 			after, err := e.store.Segments(ctx, "l")

@@ -58,7 +58,7 @@
 // look the offset up again. Bytes that fail their checks, a batch that
 // does not hold the offset the reader expects, or one that runs past its
 // object's end (into the next object's offsets), fail the read with a
-// *segment.CorruptError naming the object and position; a fragment of a
+// *rpcerr.CorruptError naming the object and position; a fragment of a
 // quorum segment whose copy on a replica is damaged is read from the next
 // replica, and the damaged copy logged.
 package objlog

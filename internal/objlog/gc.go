@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -24,7 +25,7 @@ func (l *Log) Truncate(before uint64) error {
 	if before > l.end {
 		end := l.end
 		l.mu.Unlock()
-		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", wal.ErrOutOfRange, before, end)
+		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, end)
 	}
 	l.start = max(l.start, before)
 	l.mu.Unlock()
@@ -130,7 +131,7 @@ func deleteUnder(ctx context.Context, b blob.Bucket, prefix string, keep map[str
 // how many segments it compacted.
 //
 // A fragment that fails its checks is never copied: its segment is left as
-// it is, the others are compacted, and the error (a *segment.CorruptError)
+// it is, the others are compacted, and the error (a *rpcerr.CorruptError)
 // is returned once they are done.
 func (l *Log) Compact(ctx context.Context) (int, error) {
 	l.gcMu.Lock()
@@ -148,7 +149,7 @@ func (l *Log) Compact(ctx context.Context) (int, error) {
 	for _, s := range todo {
 		err := l.compact(ctx, s)
 		switch {
-		case errors.Is(err, segment.ErrCorrupt):
+		case errors.Is(err, rpcerr.ErrCorrupt):
 			damaged = append(damaged, err)
 		case err != nil:
 			return done, err
@@ -221,10 +222,10 @@ func (l *Log) compact(ctx context.Context, s *seg) error {
 
 // checkObject checks that data, the object at key, is o as metadata records
 // it: its size, and valid batches filling it whose offsets run densely from
-// o.base to o.end. Damage is a *segment.CorruptError.
+// o.base to o.end. Damage is a *rpcerr.CorruptError.
 func checkObject(key string, o object, data []byte) error {
 	if int64(len(data)) != o.bytes {
-		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
+		return &rpcerr.CorruptError{Path: key, Pos: int64(len(data)),
 			Err: fmt.Errorf("%w: the object holds %d bytes, its segment records %d", record.ErrCorrupt, len(data), o.bytes)}
 	}
 	end, _, err := scanBatches(key, data, o.base)
@@ -232,7 +233,7 @@ func checkObject(key string, o object, data []byte) error {
 		return err
 	}
 	if end != o.end {
-		return &segment.CorruptError{Path: key, Pos: int64(len(data)),
+		return &rpcerr.CorruptError{Path: key, Pos: int64(len(data)),
 			Err: fmt.Errorf("%w: the object's batches end at offset %d, its segment records %d", record.ErrCorrupt, end, o.end)}
 	}
 	return nil

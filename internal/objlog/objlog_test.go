@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/miniotest"
@@ -361,7 +363,7 @@ func TestTwoWriters(t *testing.T) {
 		if err == nil {
 			_, err = p.Wait(context.Background())
 		}
-		if !errors.Is(err, wal.ErrFenced) {
+		if !errors.Is(err, rpcerr.ErrFenced) {
 			t.Fatalf("the fenced writer's append: %v", err)
 		}
 		appendN(t, l2, e2, "two", 20)
@@ -481,7 +483,7 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 		if infos, _ := mem.List(context.Background(), fmt.Sprintf("7/%08d/", segs[2].Seq)); len(infos) == 0 {
 			t.Fatalf("segment %d lost its objects", segs[2].Seq)
 		}
-		if _, err := l.NewReader(cut-1, false); !errors.Is(err, wal.ErrTruncated) {
+		if _, err := l.NewReader(cut-1, false); !errors.Is(err, rpcerr.ErrTruncated) {
 			t.Fatalf("read below the start: %v", err)
 		}
 		if got := readAll(t, l, cut, 200); len(got) != int(200-cut) {
@@ -607,7 +609,7 @@ func TestFencedByEpoch(t *testing.T) {
 		if err == nil {
 			_, err = p.Wait(context.Background())
 		}
-		if !errors.Is(err, wal.ErrFenced) || !strings.Contains(err.Error(), "no longer the newest") {
+		if !errors.Is(err, rpcerr.ErrFenced) || !strings.Contains(err.Error(), "no longer the newest") {
 			t.Fatalf("the fenced writer's append: %v, want ErrFenced from the metadata", err)
 		}
 		appendN(t, l2, e2, "two", 1)
@@ -679,7 +681,7 @@ func TestTruncateRetriedAndStartKept(t *testing.T) {
 	if st := l.Stats(); st.Start != cut {
 		t.Fatalf("after a new writer's fence the start is %d, want %d", st.Start, cut)
 	}
-	if _, err := l.NewReader(cut-1, false); !errors.Is(err, wal.ErrTruncated) {
+	if _, err := l.NewReader(cut-1, false); !errors.Is(err, rpcerr.ErrTruncated) {
 		t.Fatalf("read below the start after the fence: %v", err)
 	}
 }

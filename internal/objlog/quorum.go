@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/replica"
-	"github.com/ternwal/tern/internal/segment"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Replicas puts a log in quorum mode: the fragments of its open segments
@@ -225,9 +225,9 @@ func (e *ensemble) lose(i int, err error) {
 	var failed []*frag
 	switch {
 	case e.failed != nil:
-	case errors.Is(err, replica.ErrFenced):
+	case errors.Is(err, rpcerr.ErrSegmentFenced):
 		// A newer writer is recovering the segment.
-		e.failed = fmt.Errorf("%w: replica %s of segment %d of %s was fenced by a newer writer: %w", wal.ErrFenced, e.ids[i], e.seq, e.l.opts.Prefix, err)
+		e.failed = fmt.Errorf("%w: replica %s of segment %d of %s was fenced by a newer writer: %w", rpcerr.ErrFenced, e.ids[i], e.seq, e.l.opts.Prefix, err)
 	case left < e.ackQuorum:
 		e.failed = fmt.Errorf("objlog: %s: only %d replicas of segment %d are left, fewer than the ack quorum; the appends in flight may or may not have been stored (last error from %s: %w)",
 			e.l.opts.Prefix, left, e.seq, e.ids[i], err)
@@ -312,7 +312,7 @@ func (e *ensemble) close() {
 			s.Close()
 		}
 	}
-	e.resolve(pending, fmt.Errorf("%w: the segment's streams were closed", wal.ErrClosed))
+	e.resolve(pending, fmt.Errorf("%w: the segment's streams were closed", rpcerr.ErrClosed))
 }
 
 // segID names segment seq of the log on its replicas.
@@ -465,7 +465,7 @@ func (l *Log) openView(ctx context.Context, m meta.Segment) (*ensembleView, erro
 	lists := make([][]int64, len(m.Ensemble))
 	errs := l.call(ctx, m.Ensemble, func(ctx context.Context, i int, n replica.Node) (err error) {
 		lists[i], err = n.List(ctx, id)
-		if errors.Is(err, replica.ErrNotFound) {
+		if errors.Is(err, rpcerr.ErrSegmentNotFound) {
 			// Never sent a fragment of the segment: its writer died
 			// between creating it in metadata and the first send.
 			return nil
@@ -528,10 +528,10 @@ func (v *ensembleView) List(ctx context.Context, prefix string) ([]blob.Info, er
 }
 
 // GetRange reads from the first replica that holds the fragment. A replica
-// whose copy fails its check (replica.ErrCorrupt) is passed over, and
+// whose copy fails its check (rpcerr.ErrJournalCorrupt) is passed over, and
 // logged once another has served the read. It fails with blob.ErrNotFound
 // when none holds the fragment: the segment was offloaded or deleted
-// meanwhile, and the reader looks again; and with a *segment.CorruptError
+// meanwhile, and the reader looks again; and with a *rpcerr.CorruptError
 // when every copy is damaged.
 func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []byte) (int, error) {
 	frag, err := strconv.ParseUint(key[len(key)-8:], 10, 64)
@@ -557,9 +557,9 @@ func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []
 		}
 		err = fmt.Errorf("replica %s: %w", node, err)
 		switch {
-		case errors.Is(err, replica.ErrNotFound):
+		case errors.Is(err, rpcerr.ErrSegmentNotFound):
 			notFound++
-		case errors.Is(err, replica.ErrCorrupt):
+		case errors.Is(err, rpcerr.ErrJournalCorrupt):
 			damaged = append(damaged, err)
 		}
 		errs = append(errs, err)
@@ -569,7 +569,7 @@ func (v *ensembleView) GetRange(ctx context.Context, key string, off int64, p []
 		// Those that have it cannot be reached, or it was offloaded.
 		return 0, fmt.Errorf("%w: %s: %w", blob.ErrNotFound, key, errors.Join(errs...))
 	case len(errs) > 0 && len(damaged) == len(errs):
-		return 0, &segment.CorruptError{Path: key, Pos: off, Err: fmt.Errorf("every replica's copy is damaged: %w", errors.Join(errs...))}
+		return 0, &rpcerr.CorruptError{Path: key, Pos: off, Err: fmt.Errorf("every replica's copy is damaged: %w", errors.Join(errs...))}
 	}
 	return 0, fmt.Errorf("objlog: read %s from its replicas: %w", key, errors.Join(errs...))
 }
@@ -711,7 +711,7 @@ func (l *Log) offload(ctx context.Context, s *seg) error {
 			uploaded = true
 			if failed != nil {
 				// The others' failures, such as a damaged copy
-				// (replica.ErrCorrupt), are worth knowing.
+				// (rpcerr.ErrJournalCorrupt), are worth knowing.
 				l.opts.Logger.Warn("a replica could not offload a segment; another did", "prefix", l.opts.Prefix,
 					"segment", m.Seq, "from", node, "err", failed)
 			}

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/vfs"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 var errDead = errors.New("test: node is down")
@@ -414,7 +415,7 @@ func TestQuorumRecovery(t *testing.T) {
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
-	if !errors.Is(err, wal.ErrFenced) {
+	if !errors.Is(err, rpcerr.ErrFenced) {
 		t.Fatalf("the fenced writer's append: %v, want ErrFenced", err)
 	}
 	appendN(t, b, eb, "b", 50)
@@ -453,7 +454,7 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 	}
 	// The old epoch can add nothing to the fenced replicas.
 	err := c.nodes["n0"].store.Add(id, old, 5, testFragment(5, old), replica.FrameSum(5, testFragment(5, old)), func(error) {})
-	if !errors.Is(err, replica.ErrFenced) && !errors.Is(err, replica.ErrSealed) {
+	if !errors.Is(err, rpcerr.ErrSegmentFenced) && !errors.Is(err, rpcerr.ErrSegmentSealed) {
 		t.Fatalf("add of the old epoch after recovery: %v, want fenced", err)
 	}
 	if st := l.Stats(); st.End != 50 {

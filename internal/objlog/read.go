@@ -8,8 +8,9 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -37,11 +38,11 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return nil, wal.ErrClosed
+		return nil, rpcerr.ErrClosed
 	case from < l.start:
-		return nil, &wal.TruncatedError{Offset: from, Start: l.start}
+		return nil, &rpcerr.TruncatedError{Offset: from, Start: l.start}
 	case from > l.end:
-		return nil, fmt.Errorf("%w: offset %d, end %d", wal.ErrOutOfRange, from, l.end)
+		return nil, fmt.Errorf("%w: offset %d, end %d", rpcerr.ErrOutOfRange, from, l.end)
 	}
 	r := &Reader{Cursor: wal.NewCursor(&l.mu, from), l: l}
 	if ticks {
@@ -81,11 +82,11 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		l.mu.Unlock()
 		switch {
 		case closed:
-			return wal.ErrClosed
+			return rpcerr.ErrClosed
 		case tick:
 			return nil
 		case next < start:
-			return &wal.TruncatedError{Offset: next, Start: start}
+			return &rpcerr.TruncatedError{Offset: next, Start: start}
 		case next >= end:
 			if !wait {
 				return wal.ErrWouldWait
@@ -299,7 +300,7 @@ func (f *fetcher) issue() {
 			got, err := o.src.GetRange(f.ctx, o.key, off, buf)
 			switch {
 			case err == io.EOF && int64(got) < n:
-				err = &segment.CorruptError{Path: o.key, Pos: off + int64(got),
+				err = &rpcerr.CorruptError{Path: o.key, Pos: off + int64(got),
 					Err: fmt.Errorf("%w: the object ends before the %d bytes its segment records", record.ErrCorrupt, o.size)}
 			case err == io.EOF:
 				err = nil
@@ -398,11 +399,11 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 // corrupt reports bytes of the current object, from the position of cur
 // on, that are not whole valid batches.
 func (f *fetcher) corrupt(err error) error {
-	return &segment.CorruptError{Path: f.objs[f.curObj].key, Pos: f.curPos, Err: err}
+	return &rpcerr.CorruptError{Path: f.objs[f.curObj].key, Pos: f.curPos, Err: err}
 }
 
 // corruptLast reports the batch last returned, which its reader could not
 // take.
 func (f *fetcher) corruptLast(err error) error {
-	return &segment.CorruptError{Path: f.objs[f.curObj].key, Pos: f.last, Err: err}
+	return &rpcerr.CorruptError{Path: f.objs[f.curObj].key, Pos: f.last, Err: err}
 }

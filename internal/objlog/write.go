@@ -9,10 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -63,11 +64,11 @@ type frag struct {
 func (l *Log) check(epoch uint64) error {
 	switch {
 	case l.closed:
-		return wal.ErrClosed
+		return rpcerr.ErrClosed
 	case l.failed != nil:
 		return l.failed
 	case epoch != l.epoch || l.fencing:
-		return wal.ErrFenced
+		return rpcerr.ErrFenced
 	}
 	return nil
 }
@@ -260,7 +261,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 		return stepWait, nil, 0
 	}
 	if !ticks && l.owned != nil && !l.owned() {
-		l.failLog(fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", wal.ErrFenced))
+		l.failLog(fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", rpcerr.ErrFenced))
 		return stepWait, nil, 0
 	}
 	f := l.cut()
@@ -375,7 +376,7 @@ func (l *Log) create() {
 	case m.Epoch != l.epoch:
 		// Fenced meanwhile: Fence reloads the segments.
 	case errors.Is(err, meta.ErrStaleEpoch):
-		l.failLog(fmt.Errorf("%w: epoch %d of %s is no longer the newest", wal.ErrFenced, m.Epoch, l.opts.Prefix))
+		l.failLog(fmt.Errorf("%w: epoch %d of %s is no longer the newest", rpcerr.ErrFenced, m.Epoch, l.opts.Prefix))
 	case err != nil:
 		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
 	default:
@@ -423,7 +424,7 @@ func (l *Log) seal(ctx context.Context, s *seg) error {
 	}
 	if stored.End != m.End || len(stored.Objects) != len(m.Objects) {
 		// A newer writer fenced and sealed the segment first.
-		err := fmt.Errorf("%w: segment %d of %s was sealed by a newer writer", wal.ErrFenced, m.Seq, l.opts.Prefix)
+		err := fmt.Errorf("%w: segment %d of %s was sealed by a newer writer", rpcerr.ErrFenced, m.Seq, l.opts.Prefix)
 		l.failLog(err)
 		return err
 	}
@@ -457,7 +458,7 @@ func (l *Log) put(key string, data []byte) error {
 				if bytes.Equal(got, data) {
 					return nil
 				}
-				return fmt.Errorf("%w: %s holds a newer writer's fence or data", wal.ErrFenced, key)
+				return fmt.Errorf("%w: %s holds a newer writer's fence or data", rpcerr.ErrFenced, key)
 			}
 		}
 		cancel()
@@ -488,7 +489,7 @@ func (l *Log) complete(f *frag) {
 		case l.failed != nil:
 			err = l.failed
 		case h.epoch != l.epoch || (h.seg != nil && l.owned != nil && !l.owned()):
-			err = fmt.Errorf("%w: the writer can no longer prove it owns the log; the appends of %s may or may not have been stored", wal.ErrFenced, l.opts.Prefix)
+			err = fmt.Errorf("%w: the writer can no longer prove it owns the log; the appends of %s may or may not have been stored", rpcerr.ErrFenced, l.opts.Prefix)
 		}
 		if err != nil {
 			l.failLog(err)
@@ -547,7 +548,7 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return wal.ErrClosed
+		return rpcerr.ErrClosed
 	case epoch <= l.epoch:
 		cur := l.epoch
 		l.mu.Unlock()
@@ -557,7 +558,7 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 		return fmt.Errorf("objlog: another writer of %s is being opened; retry", l.opts.Prefix)
 	}
 	l.fencing = true
-	l.failQueued(wal.ErrFenced)
+	l.failQueued(rpcerr.ErrFenced)
 	for len(l.inflight) > 0 || l.busy {
 		advanced := l.advanced
 		l.mu.Unlock()
@@ -679,7 +680,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 		}
 		hd, err := record.ParseHeader(h[:])
 		if err != nil {
-			return &segment.CorruptError{Path: key, Pos: 0, Err: err}
+			return &rpcerr.CorruptError{Path: key, Pos: 0, Err: err}
 		}
 		s.objs[i].base = hd.BaseOffset
 		return nil
@@ -708,7 +709,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 	// The first offsets come from headers whose CRC has not been checked:
 	// out of order, one of them is damaged.
 	if s.objs[0].base != m.Base {
-		return nil, false, &segment.CorruptError{Path: prefix + s.objs[0].key, Pos: 0,
+		return nil, false, &rpcerr.CorruptError{Path: prefix + s.objs[0].key, Pos: 0,
 			Err: fmt.Errorf("%w: segment %d starts at offset %d, its first fragment at %d", record.ErrCorrupt, m.Seq, m.Base, s.objs[0].base)}
 	}
 	for i := range s.objs {
@@ -730,25 +731,25 @@ func misordered(ctx context.Context, src lister, prefix string, objs []object) e
 			return fmt.Errorf("objlog: read %s: %w", prefix+o.key, err)
 		}
 		if _, err := record.Decode(data); err != nil {
-			return &segment.CorruptError{Path: prefix + o.key, Pos: 0, Err: err}
+			return &rpcerr.CorruptError{Path: prefix + o.key, Pos: 0, Err: err}
 		}
 	}
-	return &segment.CorruptError{Path: prefix + objs[0].key, Pos: 0,
+	return &rpcerr.CorruptError{Path: prefix + objs[0].key, Pos: 0,
 		Err: fmt.Errorf("%w: fragments out of order: the next starts at offset %d, this one at %d", record.ErrCorrupt, objs[0].end, objs[0].base)}
 }
 
 // scanBatches checks the batches filling data, the object key, whose
 // offsets must run densely from base, and returns the offset after the last
-// one and the newest entry time. Damage is a *segment.CorruptError.
+// one and the newest entry time. Damage is a *rpcerr.CorruptError.
 func scanBatches(key string, data []byte, base uint64) (end uint64, maxTime int64, err error) {
 	end = base
 	for pos := int64(0); len(data) > 0; {
 		b, err := record.Decode(data)
 		if err != nil {
-			return 0, 0, &segment.CorruptError{Path: key, Pos: pos, Err: err}
+			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos, Err: err}
 		}
 		if b.BaseOffset != end {
-			return 0, 0, &segment.CorruptError{Path: key, Pos: pos,
+			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos,
 				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, end)}
 		}
 		err = b.Each(func(_ uint64, e record.Entry) error {

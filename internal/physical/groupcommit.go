@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/ternwal/tern/bench/loadgen"
-	"github.com/ternwal/tern/internal/grpcopts"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/internal/vfs"
 )
 

@@ -16,7 +16,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // Conn is a Node reached over the network: a client of a replica's
@@ -235,7 +236,7 @@ func (st *addConn) read(onDurable func(uint64), onErr func(error)) {
 func (c *Conn) Fence(ctx context.Context, seg SegmentID, epoch uint64) (uint64, error) {
 	resp, err := c.client.Fence(ctx, &ternpb.ReplicaFenceRequest{Segment: segmentProto(seg), Epoch: epoch})
 	if err != nil {
-		return 0, fromStatus(err)
+		return 0, rpcerr.Error(err)
 	}
 	return resp.GetCount(), nil
 }
@@ -243,7 +244,7 @@ func (c *Conn) Fence(ctx context.Context, seg SegmentID, epoch uint64) (uint64, 
 func (c *Conn) List(ctx context.Context, seg SegmentID) ([]int64, error) {
 	resp, err := c.client.List(ctx, &ternpb.ReplicaListRequest{Segment: segmentProto(seg)})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, rpcerr.Error(err)
 	}
 	// Readers allocate a fragment's size: a replica's answer must not
 	// make them panic or exhaust memory.
@@ -265,7 +266,7 @@ func (c *Conn) Read(ctx context.Context, seg SegmentID, n uint64, off int64, p [
 			Segment: segmentProto(seg), N: n, Offset: off + int64(read), Length: int64(want),
 		})
 		if err != nil {
-			return read, fromStatus(err)
+			return read, rpcerr.Error(err)
 		}
 		data := resp.GetData()
 		if len(data) > want || (len(data) < want && !resp.GetEof()) {
@@ -283,7 +284,7 @@ func (c *Conn) Read(ctx context.Context, seg SegmentID, n uint64, off int64, p [
 
 func (c *Conn) Seal(ctx context.Context, seg SegmentID, count uint64) error {
 	_, err := c.client.Seal(ctx, &ternpb.ReplicaSealRequest{Segment: segmentProto(seg), Count: count})
-	return fromStatus(err)
+	return rpcerr.Error(err)
 }
 
 func (c *Conn) Offload(ctx context.Context, seg SegmentID, objs []Object) error {
@@ -292,10 +293,10 @@ func (c *Conn) Offload(ctx context.Context, seg SegmentID, objs []Object) error 
 		req.Objects = append(req.Objects, &ternpb.ReplicaObject{Key: o.Key, From: o.From, To: o.To})
 	}
 	_, err := c.client.Offload(ctx, req)
-	return fromStatus(err)
+	return rpcerr.Error(err)
 }
 
 func (c *Conn) Drop(ctx context.Context, seg SegmentID) error {
 	_, err := c.client.Drop(ctx, &ternpb.ReplicaDropRequest{Segment: segmentProto(seg)})
-	return fromStatus(err)
+	return rpcerr.Error(err)
 }

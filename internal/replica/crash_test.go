@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -144,12 +146,12 @@ func checkRecovered(t *testing.T, fs vfs.FS, a *acked, what string) {
 	for id, sent := range a.sent {
 		sizes, err := s.List(id)
 		if a.dropped[id] {
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, rpcerr.ErrSegmentNotFound) {
 				t.Errorf("%s: dropped segment %v: List = %v, %v", what, id, sizes, err)
 			}
 			continue
 		}
-		if errors.Is(err, ErrNotFound) && (a.dropping[id] || a.durable[id] == 0 && a.fenced[id] == 0) {
+		if errors.Is(err, rpcerr.ErrSegmentNotFound) && (a.dropping[id] || a.durable[id] == 0 && a.fenced[id] == 0) {
 			continue
 		}
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -73,7 +75,7 @@ func TestReadChecksFrames(t *testing.T) {
 				p := make([]byte, r.n)
 				n, err := s.Read(tc.id, k, int64(r.off), p)
 				ce, ok := errors.AsType[*CorruptError](err)
-				if n != 0 || !ok || !errors.Is(err, ErrCorrupt) || ce.Pos != frame || ce.Path != journalPath(testDir, tc.id) {
+				if n != 0 || !ok || !errors.Is(err, rpcerr.ErrJournalCorrupt) || ce.Pos != frame || ce.Path != journalPath(testDir, tc.id) {
 					t.Fatalf("Read [%d, %d) of the damaged fragment: %d bytes, %v; want a *CorruptError at byte %d", r.off, r.off+r.n, n, err, frame)
 				}
 			}
@@ -112,7 +114,7 @@ func flipVia(t *testing.T, fs vfs.FS, path string, pos int64) {
 }
 
 // TestNodeReadOfDamagedFragment reads a damaged fragment through a Node, in
-// process and over gRPC: the error says ErrCorrupt on both, so that the
+// process and over gRPC: the error says rpcerr.ErrJournalCorrupt on both, so that the
 // log's owner knows the copy is damaged (and says so) as it reads another
 // replica.
 func TestNodeReadOfDamagedFragment(t *testing.T) {
@@ -131,8 +133,8 @@ func TestNodeReadOfDamagedFragment(t *testing.T) {
 		flipVia(t, env.store.fs, path, frame+frameHeaderBytes+100)
 		p := make([]byte, 1000)
 		n, err := env.node.Read(t.Context(), segA, 1, 0, p)
-		if n != 0 || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
-			t.Fatalf("Read of the damaged fragment: %d bytes, %v; want ErrCorrupt naming %s", n, err, path)
+		if n != 0 || !errors.Is(err, rpcerr.ErrJournalCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Read of the damaged fragment: %d bytes, %v; want rpcerr.ErrJournalCorrupt naming %s", n, err, path)
 		}
 		if sizes, err := env.node.List(t.Context(), segA); err != nil || len(sizes) != 3 {
 			t.Fatalf("List after a damaged read: %v, %v", sizes, err)

@@ -17,7 +17,7 @@
 // # Invariants
 //
 //   - A node holds a prefix of a segment's fragments: fragment n is added
-//     only after n-1 (ErrGap), and is durable only once every fragment
+//     only after n-1 (rpcerr.ErrFragmentGap), and is durable only once every fragment
 //     before it is.
 //   - Once Fence(epoch) has returned, no add below epoch becomes durable,
 //     before or after a crash; the count it returned is the node's durable
@@ -175,9 +175,9 @@
 // MemBytes bounds the total: an add that would pass it first takes durable
 // fragments out of memory, those of sealed segments first, oldest first in
 // their segment (they are read from the journal from then on), and fails with
-// ErrFull only if the fragments not yet durable would still pass it, which
+// rpcerr.ErrReplicaFull only if the fragments not yet durable would still pass it, which
 // means the disk is not keeping up. DiskBytes bounds the journals' bytes,
-// and an add past it fails with ErrFull. Open loads the fragments of
+// and an add past it fails with rpcerr.ErrReplicaFull. Open loads the fragments of
 // unsealed segments, which then leave memory as adds need room.
 //
 // The server reads each fragment it receives into a buffer from

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/internal/blob"
-	"github.com/ternwal/tern/internal/grpcopts"
 	"github.com/ternwal/tern/internal/vfs"
 )
 

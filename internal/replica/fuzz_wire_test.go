@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // FuzzAddConn sends the input to a replica's port after the add
@@ -44,7 +46,7 @@ func FuzzAddConn(f *testing.F) {
 				break
 			}
 			if kind == kindError {
-				if _, ok := wireErrorOf(err); !ok {
+				if _, ok := rpcerr.Reason(err); !ok {
 					t.Fatalf("the replica ended the connection with %v, which says nothing of what was wrong", err)
 				}
 				continue

@@ -21,7 +21,7 @@ var _ Node = (*Local)(nil)
 func NewLocal(s *Store) *Local { return &Local{store: s} }
 
 // Stream opens a stream of adds. Send never blocks: the Store answers a
-// fragment it has no room for with ErrFull.
+// fragment it has no room for with rpcerr.ErrReplicaFull.
 func (l *Local) Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurable func(uint64), onErr func(error)) (Sender, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

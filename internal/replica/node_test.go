@@ -9,6 +9,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -210,7 +212,7 @@ func TestNodeStream(t *testing.T) {
 			t.Errorf("Read at the end = %d, %v; want 0, EOF", k, err)
 		}
 		_, err := env.node.Read(ctx, segA, 300, 0, p)
-		wantErr(t, "Read beyond the count", err, ErrNotFound)
+		wantErr(t, "Read beyond the count", err, rpcerr.ErrSegmentNotFound)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -226,11 +228,11 @@ func TestNodeStream(t *testing.T) {
 		if err := env.node.Seal(ctx, segA, 305); err != nil {
 			t.Fatal(err)
 		}
-		if err := send(s2, 310, []byte("late")); err != nil && !errors.Is(err, ErrSealed) {
+		if err := send(s2, 310, []byte("late")); err != nil && !errors.Is(err, rpcerr.ErrSegmentSealed) {
 			t.Fatalf("Send after Seal: %v", err)
 		}
-		wantErr(t, "stream after Seal", w2.waitErr(), ErrSealed)
-		wantErr(t, "Send after the stream failed", send(s2, 311, []byte("late")), ErrSealed)
+		wantErr(t, "stream after Seal", w2.waitErr(), rpcerr.ErrSegmentSealed)
+		wantErr(t, "Send after the stream failed", send(s2, 311, []byte("late")), rpcerr.ErrSegmentSealed)
 
 		keys := make([]string, 305)
 		for i := range keys {
@@ -246,7 +248,7 @@ func TestNodeStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = env.node.List(ctx, segA)
-		wantErr(t, "List after Drop", err, ErrNotFound)
+		wantErr(t, "List after Drop", err, rpcerr.ErrSegmentNotFound)
 	})
 }
 
@@ -257,30 +259,30 @@ func TestNodeErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := env.node.Fence(ctx, segA, 4)
-		wantErr(t, "Fence below", err, ErrFenced)
+		wantErr(t, "Fence below", err, rpcerr.ErrSegmentFenced)
 		_, err = env.node.List(ctx, segB)
-		wantErr(t, "List of an unknown segment", err, ErrNotFound)
-		wantErr(t, "Seal beyond the count", env.node.Seal(ctx, segA, 1), ErrInvalid)
+		wantErr(t, "List of an unknown segment", err, rpcerr.ErrSegmentNotFound)
+		wantErr(t, "Seal beyond the count", env.node.Seal(ctx, segA, 1), rpcerr.ErrInvalid)
 
 		s, w := stream(t, env.node, segA, 4, 1)
-		if err := send(s, 0, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
+		if err := send(s, 0, []byte("x")); err != nil && !errors.Is(err, rpcerr.ErrSegmentFenced) {
 			t.Fatal(err)
 		}
-		wantErr(t, "stream below the fence", w.waitErr(), ErrFenced)
+		wantErr(t, "stream below the fence", w.waitErr(), rpcerr.ErrSegmentFenced)
 
 		s, w = stream(t, env.node, segB, 1, 1)
-		if err := send(s, 1, []byte("x")); err != nil && !errors.Is(err, ErrGap) {
+		if err := send(s, 1, []byte("x")); err != nil && !errors.Is(err, rpcerr.ErrFragmentGap) {
 			t.Fatal(err)
 		}
-		wantErr(t, "stream with a gap", w.waitErr(), ErrGap)
+		wantErr(t, "stream with a gap", w.waitErr(), rpcerr.ErrFragmentGap)
 
 		s, w = stream(t, env.node, segB, 1, 2)
 		sendAll(t, s, 0, [][]byte{[]byte("x")})
 		w.waitCount(1)
-		if err := send(s, 0, []byte("y")); err != nil && !errors.Is(err, ErrMismatch) {
+		if err := send(s, 0, []byte("y")); err != nil && !errors.Is(err, rpcerr.ErrFragmentMismatch) {
 			t.Fatal(err)
 		}
-		wantErr(t, "stream resending other bytes", w.waitErr(), ErrMismatch)
+		wantErr(t, "stream resending other bytes", w.waitErr(), rpcerr.ErrFragmentMismatch)
 	})
 }
 
@@ -291,10 +293,10 @@ func TestNodeFull(t *testing.T) {
 			s, w := stream(t, env.node, segA, 1, 2)
 			sendAll(t, s, 0, [][]byte{frag(0, 600)})
 			w.waitCount(1)
-			if err := send(s, 1, frag(1, 600)); err != nil && !errors.Is(err, ErrFull) {
+			if err := send(s, 1, frag(1, 600)); err != nil && !errors.Is(err, rpcerr.ErrReplicaFull) {
 				t.Fatal(err)
 			}
-			wantErr(t, "stream over the disk limit", w.waitErr(), ErrFull)
+			wantErr(t, "stream over the disk limit", w.waitErr(), rpcerr.ErrReplicaFull)
 		})
 	}
 }
@@ -309,11 +311,11 @@ func TestNodeFencedByAnother(t *testing.T) {
 		if count, err := env.other.Fence(t.Context(), segA, 2); count != 10 || err != nil {
 			t.Fatalf("Fence = %d, %v; want 10", count, err)
 		}
-		if err := send(s, 10, []byte("x")); err != nil && !errors.Is(err, ErrFenced) {
+		if err := send(s, 10, []byte("x")); err != nil && !errors.Is(err, rpcerr.ErrSegmentFenced) {
 			t.Fatal(err)
 		}
-		wantErr(t, "stream after a fence", w.waitErr(), ErrFenced)
-		wantErr(t, "Send after the stream failed", send(s, 11, []byte("y")), ErrFenced)
+		wantErr(t, "stream after a fence", w.waitErr(), rpcerr.ErrSegmentFenced)
+		wantErr(t, "Send after the stream failed", send(s, 11, []byte("y")), rpcerr.ErrSegmentFenced)
 		if w.last != 10 {
 			t.Errorf("stream reported %d durable", w.last)
 		}
@@ -389,29 +391,6 @@ func TestConnReadLarge(t *testing.T) {
 	}
 	if k, err := env.node.Read(t.Context(), segA, 0, 10, p[:maxReadBytes+5]); k != maxReadBytes+5 || err != nil || !bytes.Equal(p[:k], big[10:10+k]) {
 		t.Errorf("Read inside = %d, %v", k, err)
-	}
-}
-
-func TestWireErrors(t *testing.T) {
-	for _, m := range wireErrors {
-		err := fmt.Errorf("context: %w", m.err)
-		st := status.Convert(toStatus(err))
-		if st.Code() != m.code {
-			t.Errorf("%v crosses as %v, want %v", m.err, st.Code(), m.code)
-		}
-		back := fromStatus(st.Err())
-		if !errors.Is(back, m.err) || back.Error() != err.Error() {
-			t.Errorf("%v comes back as %v", err, back)
-		}
-	}
-	for _, err := range []error{context.Canceled, context.DeadlineExceeded} {
-		if back := fromStatus(toStatus(err)); !errors.Is(back, err) {
-			t.Errorf("%v comes back as %v", err, back)
-		}
-	}
-	other := errors.New("disk on fire")
-	if st := status.Convert(toStatus(other)); st.Code() != codes.Internal || st.Message() != other.Error() {
-		t.Errorf("an unknown error crosses as %v", st)
 	}
 }
 

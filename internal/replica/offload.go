@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -22,7 +24,7 @@ const offloadParallel = 4
 // is stored the segment leaves memory, since its readers are about to move
 // to the bucket. The objects must cover the segment's fragments in order,
 // each at least one. An object already at a key is success if it holds the
-// same bytes (an earlier attempt stored it) and ErrMismatch otherwise.
+// same bytes (an earlier attempt stored it) and rpcerr.ErrFragmentMismatch otherwise.
 // Offload does not drop the segment.
 func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error {
 	s.mu.Lock()
@@ -30,22 +32,22 @@ func (s *Store) Offload(ctx context.Context, id SegmentID, objs []Object) error 
 	switch {
 	case err != nil:
 	case s.bucket == nil:
-		err = fmt.Errorf("%w: offload without a bucket", ErrInvalid)
+		err = fmt.Errorf("%w: offload without a bucket", rpcerr.ErrInvalid)
 	case seg.failed != nil:
 		err = seg.failed
 	case !seg.sealed:
-		err = fmt.Errorf("%w: offload of %v, which is not sealed", ErrInvalid, id)
+		err = fmt.Errorf("%w: offload of %v, which is not sealed", rpcerr.ErrInvalid, id)
 	default:
 		next := uint64(0)
 		for _, o := range objs {
 			if o.From != next || o.To <= o.From {
-				err = fmt.Errorf("%w: offload of %v: object %s holds fragments [%d, %d), not from %d on", ErrInvalid, id, o.Key, o.From, o.To, next)
+				err = fmt.Errorf("%w: offload of %v: object %s holds fragments [%d, %d), not from %d on", rpcerr.ErrInvalid, id, o.Key, o.From, o.To, next)
 				break
 			}
 			next = o.To
 		}
 		if err == nil && next != seg.durable {
-			err = fmt.Errorf("%w: offload of %v: the objects hold %d fragments of %d", ErrInvalid, id, next, seg.durable)
+			err = fmt.Errorf("%w: offload of %v: the objects hold %d fragments of %d", rpcerr.ErrInvalid, id, next, seg.durable)
 		}
 	}
 	s.mu.Unlock()
@@ -95,7 +97,7 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 	}
 	err = s.bucket.PutIfAbsent(ctx, o.Key, parts...)
 	if errors.Is(err, blob.ErrInvalidKey) {
-		return fmt.Errorf("%w: %w", ErrInvalid, err) // the caller's key: no retry helps
+		return fmt.Errorf("%w: %w", rpcerr.ErrInvalid, err) // the caller's key: no retry helps
 	}
 	if !errors.Is(err, blob.ErrExist) {
 		return err
@@ -106,12 +108,12 @@ func (s *Store) upload(ctx context.Context, id SegmentID, o Object) error {
 	}
 	for _, part := range parts {
 		if !bytes.HasPrefix(stored, part) {
-			return fmt.Errorf("%w: another object is stored at the key", ErrMismatch)
+			return fmt.Errorf("%w: another object is stored at the key", rpcerr.ErrFragmentMismatch)
 		}
 		stored = stored[len(part):]
 	}
 	if len(stored) > 0 {
-		return fmt.Errorf("%w: another object is stored at the key", ErrMismatch)
+		return fmt.Errorf("%w: another object is stored at the key", rpcerr.ErrFragmentMismatch)
 	}
 	return nil
 }
@@ -126,7 +128,7 @@ func (s *Store) sealedParts(id SegmentID, from, to uint64) (parts [][]byte, held
 	s.mu.Lock()
 	seg, err := s.lookup(id)
 	if err == nil && to > seg.durable {
-		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", ErrNotFound, to-1, id, seg.durable)
+		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", rpcerr.ErrSegmentNotFound, to-1, id, seg.durable)
 	}
 	var frags []fragment
 	var file vfs.File

@@ -2,8 +2,9 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // SegmentID names a segment on a replica.
@@ -14,34 +15,11 @@ type SegmentID struct {
 
 func (id SegmentID) String() string { return fmt.Sprintf("%d/%d", id.Log, id.Seq) }
 
-// The errors of a replica. Each crosses gRPC as its own status (see
-// errors.go), so errors.Is works the same on a *Local and on a *Conn.
-var (
-	// ErrFenced refuses an add, or a fence, whose epoch is below the
-	// segment's fenced epoch.
-	ErrFenced = errors.New("replica: segment fenced by a newer epoch")
-	// ErrSealed refuses an add to a sealed segment, and a seal at another
-	// count than the one the segment was sealed at.
-	ErrSealed = errors.New("replica: segment is sealed")
-	// ErrGap refuses a fragment whose predecessor the replica does not
-	// have: a replica holds a prefix of a segment's fragments.
-	ErrGap = errors.New("replica: fragment would leave a gap")
-	// ErrFull refuses an add that would take the replica over its memory or
-	// disk budget. It is retriable: the writer goes to another replica.
-	ErrFull = errors.New("replica: replica is full")
-	// ErrNotFound is returned for a segment the replica does not have, and
-	// for a fragment that is not durable on it.
-	ErrNotFound = errors.New("replica: not found")
-	// ErrMismatch refuses a fragment sent again with other bytes than the
-	// ones stored, and an offload that finds another object at its key.
-	ErrMismatch = errors.New("replica: fragment differs from the stored one")
-	// ErrInvalid is returned for a call that can never succeed as made.
-	ErrInvalid = errors.New("replica: invalid argument")
-	// ErrClosed is returned once the Store is closed.
-	ErrClosed = errors.New("replica: store is closed")
-	// ErrCorrupt is wrapped by every *CorruptError.
-	ErrCorrupt = errors.New("replica: corrupt journal")
-)
+// The errors of a replica are defined in package rpcerr, with the gRPC
+// status each crosses as, so errors.Is works the same on a *Local and on a
+// *Conn: rpcerr.ErrSegmentFenced, ErrSegmentSealed, ErrFragmentGap,
+// ErrReplicaFull, ErrSegmentNotFound, ErrFragmentMismatch, ErrInvalid,
+// ErrReplicaClosed and ErrJournalCorrupt.
 
 // CorruptError reports damage that Open will not repair, found in a file at
 // a position.
@@ -55,8 +33,8 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("replica: %s is corrupt at byte %d: %v", e.Path, e.Pos, e.Err)
 }
 
-// Unwrap lets errors.Is match ErrCorrupt and the underlying cause.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+// Unwrap lets errors.Is match rpcerr.ErrJournalCorrupt and the underlying cause.
+func (e *CorruptError) Unwrap() []error { return []error{rpcerr.ErrJournalCorrupt, e.Err} }
 
 // Object is an object that Offload stores: the fragments [From, To) of a
 // segment, concatenated, at Key.

@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
+	"github.com/ternwal/tern/client/grpcopts"
 )
 
 const (
@@ -224,7 +226,7 @@ type service struct {
 
 func segmentID(p *ternpb.ReplicaSegment) (SegmentID, error) {
 	if p == nil {
-		return SegmentID{}, fmt.Errorf("%w: no segment", ErrInvalid)
+		return SegmentID{}, fmt.Errorf("%w: no segment", rpcerr.ErrInvalid)
 	}
 	return SegmentID{Log: p.GetLog(), Seq: p.GetSeq()}, nil
 }
@@ -411,11 +413,11 @@ func (f *flow) release(n int64) {
 func (v *service) Fence(ctx context.Context, req *ternpb.ReplicaFenceRequest) (*ternpb.ReplicaFenceResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	count, err := v.store.Fence(id, req.GetEpoch())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaFenceResponse{Count: count}, nil
 }
@@ -423,11 +425,11 @@ func (v *service) Fence(ctx context.Context, req *ternpb.ReplicaFenceRequest) (*
 func (v *service) List(ctx context.Context, req *ternpb.ReplicaListRequest) (*ternpb.ReplicaListResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	sizes, err := v.store.List(id)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaListResponse{Sizes: sizes}, nil
 }
@@ -435,16 +437,16 @@ func (v *service) List(ctx context.Context, req *ternpb.ReplicaListRequest) (*te
 func (v *service) Read(ctx context.Context, req *ternpb.ReplicaReadRequest) (*ternpb.ReplicaReadResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	if req.GetLength() < 0 {
-		return nil, toStatus(fmt.Errorf("%w: read of %d bytes", ErrInvalid, req.GetLength()))
+		return nil, rpcerr.StatusError(fmt.Errorf("%w: read of %d bytes", rpcerr.ErrInvalid, req.GetLength()))
 	}
 	p := make([]byte, min(req.GetLength(), maxReadBytes))
 	n, err := v.store.Read(id, req.GetN(), req.GetOffset(), p)
 	eof := errors.Is(err, io.EOF)
 	if err != nil && !eof {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaReadResponse{Data: p[:n], Eof: eof}, nil
 }
@@ -452,10 +454,10 @@ func (v *service) Read(ctx context.Context, req *ternpb.ReplicaReadRequest) (*te
 func (v *service) Seal(ctx context.Context, req *ternpb.ReplicaSealRequest) (*ternpb.ReplicaSealResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	if err := v.store.Seal(id, req.GetCount()); err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaSealResponse{}, nil
 }
@@ -463,14 +465,14 @@ func (v *service) Seal(ctx context.Context, req *ternpb.ReplicaSealRequest) (*te
 func (v *service) Offload(ctx context.Context, req *ternpb.ReplicaOffloadRequest) (*ternpb.ReplicaOffloadResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	objs := make([]Object, len(req.GetObjects()))
 	for i, o := range req.GetObjects() {
 		objs[i] = Object{Key: o.GetKey(), From: o.GetFrom(), To: o.GetTo()}
 	}
 	if err := v.store.Offload(ctx, id, objs); err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaOffloadResponse{}, nil
 }
@@ -478,10 +480,10 @@ func (v *service) Offload(ctx context.Context, req *ternpb.ReplicaOffloadRequest
 func (v *service) Drop(ctx context.Context, req *ternpb.ReplicaDropRequest) (*ternpb.ReplicaDropResponse, error) {
 	id, err := segmentID(req.GetSegment())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	if err := v.store.Drop(id); err != nil {
-		return nil, toStatus(err)
+		return nil, rpcerr.StatusError(err)
 	}
 	return &ternpb.ReplicaDropResponse{}, nil
 }

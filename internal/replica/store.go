@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -34,13 +36,13 @@ type Options struct {
 	// offloaded, which Offload uploads from there; DefaultMemBytes if zero.
 	// To make room, durable fragments leave memory, those of sealed
 	// segments first, oldest first in their segment, and are read from the
-	// journal; an add fails with ErrFull only when fragments not yet
+	// journal; an add fails with rpcerr.ErrReplicaFull only when fragments not yet
 	// durable would take memory over MemBytes. The buffers of fragments
 	// that left memory, kept for AddBuffer to reuse, take up to half of
 	// MemBytes more.
 	MemBytes int64
 	// DiskBytes bounds the journals' bytes on disk; zero for no limit. An
-	// add over it fails with ErrFull. The dropped journals kept to be
+	// add over it fails with rpcerr.ErrReplicaFull. The dropped journals kept to be
 	// written over (ReuseJournals) are not counted.
 	DiskBytes int64
 	// ReuseJournals is how many dropped journals the store keeps to write
@@ -135,7 +137,7 @@ type op struct {
 // on the directory until Close.
 func Open(opts Options) (*Store, error) {
 	if opts.FS == nil || opts.Dir == "" {
-		return nil, fmt.Errorf("%w: options need FS and Dir", ErrInvalid)
+		return nil, fmt.Errorf("%w: options need FS and Dir", rpcerr.ErrInvalid)
 	}
 	s := &Store{
 		fs:      opts.FS,
@@ -209,7 +211,7 @@ func (s *Store) AddBuffer(id SegmentID, epoch, n uint64, data []byte, sum uint32
 // releases; a fragment that keeps data takes a hold of its own.
 func (s *Store) add(id SegmentID, epoch, n uint64, data []byte, b *pooled, sum uint32, done func(error)) error {
 	if len(data) > MaxFragmentBytes {
-		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", ErrInvalid, len(data), MaxFragmentBytes)
+		return fmt.Errorf("%w: fragment of %d bytes, the limit is %d", rpcerr.ErrInvalid, len(data), MaxFragmentBytes)
 	}
 	if done == nil {
 		done = func(error) {}
@@ -218,15 +220,15 @@ func (s *Store) add(id SegmentID, epoch, n uint64, data []byte, b *pooled, sum u
 	defer s.mu.Unlock()
 	defer s.release(b)
 	if s.closed {
-		return ErrClosed
+		return rpcerr.ErrReplicaClosed
 	}
 	seg := s.segs[id]
 	if seg == nil {
 		if n > 0 {
-			return fmt.Errorf("%w: fragment %d of %v, which has none", ErrGap, n, id)
+			return fmt.Errorf("%w: fragment %d of %v, which has none", rpcerr.ErrFragmentGap, n, id)
 		}
 		if !s.makeRoom(int64(len(data)), headerBytes+frameBytes(len(data))) {
-			return fmt.Errorf("%w: no room for a new segment %v", ErrFull, id)
+			return fmt.Errorf("%w: no room for a new segment %v", rpcerr.ErrReplicaFull, id)
 		}
 		seg = s.newSegment(id, epoch)
 	}
@@ -235,9 +237,9 @@ func (s *Store) add(id SegmentID, epoch, n uint64, data []byte, b *pooled, sum u
 	}
 	switch {
 	case epoch < seg.fenced:
-		return fmt.Errorf("%w: epoch %d is below %d on %v", ErrFenced, epoch, seg.fenced, id)
+		return fmt.Errorf("%w: epoch %d is below %d on %v", rpcerr.ErrSegmentFenced, epoch, seg.fenced, id)
 	case seg.sealed || seg.sealing:
-		return fmt.Errorf("%w: %v", ErrSealed, id)
+		return fmt.Errorf("%w: %v", rpcerr.ErrSegmentSealed, id)
 	}
 	queued := uint64(len(seg.frags))
 	switch {
@@ -247,16 +249,16 @@ func (s *Store) add(id SegmentID, epoch, n uint64, data []byte, b *pooled, sum u
 			return err
 		}
 		if !same {
-			return fmt.Errorf("%w: fragment %d of %v", ErrMismatch, n, id)
+			return fmt.Errorf("%w: fragment %d of %v", rpcerr.ErrFragmentMismatch, n, id)
 		}
 		s.enqueue(op{seg: seg, n: n, done: done})
 		return nil
 	case n > queued:
-		return fmt.Errorf("%w: fragment %d of %v, which has %d", ErrGap, n, id, queued)
+		return fmt.Errorf("%w: fragment %d of %v, which has %d", rpcerr.ErrFragmentGap, n, id, queued)
 	}
 	size := frameBytes(len(data))
 	if !s.makeRoom(int64(len(data)), size) {
-		return fmt.Errorf("%w: fragment %d of %v", ErrFull, n, id)
+		return fmt.Errorf("%w: fragment %d of %v", rpcerr.ErrReplicaFull, n, id)
 	}
 	if n == 0 {
 		// The first add's epoch fences older writers, as Fence would.
@@ -343,7 +345,7 @@ func (seg *segment) usable() error {
 	case seg.failed != nil:
 		return seg.failed
 	case seg.dropping:
-		return fmt.Errorf("%w: segment %v is dropped", ErrNotFound, seg.id)
+		return fmt.Errorf("%w: segment %v is dropped", rpcerr.ErrSegmentNotFound, seg.id)
 	}
 	return nil
 }
@@ -359,7 +361,7 @@ func (s *Store) enqueue(o op) {
 // it, with s.mu held when called; it returns with s.mu held.
 func (s *Store) barrier(seg *segment) error {
 	if s.closed {
-		return ErrClosed
+		return rpcerr.ErrReplicaClosed
 	}
 	ch := make(chan error, 1)
 	s.enqueue(op{seg: seg, done: func(err error) { ch <- err }})
@@ -372,13 +374,13 @@ func (s *Store) barrier(seg *segment) error {
 // Fence refuses, from now on, adds to seg with an epoch below epoch, and
 // returns the durable fragment count once every add queued before it is
 // durable or failed and the new fenced epoch is durable. Fencing at the
-// fenced epoch again only waits; below it fails with ErrFenced. An unknown
+// fenced epoch again only waits; below it fails with rpcerr.ErrSegmentFenced. An unknown
 // segment is created, empty. Adds at epoch or above are still accepted.
 func (s *Store) Fence(id SegmentID, epoch uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, ErrClosed
+		return 0, rpcerr.ErrReplicaClosed
 	}
 	seg := s.segs[id]
 	if seg == nil {
@@ -388,7 +390,7 @@ func (s *Store) Fence(id SegmentID, epoch uint64) (uint64, error) {
 		return 0, err
 	}
 	if epoch < seg.fenced {
-		return 0, fmt.Errorf("%w: epoch %d is below %d on %v", ErrFenced, epoch, seg.fenced, id)
+		return 0, fmt.Errorf("%w: epoch %d is below %d on %v", rpcerr.ErrSegmentFenced, epoch, seg.fenced, id)
 	}
 	raised := epoch > seg.fenced
 	seg.fenced = epoch
@@ -416,21 +418,21 @@ func (s *Store) List(id SegmentID) ([]int64, error) {
 	return sizes, nil
 }
 
-// lookup returns the segment, with s.mu held, or ErrNotFound.
+// lookup returns the segment, with s.mu held, or rpcerr.ErrSegmentNotFound.
 func (s *Store) lookup(id SegmentID) (*segment, error) {
 	if s.closed {
-		return nil, ErrClosed
+		return nil, rpcerr.ErrReplicaClosed
 	}
 	seg := s.segs[id]
 	if seg == nil || seg.dropping {
-		return nil, fmt.Errorf("%w: segment %v", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: segment %v", rpcerr.ErrSegmentNotFound, id)
 	}
 	return seg, nil
 }
 
 // Read reads durable fragment n of seg from off into p, as io.ReaderAt
 // does: it returns fewer than len(p) bytes only at the fragment's end, and
-// then io.EOF. It fails with ErrNotFound if the segment is unknown or the
+// then io.EOF. It fails with rpcerr.ErrSegmentNotFound if the segment is unknown or the
 // fragment not durable. It reads from memory while the fragment is held
 // there, and otherwise from the journal: the whole frame, even for part of
 // the fragment, which is checked first. A frame that fails its check gives
@@ -439,7 +441,7 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 	s.mu.Lock()
 	seg, err := s.lookup(id)
 	if err == nil && n >= seg.durable {
-		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", ErrNotFound, n, id, seg.durable)
+		err = fmt.Errorf("%w: fragment %d of %v, which has %d durable", rpcerr.ErrSegmentNotFound, n, id, seg.durable)
 	}
 	if err != nil {
 		s.mu.Unlock()
@@ -454,7 +456,7 @@ func (s *Store) Read(id SegmentID, n uint64, off int64, p []byte) (int, error) {
 		testHookRead()
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("%w: read at offset %d", ErrInvalid, off)
+		return 0, fmt.Errorf("%w: read at offset %d", rpcerr.ErrInvalid, off)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -511,9 +513,9 @@ func (s *Store) lookupLocked(id SegmentID) (*segment, error) {
 }
 
 // Seal discards seg's fragments from count on and closes the segment to
-// adds (ErrSealed), durably: the fragments beyond count are cut from the
+// adds (rpcerr.ErrSegmentSealed), durably: the fragments beyond count are cut from the
 // journal. count must not exceed the durable count. Sealing again at the
-// same count succeeds; at another count it fails with ErrSealed. A sealed
+// same count succeeds; at another count it fails with rpcerr.ErrSegmentSealed. A sealed
 // segment's fragments stay in memory, for Offload, until it is offloaded or
 // dropped or memory is needed.
 func (s *Store) Seal(id SegmentID, count uint64) error {
@@ -530,12 +532,12 @@ func (s *Store) Seal(id SegmentID, count uint64) error {
 	}
 	if seg.sealed {
 		if count != seg.durable {
-			return fmt.Errorf("%w: %v is sealed at %d fragments, not %d", ErrSealed, id, seg.durable, count)
+			return fmt.Errorf("%w: %v is sealed at %d fragments, not %d", rpcerr.ErrSegmentSealed, id, seg.durable, count)
 		}
 		return nil
 	}
 	if count > uint64(len(seg.frags)) {
-		return fmt.Errorf("%w: seal %v at %d fragments, it has %d", ErrInvalid, id, count, len(seg.frags))
+		return fmt.Errorf("%w: seal %v at %d fragments, it has %d", rpcerr.ErrInvalid, id, count, len(seg.frags))
 	}
 	// Refuse adds, and let those queued finish.
 	seg.sealing = true
@@ -545,7 +547,7 @@ func (s *Store) Seal(id SegmentID, count uint64) error {
 	}
 	if count > seg.durable {
 		seg.sealing = false
-		return fmt.Errorf("%w: seal %v at %d fragments, %d are durable", ErrInvalid, id, count, seg.durable)
+		return fmt.Errorf("%w: seal %v at %d fragments, %d are durable", rpcerr.ErrInvalid, id, count, seg.durable)
 	}
 	seg.sealTo, seg.sealSet = count, true
 	if err := s.barrier(seg); err != nil {
@@ -562,7 +564,7 @@ func (s *Store) Drop(id SegmentID) error {
 	seg, closed := s.segs[id], s.closed
 	s.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return rpcerr.ErrReplicaClosed
 	}
 	if seg == nil {
 		return nil
@@ -579,7 +581,7 @@ func (s *Store) Drop(id SegmentID) error {
 		// a retry must not send the committer a segment whose journal is
 		// gone, which it would create again.
 		seg.dropping = true
-		if err := s.barrier(seg); errors.Is(err, ErrClosed) {
+		if err := s.barrier(seg); errors.Is(err, rpcerr.ErrReplicaClosed) {
 			s.mu.Unlock()
 			return err
 		}
@@ -715,7 +717,7 @@ func (s *Store) Segments() []SegmentInfo {
 }
 
 // Close lets the committer finish what is queued, then closes the journals
-// and releases the directory. Calls after Close fail with ErrClosed.
+// and releases the directory. Calls after Close fail with rpcerr.ErrReplicaClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -47,11 +49,11 @@ func TestAddListRead(t *testing.T) {
 				t.Errorf("Read at the end = %d, %v", n, err)
 			}
 			_, err := s.Read(segA, 20, 0, p)
-			wantErr(t, "Read beyond the count", err, ErrNotFound)
+			wantErr(t, "Read beyond the count", err, rpcerr.ErrSegmentNotFound)
 			_, err = s.Read(segC, 0, 0, p)
-			wantErr(t, "Read of an unknown segment", err, ErrNotFound)
+			wantErr(t, "Read of an unknown segment", err, rpcerr.ErrSegmentNotFound)
 			_, err = s.List(segC)
-			wantErr(t, "List of an unknown segment", err, ErrNotFound)
+			wantErr(t, "List of an unknown segment", err, rpcerr.ErrSegmentNotFound)
 
 			s = reopen(t, s)
 			checkFrags(t, s, segA, want)
@@ -87,14 +89,14 @@ func (c chroot) Lock(name string) (io.Closer, error)   { return c.FS.Lock(c.p(na
 
 func TestPrefix(t *testing.T) {
 	s := open(t, vfs.NewMem())
-	wantErr(t, "first add at 1", add(s, segA, 1, 1, []byte("x")), ErrGap)
+	wantErr(t, "first add at 1", add(s, segA, 1, 1, []byte("x")), rpcerr.ErrFragmentGap)
 	if got := s.Segments(); len(got) != 0 {
 		t.Errorf("a refused add created %v", got)
 	}
 	mustAdd(t, s, segA, 1, 0, []byte("zero"))
-	wantErr(t, "add at 2 after 0", add(s, segA, 1, 2, []byte("two")), ErrGap)
+	wantErr(t, "add at 2 after 0", add(s, segA, 1, 2, []byte("two")), rpcerr.ErrFragmentGap)
 	mustAdd(t, s, segA, 1, 0, []byte("zero"))
-	wantErr(t, "add of 0 with other bytes", add(s, segA, 1, 0, []byte("nought")), ErrMismatch)
+	wantErr(t, "add of 0 with other bytes", add(s, segA, 1, 0, []byte("nought")), rpcerr.ErrFragmentMismatch)
 	mustAdd(t, s, segA, 1, 1, []byte("one"))
 	// Re-adding queued fragments is idempotent too, done in order.
 	ch := make(chan uint64, 3)
@@ -123,10 +125,10 @@ func TestFence(t *testing.T) {
 	if count, err := s.Fence(segA, 2); count != 2 || err != nil {
 		t.Fatalf("Fence = %d, %v; want 2", count, err)
 	}
-	wantErr(t, "add below the fence", add(s, segA, 1, 2, []byte("x")), ErrFenced)
-	wantErr(t, "re-add below the fence", add(s, segA, 1, 0, frag(0, 10)), ErrFenced)
+	wantErr(t, "add below the fence", add(s, segA, 1, 2, []byte("x")), rpcerr.ErrSegmentFenced)
+	wantErr(t, "re-add below the fence", add(s, segA, 1, 0, frag(0, 10)), rpcerr.ErrSegmentFenced)
 	_, err := s.Fence(segA, 1)
-	wantErr(t, "Fence below the fence", err, ErrFenced)
+	wantErr(t, "Fence below the fence", err, rpcerr.ErrSegmentFenced)
 	if count, err := s.Fence(segA, 2); count != 2 || err != nil {
 		t.Fatalf("Fence again = %d, %v; want 2", count, err)
 	}
@@ -142,10 +144,10 @@ func TestFence(t *testing.T) {
 	}
 
 	s = reopen(t, s)
-	wantErr(t, "add below the fence after reopening", add(s, segA, 1, 4, []byte("x")), ErrFenced)
-	wantErr(t, "add below the fence of a new segment", add(s, segC, 4, 0, []byte("x")), ErrFenced)
+	wantErr(t, "add below the fence after reopening", add(s, segA, 1, 4, []byte("x")), rpcerr.ErrSegmentFenced)
+	wantErr(t, "add below the fence of a new segment", add(s, segC, 4, 0, []byte("x")), rpcerr.ErrSegmentFenced)
 	_, err = s.Fence(segC, 4)
-	wantErr(t, "Fence below after reopening", err, ErrFenced)
+	wantErr(t, "Fence below after reopening", err, rpcerr.ErrSegmentFenced)
 	if got := info(t, s, segA); got.Epoch != 2 || got.Count != 4 {
 		t.Errorf("after reopening: %+v", got)
 	}
@@ -163,8 +165,8 @@ func TestFirstAddEpochPersists(t *testing.T) {
 	// Only the first add fences.
 	mustAdd(t, s, segA, 7, 1, []byte("a"))
 	s = reopen(t, s)
-	wantErr(t, "add below the first add's epoch", add(s, segA, 4, 2, []byte("x")), ErrFenced)
-	wantErr(t, "add below the first add's raised epoch", add(s, segB, 5, 1, []byte("x")), ErrFenced)
+	wantErr(t, "add below the first add's epoch", add(s, segA, 4, 2, []byte("x")), rpcerr.ErrSegmentFenced)
+	wantErr(t, "add below the first add's raised epoch", add(s, segB, 5, 1, []byte("x")), rpcerr.ErrSegmentFenced)
 	mustAdd(t, s, segA, 6, 2, []byte("x"))
 }
 
@@ -212,17 +214,17 @@ func TestSeal(t *testing.T) {
 	s := open(t, vfs.NewMem())
 	want := frags(5, 700)
 	addAll(t, s, segA, 1, 0, want)
-	wantErr(t, "Seal beyond the count", s.Seal(segA, 6), ErrInvalid)
+	wantErr(t, "Seal beyond the count", s.Seal(segA, 6), rpcerr.ErrInvalid)
 	if err := s.Seal(segA, 3); err != nil {
 		t.Fatal(err)
 	}
 	checkFrags(t, s, segA, want[:3])
-	wantErr(t, "add after Seal", add(s, segA, 1, 3, want[3]), ErrSealed)
-	wantErr(t, "re-add after Seal", add(s, segA, 1, 0, want[0]), ErrSealed)
+	wantErr(t, "add after Seal", add(s, segA, 1, 3, want[3]), rpcerr.ErrSegmentSealed)
+	wantErr(t, "re-add after Seal", add(s, segA, 1, 0, want[0]), rpcerr.ErrSegmentSealed)
 	if err := s.Seal(segA, 3); err != nil {
 		t.Errorf("Seal again: %v", err)
 	}
-	wantErr(t, "Seal at another count", s.Seal(segA, 2), ErrSealed)
+	wantErr(t, "Seal at another count", s.Seal(segA, 2), rpcerr.ErrSegmentSealed)
 	// The fragments kept stay in memory, for the offload.
 	if got := info(t, s, segA); !got.Sealed || got.MemBytes != 700+737+774 || got.Count != 3 {
 		t.Errorf("after Seal: %+v", got)
@@ -248,10 +250,10 @@ func TestSeal(t *testing.T) {
 
 	s = reopen(t, s)
 	checkFrags(t, s, segA, want[:3])
-	wantErr(t, "add after reopening", add(s, segA, 9, 3, want[3]), ErrSealed)
-	wantErr(t, "Seal at another count after reopening", s.Seal(segA, 4), ErrSealed)
+	wantErr(t, "add after reopening", add(s, segA, 9, 3, want[3]), rpcerr.ErrSegmentSealed)
+	wantErr(t, "Seal at another count after reopening", s.Seal(segA, 4), rpcerr.ErrSegmentSealed)
 	_, err = s.Fence(segA, 8)
-	wantErr(t, "Fence of a sealed segment below its fence", err, ErrFenced)
+	wantErr(t, "Fence of a sealed segment below its fence", err, rpcerr.ErrSegmentFenced)
 	if got := info(t, s, segB); !got.Sealed || got.Count != 0 || got.Epoch != 4 {
 		t.Errorf("empty sealed segment after reopening: %+v", got)
 	}
@@ -320,7 +322,7 @@ func TestLimits(t *testing.T) {
 
 		// A re-add compares with the journal's copy.
 		mustAdd(t, s, segA, 1, 0, frag(0, 600))
-		wantErr(t, "re-add of a fragment out of memory, other bytes", add(s, segA, 1, 0, frag(9, 600)), ErrMismatch)
+		wantErr(t, "re-add of a fragment out of memory, other bytes", add(s, segA, 1, 0, frag(9, 600)), rpcerr.ErrFragmentMismatch)
 
 		// Fragments not yet durable stay, and past the limit an add is
 		// refused until the disk catches up.
@@ -330,8 +332,8 @@ func TestLimits(t *testing.T) {
 		if err := s.Add(segA, 1, 0, frag(0, 600), FrameSum(0, frag(0, 600)), func(err error) { done <- err }); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, "add over the limit", s.Add(segA, 1, 1, frag(1, 600), FrameSum(1, frag(1, 600)), nil), ErrFull)
-		wantErr(t, "new segment over the limit", s.Add(segB, 1, 0, frag(1, 600), FrameSum(0, frag(1, 600)), nil), ErrFull)
+		wantErr(t, "add over the limit", s.Add(segA, 1, 1, frag(1, 600), FrameSum(1, frag(1, 600)), nil), rpcerr.ErrReplicaFull)
+		wantErr(t, "new segment over the limit", s.Add(segB, 1, 0, frag(1, 600), FrameSum(0, frag(1, 600)), nil), rpcerr.ErrReplicaFull)
 		close(release)
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -360,12 +362,12 @@ func TestLimits(t *testing.T) {
 		addAll(t, s, segA, 1, 0, frags(3, 100)[:1])
 		mustAdd(t, s, segA, 1, 1, frag(1, 100))
 		mustAdd(t, s, segB, 1, 0, frag(2, 100))
-		wantErr(t, "add over the limit", add(s, segB, 1, 1, frag(3, 100)), ErrFull)
+		wantErr(t, "add over the limit", add(s, segB, 1, 1, frag(3, 100)), rpcerr.ErrReplicaFull)
 		if err := s.Seal(segA, 1); err != nil { // cuts fragment 1
 			t.Fatal(err)
 		}
 		mustAdd(t, s, segB, 1, 1, frag(3, 100))
-		wantErr(t, "add over the limit", add(s, segB, 1, 2, frag(4, 100)), ErrFull)
+		wantErr(t, "add over the limit", add(s, segB, 1, 2, frag(4, 100)), rpcerr.ErrReplicaFull)
 		if err := s.Drop(segA); err != nil {
 			t.Fatal(err)
 		}
@@ -389,14 +391,14 @@ func TestOffload(t *testing.T) {
 	want := frags(6, 1000)
 	addAll(t, s, segA, 1, 0, want)
 	keys := []string{"1/1/0", "1/1/1", "1/1/2", "1/1/3", "1/1/4", "1/1/5"}
-	wantErr(t, "Offload of an unsealed segment", s.Offload(ctx, segA, one(keys...)), ErrInvalid)
+	wantErr(t, "Offload of an unsealed segment", s.Offload(ctx, segA, one(keys...)), rpcerr.ErrInvalid)
 	if err := s.Seal(segA, 6); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "Offload of too few fragments", s.Offload(ctx, segA, one(keys[:5]...)), ErrInvalid)
-	wantErr(t, "Offload with a gap", s.Offload(ctx, segA, []Object{{"a", 0, 2}, {"b", 3, 6}}), ErrInvalid)
-	wantErr(t, "Offload of an empty object", s.Offload(ctx, segA, []Object{{"a", 0, 0}, {"b", 0, 6}}), ErrInvalid)
-	wantErr(t, "Offload of an unknown segment", s.Offload(ctx, segB, nil), ErrNotFound)
+	wantErr(t, "Offload of too few fragments", s.Offload(ctx, segA, one(keys[:5]...)), rpcerr.ErrInvalid)
+	wantErr(t, "Offload with a gap", s.Offload(ctx, segA, []Object{{"a", 0, 2}, {"b", 3, 6}}), rpcerr.ErrInvalid)
+	wantErr(t, "Offload of an empty object", s.Offload(ctx, segA, []Object{{"a", 0, 0}, {"b", 0, 6}}), rpcerr.ErrInvalid)
+	wantErr(t, "Offload of an unknown segment", s.Offload(ctx, segB, nil), rpcerr.ErrSegmentNotFound)
 	// An earlier attempt stored some of them.
 	if err := bucket.PutIfAbsent(ctx, keys[2], want[2]); err != nil {
 		t.Fatal(err)
@@ -434,7 +436,7 @@ func TestOffload(t *testing.T) {
 	if err := bucket.PutIfAbsent(ctx, "1/2/1", []byte("someone else")); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "Offload over another object", s.Offload(ctx, segB, one("1/2/0", "1/2/1")), ErrMismatch)
+	wantErr(t, "Offload over another object", s.Offload(ctx, segB, one("1/2/0", "1/2/1")), rpcerr.ErrFragmentMismatch)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -476,7 +478,7 @@ func TestAddKeepsTheWritersSum(t *testing.T) {
 
 // TestOffloadChecksFrames offloads fragments shorter and longer than a frame
 // header, joined into objects, from a journal on disk; then a bit flipped
-// in a sealed fragment makes Offload fail with ErrCorrupt and store nothing.
+// in a sealed fragment makes Offload fail with rpcerr.ErrJournalCorrupt and store nothing.
 func TestOffloadChecksFrames(t *testing.T) {
 	root := t.TempDir()
 	bucket := blob.NewMem()
@@ -524,8 +526,8 @@ func TestOffloadChecksFrames(t *testing.T) {
 	f.Close()
 	err = s.Offload(ctx, segA, []Object{{"d", 0, 8}})
 	var ce *CorruptError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Pos != pos-frameHeaderBytes-100 {
-		t.Fatalf("Offload of a flipped fragment: %v, want ErrCorrupt at %d", err, pos-frameHeaderBytes-100)
+	if !errors.As(err, &ce) || !errors.Is(err, rpcerr.ErrJournalCorrupt) || ce.Pos != pos-frameHeaderBytes-100 {
+		t.Fatalf("Offload of a flipped fragment: %v, want rpcerr.ErrJournalCorrupt at %d", err, pos-frameHeaderBytes-100)
 	}
 	if _, err := bucket.Get(ctx, "d"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("the flipped fragment was stored, or: %v", err)
@@ -563,9 +565,9 @@ func TestDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.List(segA)
-	wantErr(t, "List after Drop", err, ErrNotFound)
+	wantErr(t, "List after Drop", err, rpcerr.ErrSegmentNotFound)
 	_, err = s.Read(segA, 0, 0, make([]byte, 1))
-	wantErr(t, "Read after Drop", err, ErrNotFound)
+	wantErr(t, "Read after Drop", err, rpcerr.ErrSegmentNotFound)
 	for _, path := range []string{journalPath(testDir, segA), statePath(testDir, segA)} {
 		if _, err := s.fs.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Drop: %v", path, err)
@@ -582,7 +584,7 @@ func TestDrop(t *testing.T) {
 	}
 	s = reopen(t, s)
 	_, err = s.List(segA)
-	wantErr(t, "List after reopening", err, ErrNotFound)
+	wantErr(t, "List after reopening", err, rpcerr.ErrSegmentNotFound)
 	// The ID is free again, at any epoch.
 	mustAdd(t, s, segA, 1, 0, []byte("again"))
 	checkFrags(t, s, segA, [][]byte{[]byte("again")})
@@ -735,7 +737,7 @@ func TestRecoverRefusesDamage(t *testing.T) {
 	writeFile(t, fs, path, b)
 	_, err := openErr(fs)
 	var ce *CorruptError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Path != path || ce.Pos != headerBytes+frameBytes(100) {
+	if !errors.As(err, &ce) || !errors.Is(err, rpcerr.ErrJournalCorrupt) || ce.Path != path || ce.Pos != headerBytes+frameBytes(100) {
 		t.Fatalf("Open of a damaged journal: %v", err)
 	}
 	if !strings.Contains(err.Error(), path) {
@@ -814,13 +816,13 @@ func TestClosed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "Add after Close", add(s, segA, 1, 1, []byte("a")), ErrClosed)
+	wantErr(t, "Add after Close", add(s, segA, 1, 1, []byte("a")), rpcerr.ErrReplicaClosed)
 	_, err := s.Fence(segA, 2)
-	wantErr(t, "Fence after Close", err, ErrClosed)
+	wantErr(t, "Fence after Close", err, rpcerr.ErrReplicaClosed)
 	_, err = s.Read(segA, 0, 0, make([]byte, 1))
-	wantErr(t, "Read after Close", err, ErrClosed)
-	wantErr(t, "Seal after Close", s.Seal(segA, 1), ErrClosed)
-	wantErr(t, "Drop after Close", s.Drop(segA), ErrClosed)
+	wantErr(t, "Read after Close", err, rpcerr.ErrReplicaClosed)
+	wantErr(t, "Seal after Close", s.Seal(segA, 1), rpcerr.ErrReplicaClosed)
+	wantErr(t, "Drop after Close", s.Drop(segA), rpcerr.ErrReplicaClosed)
 	open(t, s.fs)
 }
 

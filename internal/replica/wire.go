@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // The add stream is not a gRPC call: the owner of a log sends every
@@ -100,12 +102,12 @@ func putClientFrame(b *[clientFrameBytes]byte, kind byte, n uint64, length int, 
 
 // readClientFrame reads a frame's header from r, and a fragment's data into
 // a buffer from alloc. A fragment over MaxFragmentBytes, or an unknown kind, is
-// ErrInvalid. It returns io.EOF only when r ends between frames.
+// rpcerr.ErrInvalid. It returns io.EOF only when r ends between frames.
 func readClientFrame(r io.Reader, alloc func(int) []byte) (kind byte, n uint64, data []byte, sum uint32, err error) {
 	var h [clientFrameBytes]byte
 	if k, err := io.ReadFull(r, h[:]); err != nil {
 		if k > 0 && err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("%w: the connection ended in a frame's header", ErrInvalid)
+			err = fmt.Errorf("%w: the connection ended in a frame's header", rpcerr.ErrInvalid)
 		}
 		return 0, 0, nil, 0, err
 	}
@@ -115,14 +117,14 @@ func readClientFrame(r io.Reader, alloc func(int) []byte) (kind byte, n uint64, 
 	case kind == kindPing && n == 0 && length == 0 && sum == 0:
 		return kind, 0, nil, 0, nil
 	case kind != kindFragment:
-		return 0, 0, nil, 0, fmt.Errorf("%w: add frame of kind %d, n %d, length %d", ErrInvalid, kind, n, length)
+		return 0, 0, nil, 0, fmt.Errorf("%w: add frame of kind %d, n %d, length %d", rpcerr.ErrInvalid, kind, n, length)
 	case length > MaxFragmentBytes:
-		return 0, 0, nil, 0, fmt.Errorf("%w: fragment %d has %d bytes, over %d", ErrInvalid, n, length, MaxFragmentBytes)
+		return 0, 0, nil, 0, fmt.Errorf("%w: fragment %d has %d bytes, over %d", rpcerr.ErrInvalid, n, length, MaxFragmentBytes)
 	}
 	data = alloc(length)
 	if _, err := io.ReadFull(r, data); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			err = fmt.Errorf("%w: the connection ended in fragment %d", ErrInvalid, n)
+			err = fmt.Errorf("%w: the connection ended in fragment %d", rpcerr.ErrInvalid, n)
 		}
 		return 0, 0, nil, 0, err
 	}
@@ -134,11 +136,11 @@ func appendCount(b []byte, kind byte, count uint64) []byte {
 	return binary.LittleEndian.AppendUint64(b, count)
 }
 
-// appendError encodes err as wireErrors and toStatus would cross gRPC:
-// the reason of the first sentinel it matches, or none, and its message.
+// appendError encodes err as it would cross gRPC (rpcerr.Status): the
+// reason of the first sentinel it matches, or none, and its message.
 func appendError(b []byte, err error) []byte {
-	m, _ := wireErrorOf(err) // no reason for an error it does not list
-	reason, msg := m.reason, err.Error()
+	reason, _ := rpcerr.Reason(err) // no reason for an error it does not list
+	msg := err.Error()
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage]
 	}
@@ -188,7 +190,7 @@ func readErrorFrame(r *bufio.Reader) error {
 	if _, err := io.ReadFull(r, msg); err != nil {
 		return noEOF(err)
 	}
-	if err, ok := fromReason(string(reason), string(msg)); ok {
+	if err, ok := rpcerr.FromReason(string(reason), string(msg)); ok {
 		return err
 	}
 	return errors.New(string(msg))

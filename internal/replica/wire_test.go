@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // shortKeepalive pings every 100ms and gives up after 1.5s of silence:
@@ -132,9 +134,9 @@ func TestAddConnBadFrames(t *testing.T) {
 		frame []byte
 		want  error
 	}{
-		{"oversized", oversized[:], ErrInvalid},
-		{"unknown kind", appendClientFrame(nil, 9, 0, ""), ErrInvalid},
-		{"gap", appendClientFrame(nil, kindFragment, 5, "x"), ErrGap},
+		{"oversized", oversized[:], rpcerr.ErrInvalid},
+		{"unknown kind", appendClientFrame(nil, 9, 0, ""), rpcerr.ErrInvalid},
+		{"gap", appendClientFrame(nil, kindFragment, 5, "x"), rpcerr.ErrFragmentGap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, r := rawAdd(t, addr, SegmentID{Log: 7, Seq: 1}, 1)
@@ -152,20 +154,24 @@ func TestAddConnBadFrames(t *testing.T) {
 // A server's error crosses an error frame as the sentinel it matched, with
 // its message.
 func TestAddConnErrorFrame(t *testing.T) {
-	for _, m := range wireErrors {
-		err := errors.New("context: " + m.err.Error())
-		err = errors.Join(err, m.err)
+	sentinels := []error{
+		rpcerr.ErrSegmentFenced, rpcerr.ErrSegmentSealed, rpcerr.ErrFragmentGap, rpcerr.ErrFragmentMismatch,
+		rpcerr.ErrReplicaFull, rpcerr.ErrSegmentNotFound, rpcerr.ErrInvalid, rpcerr.ErrReplicaClosed, rpcerr.ErrJournalCorrupt,
+	}
+	for _, sentinel := range sentinels {
+		err := errors.New("context: " + sentinel.Error())
+		err = errors.Join(err, sentinel)
 		b := appendError(nil, err)
 		kind, _, back := readServerFrame(bufio.NewReader(bytes.NewReader(b)))
-		if kind != kindError || !errors.Is(back, m.err) || back.Error() != err.Error() {
+		if kind != kindError || !errors.Is(back, sentinel) || back.Error() != err.Error() {
 			t.Errorf("%v comes back as kind %d, %v", err, kind, back)
 		}
 	}
 	other := errors.New("disk on fire")
 	_, _, back := readServerFrame(bufio.NewReader(bytes.NewReader(appendError(nil, other))))
-	for _, m := range wireErrors {
-		if errors.Is(back, m.err) {
-			t.Errorf("an unknown error came back as %v", m.err)
+	for _, sentinel := range sentinels {
+		if errors.Is(back, sentinel) {
+			t.Errorf("an unknown error came back as %v", sentinel)
 		}
 	}
 	if back.Error() != other.Error() {

@@ -49,6 +49,6 @@
 // a valid batch with the expected base offset. If no valid batch starts at or
 // after that position anywhere in the file, the bytes from it on are a torn
 // tail left by a crash and are truncated. Otherwise the damage is not a torn
-// tail: recovery refuses to guess and returns a *CorruptError naming the file
+// tail: recovery refuses to guess and returns a *rpcerr.CorruptError naming the file
 // and position.
 package segment

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 )
@@ -48,11 +50,11 @@ func FuzzRecover(f *testing.F) {
 		info, w, err := segment.Recover(fs, path, 0)
 		after := readFile(t, fs, path)
 		if err != nil {
-			if !errors.Is(err, segment.ErrCorrupt) && !errors.Is(err, segment.ErrUnfinished) {
-				t.Fatalf("Recover: %v, want ErrCorrupt or ErrUnfinished", err)
+			if !errors.Is(err, rpcerr.ErrCorrupt) && !errors.Is(err, segment.ErrUnfinished) {
+				t.Fatalf("Recover: %v, want rpcerr.ErrCorrupt or ErrUnfinished", err)
 			}
-			if ce, ok := errors.AsType[*segment.CorruptError](err); ok && (ce.Path != path || ce.Pos < 0 || ce.Pos > int64(len(data))) {
-				t.Fatalf("CorruptError names %s at byte %d of %d", ce.Path, ce.Pos, len(data))
+			if ce, ok := errors.AsType[*rpcerr.CorruptError](err); ok && (ce.Path != path || ce.Pos < 0 || ce.Pos > int64(len(data))) {
+				t.Fatalf("rpcerr.CorruptError names %s at byte %d of %d", ce.Path, ce.Pos, len(data))
 			}
 			if !bytes.Equal(after, data) {
 				t.Fatal("a failed Recover modified the file")
@@ -203,8 +205,8 @@ func FuzzReadSealed(f *testing.F) {
 			fs, path := memFile(t, base, append(slices.Clone(prefix), foot...))
 			info, err := segment.ReadSealed(fs, path)
 			if err != nil {
-				if !errors.Is(err, segment.ErrCorrupt) {
-					t.Fatalf("ReadSealed: %v, want ErrCorrupt", err)
+				if !errors.Is(err, rpcerr.ErrCorrupt) {
+					t.Fatalf("ReadSealed: %v, want rpcerr.ErrCorrupt", err)
 				}
 				return
 			}

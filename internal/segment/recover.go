@@ -9,6 +9,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -20,7 +22,7 @@ import (
 // nothing that was acknowledged, and the caller may remove it.
 var ErrUnfinished = errors.New("segment: file creation did not finish")
 
-// ErrCutAcknowledged is wrapped by the *CorruptError Recover returns for a
+// ErrCutAcknowledged is wrapped by the *rpcerr.CorruptError Recover returns for a
 // tail it would have taken for a torn write, had the cut not lost entries
 // the caller knows were acknowledged.
 var ErrCutAcknowledged = errors.New("the cut would lose acknowledged entries")
@@ -29,7 +31,7 @@ var ErrCutAcknowledged = errors.New("the cut would lose acknowledged entries")
 var errNotSealed = errors.New("no valid footer")
 
 // ReadSealed returns the Info of a sealed segment, read from its header and
-// footer. A missing or damaged footer is reported as a *CorruptError.
+// footer. A missing or damaged footer is reported as a *rpcerr.CorruptError.
 func ReadSealed(fs vfs.FS, path string) (Info, error) {
 	f, err := fs.Open(path)
 	if err != nil {
@@ -49,7 +51,7 @@ func readSealed(f vfs.File, path string) (Info, error) {
 		return Info{}, err
 	}
 	if size < HeaderBytes+trailerBytes {
-		return Info{}, &CorruptError{Path: path, Pos: size, Err: errNotSealed}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: size, Err: errNotSealed}
 	}
 	t := make([]byte, trailerBytes)
 	if _, err := f.ReadAt(t, size-trailerBytes); err != nil {
@@ -58,14 +60,14 @@ func readSealed(f vfs.File, path string) (Info, error) {
 	end := int64(binary.LittleEndian.Uint64(t[0:]))
 	n := int64(binary.LittleEndian.Uint32(t[8:]))
 	if string(t[44:]) != footerMagic || end < HeaderBytes || end+n*indexEntry+trailerBytes != size {
-		return Info{}, &CorruptError{Path: path, Pos: size - trailerBytes, Err: errNotSealed}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: size - trailerBytes, Err: errNotSealed}
 	}
 	footer := make([]byte, n*indexEntry+trailerBytes)
 	if _, err := f.ReadAt(footer, end); err != nil {
 		return Info{}, fmt.Errorf("segment: read %s: %w", path, err)
 	}
 	if crc32.Checksum(footer[:len(footer)-8], castagnoli) != binary.LittleEndian.Uint32(footer[len(footer)-8:]) {
-		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer checksum mismatch")}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: end, Err: errors.New("footer checksum mismatch")}
 	}
 	info.Index = make([]IndexEntry, n)
 	for k := range info.Index {
@@ -80,24 +82,24 @@ func readSealed(f vfs.File, path string) (Info, error) {
 	info.Size = size
 	info.Sealed = true
 	if info.Next < info.Base {
-		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer offsets out of range")}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: end, Err: errors.New("footer offsets out of range")}
 	}
 	if int64(binary.LittleEndian.Uint64(t[32:])) != end-HeaderBytes {
-		return Info{}, &CorruptError{Path: path, Pos: end, Err: errors.New("footer sizes disagree")}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: end, Err: errors.New("footer sizes disagree")}
 	}
 	// Readers seek to what Find returns: the index must point into the
 	// batches, in order.
 	for k, e := range info.Index {
 		if e.Pos < HeaderBytes || e.Pos >= end || e.Offset < info.Base || e.Offset >= info.Next ||
 			(k > 0 && (e.Pos <= info.Index[k-1].Pos || e.Offset <= info.Index[k-1].Offset)) {
-			return Info{}, &CorruptError{Path: path, Pos: end + int64(k)*indexEntry,
+			return Info{}, &rpcerr.CorruptError{Path: path, Pos: end + int64(k)*indexEntry,
 				Err: fmt.Errorf("index entry %d (offset %d at byte %d) out of range", k, e.Offset, e.Pos)}
 		}
 	}
 	return info, nil
 }
 
-// errBadHeader is wrapped by the CorruptError readHeader returns for a header
+// errBadHeader is wrapped by the rpcerr.CorruptError readHeader returns for a header
 // that does not decode, as opposed to one that names the wrong base offset.
 var errBadHeader = errors.New("bad header")
 
@@ -109,10 +111,10 @@ func readHeader(f vfs.File, path string) (Info, error) {
 	}
 	base, epoch, created, err := decodeHeader(h[:n])
 	if err != nil {
-		return Info{}, &CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w: %w", errBadHeader, err)}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w: %w", errBadHeader, err)}
 	}
 	if named, ok := ParseFileName(path); !ok || named != base {
-		return Info{}, &CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header says base offset %d, file name disagrees", base)}
+		return Info{}, &rpcerr.CorruptError{Path: path, Pos: 8, Err: fmt.Errorf("header says base offset %d, file name disagrees", base)}
 	}
 	return Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: created, End: HeaderBytes, Size: HeaderBytes}, nil
 }
@@ -121,11 +123,11 @@ func readHeader(f vfs.File, path string) (Info, error) {
 // is returned with a nil Writer. For an open segment, Recover scans every
 // batch, truncates a torn tail (and syncs), and returns a Writer positioned to
 // append after the last valid batch. Damage that is not a torn tail is
-// returned as a *CorruptError and nothing is truncated.
+// returned as a *rpcerr.CorruptError and nothing is truncated.
 //
 // acked is an offset the caller knows every entry below was acknowledged
 // (0 if it knows none): a tail whose cut would lose one of them is damage,
-// not a torn write, and is returned as a *CorruptError.
+// not a torn write, and is returned as a *rpcerr.CorruptError.
 func Recover(fs vfs.FS, path string, acked uint64) (Info, *Writer, error) {
 	f, err := fs.OpenRW(path)
 	if err != nil {
@@ -167,14 +169,14 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 			if named, _ := ParseFileName(path); named >= acked {
 				return nil, fmt.Errorf("%w: %s", ErrUnfinished, path)
 			}
-			ce, _ := errors.AsType[*CorruptError](err)
-			return nil, &CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w, but removing the file as unfinished would lose entries: %w", ce.Err, ErrCutAcknowledged)}
+			ce, _ := errors.AsType[*rpcerr.CorruptError](err)
+			return nil, &rpcerr.CorruptError{Path: path, Pos: 0, Err: fmt.Errorf("%w, but removing the file as unfinished would lose entries: %w", ce.Err, ErrCutAcknowledged)}
 		}
 		return nil, err
 	}
 	if _, err := readSealed(f, path); err == nil {
 		return nil, nil
-	} else if _, ok := errors.AsType[*CorruptError](err); !ok {
+	} else if _, ok := errors.AsType[*rpcerr.CorruptError](err); !ok {
 		// Not knowing whether the segment is sealed, scanning it as open
 		// could truncate its footer.
 		return nil, err
@@ -188,7 +190,7 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 		}
 		if err == nil && b.BaseOffset != w.info.Next {
 			// A whole, valid batch is no torn write.
-			return nil, &CorruptError{Path: path, Pos: pos,
+			return nil, &rpcerr.CorruptError{Path: path, Pos: pos,
 				Err: fmt.Errorf("batch has offset %d, expected %d", b.BaseOffset, w.info.Next)}
 		}
 		if err != nil {
@@ -200,10 +202,10 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 				return nil, ferr
 			}
 			if found >= 0 {
-				return nil, &CorruptError{Path: path, Pos: pos, Err: fmt.Errorf("%v, and a valid batch follows at byte %d", err, found)}
+				return nil, &rpcerr.CorruptError{Path: path, Pos: pos, Err: fmt.Errorf("%v, and a valid batch follows at byte %d", err, found)}
 			}
 			if w.info.Next < acked {
-				return nil, &CorruptError{Path: path, Pos: pos,
+				return nil, &rpcerr.CorruptError{Path: path, Pos: pos,
 					Err: fmt.Errorf("%v, and no valid batch follows, but %w: offsets %d to %d", err, ErrCutAcknowledged, w.info.Next, acked)}
 			}
 			if err := truncateTail(f, pos); err != nil {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -34,15 +36,15 @@ func recoverOpen(t *testing.T, fs vfs.FS, path string, bs []batch, want []byte) 
 	return w
 }
 
-// checkCorrupt checks that err is a *CorruptError for path at pos.
+// checkCorrupt checks that err is a *rpcerr.CorruptError for path at pos.
 func checkCorrupt(t *testing.T, err error, path string, pos int64) {
 	t.Helper()
-	ce, ok := errors.AsType[*segment.CorruptError](err)
-	if !ok || !errors.Is(err, segment.ErrCorrupt) || errors.Is(err, segment.ErrUnfinished) {
-		t.Fatalf("got %v, want a *CorruptError", err)
+	ce, ok := errors.AsType[*rpcerr.CorruptError](err)
+	if !ok || !errors.Is(err, rpcerr.ErrCorrupt) || errors.Is(err, segment.ErrUnfinished) {
+		t.Fatalf("got %v, want a *rpcerr.CorruptError", err)
 	}
 	if ce.Path != path || ce.Pos != pos {
-		t.Fatalf("CorruptError for %s at byte %d, want %s at byte %d: %v", ce.Path, ce.Pos, path, pos, err)
+		t.Fatalf("rpcerr.CorruptError for %s at byte %d, want %s at byte %d: %v", ce.Path, ce.Pos, path, pos, err)
 	}
 }
 
@@ -318,14 +320,14 @@ func TestRecoverUnfinished(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fs, path := memFile(t, base, data)
 			info, w, err := segment.Recover(fs, path, 0)
-			if !errors.Is(err, segment.ErrUnfinished) || errors.Is(err, segment.ErrCorrupt) || w != nil {
+			if !errors.Is(err, segment.ErrUnfinished) || errors.Is(err, rpcerr.ErrCorrupt) || w != nil {
 				t.Fatalf("Recover: %+v, %v, %v; want ErrUnfinished", info, w, err)
 			}
 			if !bytes.Equal(readFile(t, fs, path), data) {
 				t.Fatal("Recover modified the file")
 			}
-			if _, err := segment.ReadSealed(fs, path); !errors.Is(err, segment.ErrCorrupt) {
-				t.Fatalf("ReadSealed: %v, want ErrCorrupt", err)
+			if _, err := segment.ReadSealed(fs, path); !errors.Is(err, rpcerr.ErrCorrupt) {
+				t.Fatalf("ReadSealed: %v, want rpcerr.ErrCorrupt", err)
 			}
 		})
 	}
@@ -384,8 +386,8 @@ func TestReadSealedOpen(t *testing.T) {
 	for _, n := range []int{0, 1, 5} {
 		bs := makeBatches(rng, 0, n, 100)
 		fs, path := memFile(t, 0, segmentBytes(t, 0, bs, false))
-		if _, err := segment.ReadSealed(fs, path); !errors.Is(err, segment.ErrCorrupt) {
-			t.Fatalf("ReadSealed of an open segment of %d batches: %v, want ErrCorrupt", n, err)
+		if _, err := segment.ReadSealed(fs, path); !errors.Is(err, rpcerr.ErrCorrupt) {
+			t.Fatalf("ReadSealed of an open segment of %d batches: %v, want rpcerr.ErrCorrupt", n, err)
 		}
 	}
 	if _, err := segment.ReadSealed(vfs.NewMem(), "/"+segment.FileName(0)); !errors.Is(err, os.ErrNotExist) {
@@ -448,7 +450,7 @@ func TestRecoverIOErrors(t *testing.T) {
 					if err == nil {
 						check(t, info, w, mem)
 					} else {
-						if !errors.Is(err, errInjected) || errors.Is(err, segment.ErrCorrupt) || errors.Is(err, segment.ErrUnfinished) {
+						if !errors.Is(err, errInjected) || errors.Is(err, rpcerr.ErrCorrupt) || errors.Is(err, segment.ErrUnfinished) {
 							t.Fatalf("%v #%d failed: Recover: %v, want the injected error", op, n, err)
 						}
 						if got := readFile(t, mem, path); !bytes.Equal(got, data) && !bytes.Equal(got, wantData) {
@@ -565,8 +567,8 @@ func TestRecoverAcked(t *testing.T) {
 			}
 			continue
 		}
-		if _, ok := errors.AsType[*segment.CorruptError](err); !ok || !errors.Is(err, segment.ErrCutAcknowledged) {
-			t.Fatalf("acked %d: %v, want a *segment.CorruptError", acked, err)
+		if _, ok := errors.AsType[*rpcerr.CorruptError](err); !ok || !errors.Is(err, segment.ErrCutAcknowledged) {
+			t.Fatalf("acked %d: %v, want a *rpcerr.CorruptError", acked, err)
 		}
 		if fi, err := fs.Stat(path); err != nil || fi.Size() != cut {
 			t.Fatalf("acked %d: the file was changed: %v, %v", acked, fi, err)
@@ -579,8 +581,8 @@ func TestRecoverAcked(t *testing.T) {
 		if acked == base && !errors.Is(err, segment.ErrUnfinished) {
 			t.Fatalf("acked %d: %v, want segment.ErrUnfinished", acked, err)
 		}
-		if _, ok := errors.AsType[*segment.CorruptError](err); acked > base && (!ok || !errors.Is(err, segment.ErrCutAcknowledged)) {
-			t.Fatalf("acked %d: %v, want a *segment.CorruptError", acked, err)
+		if _, ok := errors.AsType[*rpcerr.CorruptError](err); acked > base && (!ok || !errors.Is(err, segment.ErrCutAcknowledged)) {
+			t.Fatalf("acked %d: %v, want a *rpcerr.CorruptError", acked, err)
 		}
 	}
 }

@@ -29,23 +29,6 @@ const IndexIntervalBytes = 64 << 10
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt is wrapped by every error that reports a damaged segment file.
-var ErrCorrupt = errors.New("segment: corrupt")
-
-// CorruptError reports damage found in a segment file at a position.
-type CorruptError struct {
-	Path string
-	Pos  int64
-	Err  error // what is wrong there
-}
-
-func (e *CorruptError) Error() string {
-	return fmt.Sprintf("segment: %s is corrupt at byte %d: %v", e.Path, e.Pos, e.Err)
-}
-
-// Unwrap lets errors.Is match ErrCorrupt and the underlying cause.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
-
 // IndexEntry locates a batch: the offset of its first entry and its position
 // in the file.
 type IndexEntry struct {

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // The fixture every input of FuzzHandlers finds: a log with a writer at

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // CreateLog creates a log.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/cluster"
-	"github.com/ternwal/tern/internal/rpcerr"
 )
 
 // In a cluster each log is served by one node at a time, its owner (package

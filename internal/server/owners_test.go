@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 	"github.com/ternwal/tern/internal/cluster"
 	"github.com/ternwal/tern/internal/meta"
 )

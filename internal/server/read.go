@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 const (

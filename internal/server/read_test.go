@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // readAll reads the log from an offset without following, checking that the

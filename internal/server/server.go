@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 	"github.com/ternwal/tern/internal/cluster"
-	"github.com/ternwal/tern/internal/rpcerr"
 )
 
 // Options configure a Server.

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // testServer is a Server on a real gRPC server on 127.0.0.1, and a client

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // CreateSubscription creates a durable subscription on a log.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/grpcopts"
-	"github.com/ternwal/tern/internal/rpcerr"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // maxInFlight bounds the requests of one AppendStream queued or waiting for

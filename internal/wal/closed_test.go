@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -89,12 +91,12 @@ func TestClosedRecordDetectsDamagedTail(t *testing.T) {
 				}
 				return
 			}
-			if _, ok := errors.AsType[*segment.CorruptError](err); !ok || !errors.Is(err, segment.ErrCutAcknowledged) ||
+			if _, ok := errors.AsType[*rpcerr.CorruptError](err); !ok || !errors.Is(err, segment.ErrCutAcknowledged) ||
 				!strings.Contains(err.Error(), "remove /log/closed") {
 				if err == nil {
 					l.Close()
 				}
-				t.Fatalf("Open: %v, want a *segment.CorruptError saying acknowledged entries are damaged, and what to do", err)
+				t.Fatalf("Open: %v, want a *rpcerr.CorruptError saying acknowledged entries are damaged, and what to do", err)
 			}
 			if fi, err := damaged.Stat(path); err != nil || fi.Size() != info.Size {
 				t.Fatalf("the damaged segment was changed: %v, %v", fi, err)
@@ -119,12 +121,12 @@ func TestClosedRecordDetectsMissingSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, err := Open(t.Context(), Options{FS: fs, Dir: "/log", Epoch: 1})
-	if _, ok := errors.AsType[*segment.CorruptError](err); !ok || !strings.Contains(err.Error(), "closed at offset 3") ||
+	if _, ok := errors.AsType[*rpcerr.CorruptError](err); !ok || !strings.Contains(err.Error(), "closed at offset 3") ||
 		!strings.Contains(err.Error(), "remove /log/closed") {
 		if err == nil {
 			l.Close()
 		}
-		t.Fatalf("Open: %v, want a *segment.CorruptError saying the log was closed at offset 3", err)
+		t.Fatalf("Open: %v, want a *rpcerr.CorruptError saying the log was closed at offset 3", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 )
@@ -37,7 +39,7 @@ func (g *group) finish(err error) {
 
 // Append queues entries, written by the writer of the given epoch, to be
 // committed together in one batch, and returns at once. It fails at once with
-// ErrFenced if a newer writer exists, and with ErrClosed after Close.
+// rpcerr.ErrFenced if a newer writer exists, and with rpcerr.ErrClosed after Close.
 func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 	if len(entries) == 0 {
 		return Pending{}, errors.New("wal: append of no entries")
@@ -50,13 +52,13 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return Pending{}, ErrClosed
+		return Pending{}, rpcerr.ErrClosed
 	case l.failed != nil:
 		l.mu.Unlock()
 		return Pending{}, l.failed
 	case epoch != l.epoch:
 		l.mu.Unlock()
-		return Pending{}, ErrFenced
+		return Pending{}, rpcerr.ErrFenced
 	}
 	var g *group
 	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
@@ -89,13 +91,13 @@ func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return Pending{}, ErrClosed
+		return Pending{}, rpcerr.ErrClosed
 	case l.failed != nil:
 		l.mu.Unlock()
 		return Pending{}, l.failed
 	case epoch != l.epoch:
 		l.mu.Unlock()
-		return Pending{}, ErrFenced
+		return Pending{}, rpcerr.ErrFenced
 	}
 	g := &group{isTick: true, tick: t, epoch: epoch, Outcome: NewOutcome()}
 	l.queue = append(l.queue, g)
@@ -143,7 +145,7 @@ func (l *Log) commit(groups []*group) {
 	epoch, failed := l.epoch, l.failed
 	l.mu.Unlock()
 	if failed == nil && l.owned != nil && !l.owned() {
-		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", ErrFenced)
+		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", rpcerr.ErrFenced)
 	}
 	live := groups[:0]
 	entries := false
@@ -152,7 +154,7 @@ func (l *Log) commit(groups []*group) {
 		case failed != nil:
 			g.finish(failed)
 		case g.epoch != epoch:
-			g.finish(ErrFenced)
+			g.finish(rpcerr.ErrFenced)
 		default:
 			live = append(live, g)
 			entries = entries || !g.isTick
@@ -338,25 +340,25 @@ func (l *Log) Sync() error {
 // Fence makes epoch the log's writer epoch; the caller has stored it durably
 // first. When Fence returns, no append of an older epoch will be
 // acknowledged: the round in flight has finished and queued appends of older
-// epochs have failed with ErrFenced.
+// epochs have failed with rpcerr.ErrFenced.
 //
 // owned, if not nil, is asked before every commit round whether the writer
 // can still prove it holds epoch (its metadata claim); when it says no, the
-// round fails with ErrFenced and nothing of it is written. It must be cheap.
+// round fails with rpcerr.ErrFenced and nothing of it is written. It must be cheap.
 func (l *Log) Fence(epoch uint64, owned func() bool) error {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return ErrClosed
+		return rpcerr.ErrClosed
 	}
 	if epoch <= l.epoch {
 		return fmt.Errorf("wal: fence with epoch %d, which is not above the current %d", epoch, l.epoch)
 	}
 	l.epoch, l.owned = epoch, owned
 	for _, g := range l.queue {
-		g.finish(ErrFenced)
+		g.finish(rpcerr.ErrFenced)
 	}
 	l.queue = nil
 	return nil

@@ -46,7 +46,7 @@
 //	12    4 crc    CRC-32C of bytes [0, 12)
 //
 // Every entry below end was acknowledged, and the log never shrinks at its
-// end, so recovery refuses (*segment.CorruptError) to cut the last segment
+// end, so recovery refuses (*rpcerr.CorruptError) to cut the last segment
 // below end, or to open a log that ends before it: what would otherwise look
 // like a torn tail (the last batches and the footer of the last segment
 // damaged, or its file gone) is damage. A record that does not decode is

@@ -9,31 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
-
-// The errors below are re-exported by package tern, whose prefix they carry.
-var (
-	ErrClosed     = errors.New("tern: closed")
-	ErrFenced     = errors.New("tern: writer was fenced by a newer writer")
-	ErrTruncated  = errors.New("tern: offset is below the log's start")
-	ErrOutOfRange = errors.New("tern: offset is beyond the log's end")
-)
-
-// TruncatedError is returned for a read below the log's start. It matches
-// ErrTruncated with errors.Is.
-type TruncatedError struct {
-	Offset uint64 // the offset asked for
-	Start  uint64 // where the log now starts
-}
-
-func (e *TruncatedError) Error() string {
-	return fmt.Sprintf("tern: offset %d was truncated; the log now starts at offset %d", e.Offset, e.Start)
-}
-
-// Is makes errors.Is(err, ErrTruncated) true.
-func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }
 
 // SyncMode says when appends become durable.
 type SyncMode int
@@ -118,7 +98,7 @@ type Log struct {
 
 // Open recovers the log in opts.Dir (creating the directory if needed) and
 // starts its committer. Corruption that is not a torn tail fails Open with a
-// *segment.CorruptError.
+// *rpcerr.CorruptError.
 func Open(ctx context.Context, opts Options) (*Log, error) {
 	opts.setDefaults()
 	if err := ctx.Err(); err != nil {
@@ -201,7 +181,7 @@ func (l *Log) recover() error {
 	all := l.segments()
 	for i := 1; i < len(all); i++ {
 		if all[i-1].Next != all[i].Base {
-			return &segment.CorruptError{Path: all[i].Path, Pos: 0,
+			return &rpcerr.CorruptError{Path: all[i].Path, Pos: 0,
 				Err: fmt.Errorf("segments are not contiguous: offsets %d to %d are missing", all[i-1].Next, all[i].Base)}
 		}
 	}
@@ -216,7 +196,7 @@ func (l *Log) recover() error {
 		if len(all) > 0 {
 			path = all[len(all)-1].Path
 		}
-		return l.closedHint(&segment.CorruptError{Path: path, Pos: 0,
+		return l.closedHint(&rpcerr.CorruptError{Path: path, Pos: 0,
 			Err: fmt.Errorf("the log ends at offset %d, but it was closed at offset %d: the segments holding the rest are missing", l.tail, closedAt)})
 	}
 	l.end = l.tail
@@ -282,7 +262,7 @@ func (l *Log) Stats() Stats {
 
 // Close finishes the queued appends, seals the active segment (or, if the
 // log has failed, syncs what it can), and closes the files. Readers waiting
-// at the tail return ErrClosed.
+// at the tail return rpcerr.ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"sort"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -52,11 +54,11 @@ func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return nil, ErrClosed
+		return nil, rpcerr.ErrClosed
 	case from < l.start:
-		return nil, &TruncatedError{Offset: from, Start: l.start}
+		return nil, &rpcerr.TruncatedError{Offset: from, Start: l.start}
 	case from > l.end:
-		return nil, fmt.Errorf("%w: offset %d, end %d", ErrOutOfRange, from, l.end)
+		return nil, fmt.Errorf("%w: offset %d, end %d", rpcerr.ErrOutOfRange, from, l.end)
 	}
 	r := &Reader{Cursor: NewCursor(&l.mu, from), l: l}
 	if ticks {
@@ -87,11 +89,11 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		l.mu.Unlock()
 		switch {
 		case closed:
-			return ErrClosed
+			return rpcerr.ErrClosed
 		case tick:
 			return nil
 		case r.Pos() < start:
-			return &TruncatedError{Offset: r.Pos(), Start: start}
+			return &rpcerr.TruncatedError{Offset: r.Pos(), Start: start}
 		case r.Pos() >= end || !found:
 			if !wait {
 				return ErrWouldWait
@@ -113,13 +115,13 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		b, pos, err := r.sc.Next()
 		if err != nil {
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-				return &segment.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", r.Pos(), err)}
+				return &rpcerr.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", r.Pos(), err)}
 			}
 			return err
 		}
 		took, err := r.Take(b)
 		if err != nil {
-			return &segment.CorruptError{Path: r.seg.Path, Pos: pos, Err: err}
+			return &rpcerr.CorruptError{Path: r.seg.Path, Pos: pos, Err: err}
 		}
 		if took {
 			return nil

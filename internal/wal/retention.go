@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/segment"
 )
 
@@ -30,7 +32,7 @@ func (l *Log) Truncate(before uint64) error {
 	if before > l.end {
 		end := l.end
 		l.mu.Unlock()
-		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", ErrOutOfRange, before, end)
+		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, end)
 	}
 	l.start = max(l.start, before)
 	l.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
+
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -198,8 +200,8 @@ func TestTickFencedAndClosedReader(t *testing.T) {
 	if err := l.Fence(2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.AppendTick(1, 5); !errors.Is(err, ErrFenced) {
-		t.Fatalf("AppendTick of a fenced epoch: %v, want ErrFenced", err)
+	if _, err := l.AppendTick(1, 5); !errors.Is(err, rpcerr.ErrFenced) {
+		t.Fatalf("AppendTick of a fenced epoch: %v, want rpcerr.ErrFenced", err)
 	}
 	r.Close()
 	tickWait(t, l, 2, 6)

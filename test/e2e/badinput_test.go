@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // TestBadInputKeepsServerUp sends the server what it must refuse, through

@@ -11,8 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ternwal/tern/api/ternpb"
-	"github.com/ternwal/tern/internal/wal"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // class is what a client can tell of an error: its code, and the sentinel
@@ -50,13 +49,13 @@ func checkDecoded(t *testing.T, got error, reason string) {
 		if classOf(back) != c {
 			t.Fatalf("%v (%+v) through %s came back as %v (%+v)", got, c, name, back, classOf(back))
 		}
-		if te, ok := errors.AsType[*wal.TruncatedError](got); ok {
-			if bt, ok := errors.AsType[*wal.TruncatedError](back); !ok || *bt != *te {
+		if te, ok := As[*TruncatedError](got); ok {
+			if bt, ok := As[*TruncatedError](back); !ok || *bt != *te {
 				t.Fatalf("%#v through %s came back as %#v", te, name, back)
 			}
 		}
-		if ne, ok := errors.AsType[*NotOwnerError](got); ok {
-			if bn, ok := errors.AsType[*NotOwnerError](back); !ok || *bn != *ne {
+		if ne, ok := As[*NotOwnerError](got); ok {
+			if bn, ok := As[*NotOwnerError](back); !ok || *bn != *ne {
 				t.Fatalf("%#v through %s came back as %#v", ne, name, back)
 			}
 		}
@@ -69,8 +68,8 @@ func checkDecoded(t *testing.T, got error, reason string) {
 // reason names and crosses the wire again as the same error.
 func FuzzFromProto(f *testing.F) {
 	for _, err := range []error{
-		fmt.Errorf("%w: epoch 3", wal.ErrFenced),
-		&wal.TruncatedError{Offset: 3, Start: 42},
+		fmt.Errorf("%w: epoch 3", ErrFenced),
+		&TruncatedError{Offset: 3, Start: 42},
 		&NotOwnerError{Log: "a/b", Owner: "10.0.0.2:7070"},
 		fmt.Errorf("%w: name", ErrInvalidName),
 		errors.New("boom"),
@@ -97,8 +96,8 @@ func FuzzFromProto(f *testing.F) {
 // as the same error.
 func FuzzError(f *testing.F) {
 	for _, err := range []error{
-		fmt.Errorf("%w: epoch 3", wal.ErrFenced),
-		&wal.TruncatedError{Offset: 3, Start: 42},
+		fmt.Errorf("%w: epoch 3", ErrFenced),
+		&TruncatedError{Offset: 3, Start: 42},
 		&NotOwnerError{Log: "a/b", Owner: "10.0.0.2:7070"},
 		errors.New("boom"),
 	} {

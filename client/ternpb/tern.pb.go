@@ -23,12 +23,13 @@
 package ternpb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 )
 
 const (
@@ -2307,7 +2308,7 @@ const file_tern_proto_rawDesc = "" +
 	"\x11ListSubscriptions\x12!.tern.v1.ListSubscriptionsRequest\x1a\".tern.v1.ListSubscriptionsResponse\x12]\n" +
 	"\x12DeleteSubscription\x12\".tern.v1.DeleteSubscriptionRequest\x1a#.tern.v1.DeleteSubscriptionResponse\x123\n" +
 	"\x04Seek\x12\x14.tern.v1.SeekRequest\x1a\x15.tern.v1.SeekResponse\x12A\n" +
-	"\tSubscribe\x12\x19.tern.v1.SubscribeRequest\x1a\x15.tern.v1.ReadResponse(\x010\x01B$Z\"github.com/ternwal/tern/api/ternpbb\x06proto3"
+	"\tSubscribe\x12\x19.tern.v1.SubscribeRequest\x1a\x15.tern.v1.ReadResponse(\x010\x01B'Z%github.com/ternwal/tern/client/ternpbb\x06proto3"
 
 var (
 	file_tern_proto_rawDescOnce sync.Once

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // FuzzAppendRequest decodes arbitrary AppendStreamRequests with the codec,

@@ -8,9 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/ternwal/tern/internal/segment"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Every error crosses the wire as its code and comes back matching the same
@@ -19,10 +16,10 @@ func TestRoundTrip(t *testing.T) {
 	for _, m := range mappings {
 		err := fmt.Errorf("%w: details of %s", m.err, m.reason)
 		switch m.err {
-		case segment.ErrCorrupt:
-			err = &segment.CorruptError{Path: "/x.seg", Pos: 7, Err: errors.New("bad crc")}
-		case wal.ErrTruncated:
-			err = &wal.TruncatedError{Offset: 1, Start: 2}
+		case ErrCorrupt:
+			err = &CorruptError{Path: "/x.seg", Pos: 7, Err: errors.New("bad crc")}
+		case ErrTruncated:
+			err = &TruncatedError{Offset: 1, Start: 2}
 		case ErrNotOwner:
 			err = &NotOwnerError{Log: "a/b", Owner: "127.0.0.1:7070"}
 		}
@@ -42,9 +39,9 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestTruncatedCarriesStart(t *testing.T) {
-	err := fmt.Errorf("read: %w", &wal.TruncatedError{Offset: 3, Start: 42})
+	err := fmt.Errorf("read: %w", &TruncatedError{Offset: 3, Start: 42})
 	for _, back := range []error{Error(Status(err).Err()), FromProto(Proto(err))} {
-		te, ok := errors.AsType[*wal.TruncatedError](back)
+		te, ok := As[*TruncatedError](back)
 		if !ok || te.Offset != 3 || te.Start != 42 {
 			t.Fatalf("came back as %#v, want a TruncatedError at 3 starting at 42", back)
 		}
@@ -54,7 +51,7 @@ func TestTruncatedCarriesStart(t *testing.T) {
 func TestNotOwnerCarriesOwner(t *testing.T) {
 	err := fmt.Errorf("open: %w", &NotOwnerError{Log: "a/b", Owner: "10.0.0.2:7070"})
 	for _, back := range []error{Error(Status(err).Err()), FromProto(Proto(err))} {
-		ne, ok := errors.AsType[*NotOwnerError](back)
+		ne, ok := As[*NotOwnerError](back)
 		if !ok || ne.Log != "a/b" || ne.Owner != "10.0.0.2:7070" {
 			t.Fatalf("came back as %#v, want a NotOwnerError naming 10.0.0.2:7070", back)
 		}

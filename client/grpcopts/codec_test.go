@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 func TestTieredPool(t *testing.T) {
@@ -33,7 +33,7 @@ func TestTieredPool(t *testing.T) {
 // buffer or in several, large or small.
 func TestCodecRoundTrip(t *testing.T) {
 	for _, n := range []int{10, 1 << 20} {
-		in := &ternpb.ReplicaReadResponse{Data: bytes.Repeat([]byte{0xab}, n), Eof: true}
+		in := &ternpb.Entry{Offset: 7, Payload: bytes.Repeat([]byte{0xab}, n)}
 		enc, err := codec{}.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		wire := enc.Materialize()
 		enc.Free()
 		for _, parts := range []int{1, 3} {
-			out := new(ternpb.ReplicaReadResponse)
+			out := new(ternpb.Entry)
 			if err := (codec{}).Unmarshal(split(wire, parts), out); err != nil {
 				t.Fatal(err)
 			}
