@@ -102,7 +102,7 @@ func BenchmarkConcurrentAppend4KiB(b *testing.B) {
 	dir, l, w := benchLog(b, LogOptions{})
 	b.SetBytes(size)
 	b.ReportAllocs()
-	before := l.eng.Stats()
+	before := logOf(l).eng.Stats()
 	var next sync.WaitGroup
 	work := make(chan struct{}, b.N)
 	for range b.N {
@@ -125,7 +125,7 @@ func BenchmarkConcurrentAppend4KiB(b *testing.B) {
 	next.Wait()
 	elapsed := time.Since(t0)
 	b.StopTimer()
-	after := l.eng.Stats()
+	after := logOf(l).eng.Stats()
 	syncs := after.Syncs - before.Syncs
 	perSync := int((after.Bytes - before.Bytes) / int64(syncs)) // batches as written, headers included
 	raw := rawSync(b, dir, perSync, int(min(syncs, 2000)))
@@ -159,7 +159,7 @@ func BenchmarkAsyncAppend100B(b *testing.B) {
 			}
 		}
 	})
-	syncs0 := l.eng.Stats().Syncs
+	syncs0 := logOf(l).eng.Stats().Syncs
 	b.ResetTimer()
 	t0 := time.Now()
 	for range b.N {
@@ -170,5 +170,5 @@ func BenchmarkAsyncAppend100B(b *testing.B) {
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
-	b.ReportMetric(float64(b.N)/float64(l.eng.Stats().Syncs-syncs0), "entries/fsync")
+	b.ReportMetric(float64(b.N)/float64(logOf(l).eng.Stats().Syncs-syncs0), "entries/fsync")
 }

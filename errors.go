@@ -1,57 +1,57 @@
 package tern
 
-import (
-	"github.com/ternwal/tern/client/rpcerr"
-)
+import "github.com/ternwal/tern/client"
 
 // Errors returned by Tern. Callers branch on them with errors.Is; the message
-// of the returned error adds what is known where it happened. A remote
-// client returns the same errors as an embedded one.
+// of the returned error adds what is known where it happened. They are the
+// client module's (package client), so an embedded client, a client of a
+// server and a program that imports only the client module test for the
+// same values.
 var (
 	// ErrNotFound: the log does not exist.
-	ErrNotFound = rpcerr.ErrNotFound
+	ErrNotFound = client.ErrNotFound
 	// ErrExist: a log of that name exists already.
-	ErrExist = rpcerr.ErrExist
+	ErrExist = client.ErrExist
 	// ErrSubNotFound: the log has no subscription of that name.
-	ErrSubNotFound = rpcerr.ErrSubNotFound
+	ErrSubNotFound = client.ErrSubNotFound
 	// ErrSubExist: the log has a subscription of that name already.
-	ErrSubExist = rpcerr.ErrSubExist
+	ErrSubExist = client.ErrSubExist
 	// ErrInvalidName: a log or subscription name breaks the naming rules.
-	ErrInvalidName = rpcerr.ErrInvalidName
+	ErrInvalidName = client.ErrInvalidName
 	// ErrInvalid: a request is malformed (an option out of range, a
 	// missing field).
-	ErrInvalid = rpcerr.ErrInvalid
+	ErrInvalid = client.ErrInvalid
 	// ErrFenced: a newer writer has been opened on the log.
-	ErrFenced = rpcerr.ErrFenced
+	ErrFenced = client.ErrFenced
 	// ErrTruncated: the offset read is below the log's start. The error is a
 	// *TruncatedError that says where the log now starts.
-	ErrTruncated = rpcerr.ErrTruncated
+	ErrTruncated = client.ErrTruncated
 	// ErrOutOfRange: the offset is beyond the log's end.
-	ErrOutOfRange = rpcerr.ErrOutOfRange
+	ErrOutOfRange = client.ErrOutOfRange
 	// ErrTooLarge: an entry is over the log's MaxEntryBytes, or a batch over
 	// MaxBatchBytes.
-	ErrTooLarge = rpcerr.ErrTooLarge
+	ErrTooLarge = client.ErrTooLarge
 	// ErrCorrupt: stored data failed its checks. The error is a
 	// *CorruptError that names the file and position.
-	ErrCorrupt = rpcerr.ErrCorrupt
+	ErrCorrupt = client.ErrCorrupt
 	// ErrClosed: the client, log, writer or reader is closed.
-	ErrClosed = rpcerr.ErrClosed
+	ErrClosed = client.ErrClosed
 	// ErrLocked: another process has the data directory open.
-	ErrLocked = rpcerr.ErrLocked
+	ErrLocked = client.ErrLocked
 	// ErrUnsupported: the call is one this kind of client cannot make: a
 	// data-directory call (LogID, ListLogsMeta, CloseLog) on a client of a
 	// server, or Compact of a server's log, which its server compacts.
-	ErrUnsupported = rpcerr.ErrUnsupported
+	ErrUnsupported = client.ErrUnsupported
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The Go client follows it by itself.
-	ErrNotOwner = rpcerr.ErrNotOwner
+	ErrNotOwner = client.ErrNotOwner
 )
 
 // NotOwnerError names the node that serves a log in a cluster.
-type NotOwnerError = rpcerr.NotOwnerError
+type NotOwnerError = client.NotOwnerError
 
 // TruncatedError reports a read below the log's start.
-type TruncatedError = rpcerr.TruncatedError
+type TruncatedError = client.TruncatedError
 
 // CorruptError reports damaged data: the file and the byte position.
-type CorruptError = rpcerr.CorruptError
+type CorruptError = client.CorruptError

@@ -59,7 +59,7 @@ func TestIdleCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	store := c.meta.(*lockedStore).Store.(*meta.Etcd)
+	store := embeddedOf(c).meta.(*lockedStore).Store.(*meta.Etcd)
 
 	l, w := createLog(t, c, "idle", LogOptions{})
 	appendN(t, w, 0, 10)
@@ -88,7 +88,7 @@ func TestIdleCostsNothing(t *testing.T) {
 	}
 	// Let the acknowledgement be committed, then measure an idle second
 	// with both waiting at the tail.
-	time.Sleep(3 * c.opts.CommitInterval)
+	time.Sleep(3 * embeddedOf(c).opts.CommitInterval)
 	requests, reads := store.Requests(), fs.reads.Load()
 	got := make(chan Entry, 2)
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

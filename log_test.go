@@ -214,12 +214,12 @@ func flipByte(t *testing.T, path string, at int64) {
 // would seal it), and releases the data directory for the next Open.
 func abandon(t *testing.T, c *Client) {
 	t.Helper()
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
-	if err := c.meta.Close(); err != nil {
+	embeddedOf(c).mu.Lock()
+	embeddedOf(c).closed = true
+	embeddedOf(c).mu.Unlock()
+	embeddedOf(c).cancel()
+	embeddedOf(c).wg.Wait()
+	if err := embeddedOf(c).meta.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,9 +2,7 @@ package tern
 
 import (
 	"context"
-	"time"
-
-	"github.com/ternwal/tern/internal/wal"
+	"fmt"
 )
 
 // Reader reads a log in offset order and follows its tail. It returns only
@@ -12,54 +10,74 @@ import (
 //
 // A Reader that falls below the log's start (because of truncation or
 // retention) fails with a *TruncatedError.
-type Reader struct {
-	remote *remoteReader // set for a reader on a server
+type Reader struct{ impl readerImpl }
 
-	r entryReader
+// readerImpl is a Reader of an embedded log or of a server's.
+type readerImpl interface {
+	Next(ctx context.Context) (Entry, error)
+	NextBatch(ctx context.Context, max int) ([]Entry, error)
+	Close() error
 }
 
 // Next returns the next entry, waiting at the tail until one is appended or
 // ctx ends.
-func (r *Reader) Next(ctx context.Context) (Entry, error) {
-	if r.remote != nil {
-		return r.remote.Next(ctx)
-	}
-	e, err := r.r.Next(ctx)
-	if err != nil {
-		return Entry{}, err
-	}
-	return entry(e), nil
-}
+func (r *Reader) Next(ctx context.Context) (Entry, error) { return r.impl.Next(ctx) }
 
 // NextBatch returns up to max entries, at least one: it waits at the tail for
 // the first until ctx ends, but returns what is there without waiting for
 // more. It is the fast way to catch up.
 func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	if r.remote != nil {
-		return r.remote.NextBatch(ctx, max)
-	}
-	es, err := r.r.NextBatch(ctx, max)
-	if err != nil {
+	if err := checkMax(max); err != nil {
 		return nil, err
 	}
-	out := make([]Entry, len(es))
-	for i, e := range es {
-		out[i] = entry(e)
-	}
-	return out, nil
-}
-
-func entry(e wal.Entry) Entry {
-	if e.IsTick {
-		return Entry{Offset: Offset(e.Offset), IsTick: true, Tick: e.Tick}
-	}
-	return Entry{Offset: Offset(e.Offset), Payload: e.Payload, Properties: e.Properties, Time: time.Unix(0, e.Time)}
+	return r.impl.NextBatch(ctx, max)
 }
 
 // Close releases the Reader.
-func (r *Reader) Close() error {
-	if r.remote != nil {
-		return r.remote.Close()
+func (r *Reader) Close() error { return r.impl.Close() }
+
+// Subscriber receives a subscription's entries from its cursor, in offset
+// order, and acknowledges them. Delivery is at least once: entries delivered
+// but not acknowledged, or acknowledged but not yet committed when the
+// process died, are delivered again to the next Subscriber. A subscription
+// has one Subscriber at a time; a new one takes over and the older one's
+// calls fail with ErrClosed. A Subscriber is not safe for concurrent use,
+// except Ack, which may be called from any goroutine.
+type Subscriber struct{ impl subscriberImpl }
+
+// subscriberImpl is a Subscriber of an embedded log or of a server's.
+type subscriberImpl interface {
+	readerImpl
+	Ack(off Offset) error
+}
+
+// Next returns the next entry (or tick), waiting at the tail until ctx ends.
+func (s *Subscriber) Next(ctx context.Context) (Entry, error) { return s.impl.Next(ctx) }
+
+// NextBatch returns up to max entries (and ticks), at least one, waiting at
+// the tail for the first until ctx ends.
+func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+	if err := checkMax(max); err != nil {
+		return nil, err
 	}
-	return r.r.Close()
+	return s.impl.NextBatch(ctx, max)
+}
+
+// Ack acknowledges every entry up to and including off: the subscription
+// will not deliver them again once the acknowledgement is committed (within
+// the client's CommitInterval, or at Close). Acknowledging an entry not yet
+// delivered fails with ErrOutOfRange; an acknowledgement below an earlier
+// one changes nothing.
+func (s *Subscriber) Ack(off Offset) error { return s.impl.Ack(off) }
+
+// Close commits the acknowledged cursor and ends the Subscriber. It must not
+// run concurrently with Next or NextBatch.
+func (s *Subscriber) Close() error { return s.impl.Close() }
+
+// checkMax refuses a NextBatch of no entries.
+func checkMax(max int) error {
+	if max <= 0 {
+		return fmt.Errorf("%w: NextBatch of %d entries: ask for at least one", ErrInvalid, max)
+	}
+	return nil
 }

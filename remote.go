@@ -2,409 +2,85 @@ package tern
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	"github.com/ternwal/tern/client/grpcopts"
-	"github.com/ternwal/tern/client/rpcerr"
-	"github.com/ternwal/tern/client/ternpb"
+	"github.com/ternwal/tern/client"
 )
 
-// The remote client: a Client whose logs live on a Tern server, reached over
-// the gRPC API of api/ternpb. Every public method of Client, Log, Writer,
-// Pending, Reader and Subscriber dispatches to the remote* type of this file
-// and of remote_writer.go and remote_read.go when its remote field is set.
-//
-// Every error of a gRPC call goes through remoteClient.err, which maps the
-// server's status back to Tern's sentinels (rpcerr.Error), so callers branch
-// on them as they do on an embedded client's.
+// The implementation of Client, Log, Writer, Reader and Subscriber for a
+// Tern server: the client module's, which speaks the server's gRPC API.
+// What the module's types return is wrapped here only where the root
+// package's interfaces want another type; the rest passes through.
 
-// probeTimeout bounds the reachability check of Open when ctx has no earlier
-// deadline.
-const probeTimeout = 10 * time.Second
+type remoteClient struct{ *client.Client }
 
-// remoteClient is a connection to a server. It is safe for concurrent use.
-type remoteClient struct {
-	addr string
-	conn *grpc.ClientConn
-	api  ternpb.TernClient
-
-	mu     sync.Mutex
-	closed bool
-	open   map[remoteCloser]struct{}   // writers, readers and subscribers to close with the client
-	conns  map[string]*grpc.ClientConn // to the other nodes of a cluster, by address
+func (c remoteClient) CreateLog(ctx context.Context, name string, opts LogOptions) (logImpl, error) {
+	return newRemoteLog(c.Client.CreateLog(ctx, name, opts))
 }
 
-// remoteCloser is a writer, reader or subscriber that Client.Close closes.
-type remoteCloser interface{ Close() error }
+func (c remoteClient) OpenLog(ctx context.Context, name string) (logImpl, error) {
+	return newRemoteLog(c.Client.OpenLog(ctx, name))
+}
 
-// openRemote connects to the server at opts.Server and checks it answers.
-//
-// The connection is plaintext: TLS and authentication are not supported yet,
-// so the server must be reached over a trusted network.
-func openRemote(ctx context.Context, opts Options) (*Client, error) {
-	conn, err := grpc.NewClient(opts.Server,
-		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+func (c remoteClient) ListLogsMeta(context.Context, string) ([]LogInfo, error) {
+	return nil, fmt.Errorf("%w: ListLogsMeta reads a data directory's metadata; on a server, use ListLogs", ErrUnsupported)
+}
+
+func (c remoteClient) LogID(context.Context, string) (uint64, error) {
+	return 0, fmt.Errorf("%w: LogID reads a data directory's metadata; on a server, Log.Info gives the ID", ErrUnsupported)
+}
+
+func (c remoteClient) CloseLog(string) error {
+	return fmt.Errorf("%w: CloseLog closes a log this process keeps open; a client of a server keeps none", ErrUnsupported)
+}
+
+type remoteLog struct{ *client.Log }
+
+func newRemoteLog(l *client.Log, err error) (logImpl, error) {
 	if err != nil {
-		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
-	}
-	c := &remoteClient{addr: opts.Server, conn: conn, api: ternpb.NewTernClient(conn), open: map[remoteCloser]struct{}{}, conns: map[string]*grpc.ClientConn{}}
-	if err := c.probe(ctx); err != nil {
-		conn.Close()
 		return nil, err
 	}
-	return &Client{remote: c}, nil
+	return remoteLog{l}, nil
 }
 
-// probe makes one cheap call, the description of a log whose name is
-// invalid, which a Tern server refuses with InvalidArgument without touching
-// its storage.
-func (c *remoteClient) probe(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	_, err := c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: ""})
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return fmt.Errorf("tern: cannot reach the server at %s: %w (is `tern serve` running?)", c.addr, rpcerr.Error(err))
-	case codes.Unimplemented:
-		return fmt.Errorf("tern: the server at %s does not serve the Tern API: %w", c.addr, rpcerr.Error(err))
+func (l remoteLog) OpenWriter(ctx context.Context) (writerImpl, error) {
+	w, err := l.Log.OpenWriter(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil // it answered
+	return remoteWriter{w}, nil
 }
 
-// err maps the error of a gRPC call to Tern's error for it. A call cut short
-// by Close fails with ErrClosed.
-func (c *remoteClient) err(err error) error {
-	if err == nil {
-		return nil
+func (l remoteLog) OpenReader(ctx context.Context, from Offset, o client.ReadOptions) (readerImpl, error) {
+	r, err := l.Log.OpenReader(ctx, from, readOptions(o)...)
+	if err != nil {
+		return nil, err
 	}
-	if code := status.Code(err); code == codes.Canceled || code == codes.Unavailable {
-		if c.isClosed() {
-			return ErrClosed
-		}
-	}
-	return rpcerr.Error(err)
+	return r, nil
 }
 
-func (c *remoteClient) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
+func (l remoteLog) Subscribe(ctx context.Context, name string, o client.ReadOptions) (subscriberImpl, error) {
+	s, err := l.Log.Subscribe(ctx, name, readOptions(o)...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
-// track registers x to be closed by Close. It fails with ErrClosed if the
-// client is closed.
-func (c *remoteClient) track(x remoteCloser) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
+func (l remoteLog) Compact(context.Context) error {
+	return fmt.Errorf("%w: the server compacts its object logs itself", ErrUnsupported)
+}
+
+// readOptions gives back the options that add up to o.
+func readOptions(o client.ReadOptions) []ReadOption {
+	if o.Ticks {
+		return []ReadOption{client.WithTicks()}
 	}
-	c.open[x] = struct{}{}
 	return nil
 }
 
-func (c *remoteClient) untrack(x remoteCloser) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.open, x)
-}
+type remoteWriter struct{ *client.Writer }
 
-// Close closes the client's writers (waiting for their queued appends),
-// subscribers (so the server commits their acknowledgements) and readers,
-// then the connection. Later calls fail with ErrClosed.
-func (c *remoteClient) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	open := c.open
-	c.open = nil
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	errs := make([]error, 0, len(open))
-	var errsMu sync.Mutex
-	for x := range open {
-		wg.Go(func() {
-			if err := x.Close(); err != nil {
-				errsMu.Lock()
-				errs = append(errs, err)
-				errsMu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	c.mu.Lock()
-	conns := c.conns
-	c.conns = nil
-	c.mu.Unlock()
-	for addr, conn := range conns {
-		if err := conn.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", addr, err))
-		}
-	}
-	if err := c.conn.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", c.addr, err))
-	}
-	return errors.Join(errs...)
-}
-
-func (c *remoteClient) CreateLog(ctx context.Context, name string, opts LogOptions) (*Log, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
-	if err != nil {
-		return nil, c.err(err)
-	}
-	return c.newLog(info)
-}
-
-func (c *remoteClient) OpenLog(ctx context.Context, name string) (*Log, error) {
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	l := &remoteLog{c: c, name: name}
-	info, err := l.describe(ctx) // from the node that serves it
-	if err != nil {
-		return nil, err
-	}
-	return l.withOptions(info)
-}
-
-func (c *remoteClient) newLog(info *ternpb.LogInfo) (*Log, error) {
-	return (&remoteLog{c: c, name: info.GetName()}).withOptions(info)
-}
-
-// withOptions sets l's options from info and returns l as a Log.
-func (l *remoteLog) withOptions(info *ternpb.LogInfo) (*Log, error) {
-	opts, err := optionsFromProto(info.GetOptions())
-	if err != nil {
-		return nil, fmt.Errorf("tern: log %q: %w", l.name, err)
-	}
-	l.opts = opts
-	return &Log{remote: l}, nil
-}
-
-func (c *remoteClient) DeleteLog(ctx context.Context, name string) error {
-	if c.isClosed() {
-		return ErrClosed
-	}
-	// To the node that serves the log, which deletes it and gives it up.
-	return (&remoteLog{c: c, name: name}).call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
-		return err
-	})
-}
-
-func (c *remoteClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix})
-	if err != nil {
-		return nil, c.err(err)
-	}
-	infos := make([]LogInfo, 0, len(resp.GetLogs()))
-	for _, pi := range resp.GetLogs() {
-		info, err := logInfoFromProto(pi)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
-	}
-	return infos, nil
-}
-
-// remoteLog is a log on the server. Its name and options are fixed; the rest
-// is asked of the server at each call.
-type remoteLog struct {
-	c    *remoteClient
-	name string
-	opts LogOptions
-
-	mu sync.Mutex
-	at string // the address of the node serving the log; "" for the client's
-}
-
-func (l *remoteLog) Name() string        { return l.name }
-func (l *remoteLog) Options() LogOptions { return l.opts }
-
-func (l *remoteLog) describe(ctx context.Context) (*ternpb.LogInfo, error) {
-	if l.c.isClosed() {
-		return nil, ErrClosed
-	}
-	var info *ternpb.LogInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: l.name})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return info, nil
-}
-
-func (l *remoteLog) Info(ctx context.Context) (LogInfo, error) {
-	info, err := l.describe(ctx)
-	if err != nil {
-		return LogInfo{}, err
-	}
-	return logInfoFromProto(info)
-}
-
-func (l *remoteLog) OpenWriter(ctx context.Context) (*Writer, error) {
-	if l.c.isClosed() {
-		return nil, ErrClosed
-	}
-	var resp *ternpb.OpenWriterResponse
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		resp, err = api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	w := &remoteWriter{l: l, epoch: resp.GetEpoch()}
-	if err := l.c.track(w); err != nil {
-		return nil, err
-	}
-	return &Writer{remote: w}, nil
-}
-
-func (l *remoteLog) Truncate(ctx context.Context, before Offset) error {
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.TruncateLog(ctx, &ternpb.TruncateLogRequest{Name: l.name, Before: uint64(before)})
-		return err
-	})
-}
-
-func (l *remoteLog) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
-			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
-		})
-		return err
-	})
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-func (l *remoteLog) Subscription(ctx context.Context, name string) (SubInfo, error) {
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	info, err := l.subscription(ctx, name)
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-func (l *remoteLog) Subscriptions(ctx context.Context) ([]SubInfo, error) {
-	if l.c.isClosed() {
-		return nil, ErrClosed
-	}
-	var resp *ternpb.ListSubscriptionsResponse
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		resp, err = api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]SubInfo, 0, len(resp.GetSubscriptions()))
-	for _, s := range resp.GetSubscriptions() {
-		infos = append(infos, subInfoFromProto(s))
-	}
-	return infos, nil
-}
-
-func (l *remoteLog) DeleteSubscription(ctx context.Context, name string) error {
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-}
-
-func (l *remoteLog) Seek(ctx context.Context, name string, to Offset) error {
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
-		return err
-	})
-}
-
-// subscription describes a subscription.
-func (l *remoteLog) subscription(ctx context.Context, name string) (*ternpb.SubscriptionInfo, error) {
-	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-	return info, err
-}
-
-// optionsFromProto reads the options a server describes, filling the fields
-// it left zero with the defaults.
-func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
-	o, err := LogOptionsFromProto(p)
-	if err != nil {
-		return LogOptions{}, err
-	}
-	return o.withDefaults()
-}
-
-func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
-	opts, err := optionsFromProto(p.GetOptions())
-	if err != nil {
-		return LogInfo{}, fmt.Errorf("tern: log %q: %w", p.GetName(), err)
-	}
-	return LogInfo{
-		Name: p.GetName(), ID: p.GetId(), Created: unixNano(p.GetCreatedUnixNano()), Options: opts,
-		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
-		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()),
-	}, nil
-}
-
-func subInfoFromProto(p *ternpb.SubscriptionInfo) SubInfo {
-	return SubInfo{
-		Log: p.GetLog(), Name: p.GetName(), Created: unixNano(p.GetCreatedUnixNano()),
-		Cursor: Offset(p.GetCursor()), Pin: p.GetPin(), Lag: p.GetLag(),
-	}
-}
-
-// unixNano is the time n nanoseconds after the Unix epoch; 0 is the zero time.
-func unixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
+func (w remoteWriter) AppendBatchAsync(es []Entry) pendingImpl {
+	return w.Writer.AppendBatchAsync(es)
 }

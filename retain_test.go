@@ -59,7 +59,7 @@ func TestRetentionSkipsLogsServedElsewhere(t *testing.T) {
 			}
 			defer c.Close()
 			var got []string
-			for _, l := range c.allLogs() {
+			for _, l := range embeddedOf(c).allLogs() {
 				got = append(got, l.name)
 			}
 			slices.Sort(got)
@@ -67,9 +67,9 @@ func TestRetentionSkipsLogsServedElsewhere(t *testing.T) {
 				t.Fatalf("the retention loop works on %q, want %q", got, tc.want)
 			}
 			if tc.cluster != nil {
-				c.mu.Lock()
-				_, opened := c.logs["theirs"]
-				c.mu.Unlock()
+				embeddedOf(c).mu.Lock()
+				_, opened := embeddedOf(c).logs["theirs"]
+				embeddedOf(c).mu.Unlock()
 				if opened || segments("theirs") != before {
 					t.Fatalf("a log another node serves was opened (%v) or trimmed (%d segments, were %d)", opened, segments("theirs"), before)
 				}

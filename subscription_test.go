@@ -96,7 +96,7 @@ func TestSubscriptionCommitsInBackground(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sub, err := c.meta.Sub(t.Context(), "s", "sub")
+		sub, err := embeddedOf(c).meta.Sub(t.Context(), "s", "sub")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestSubscriptionPinsRetention(t *testing.T) {
 		}
 	}
 	appendN(t, w, 0, 1000)
-	if err := l.applyRetention(); err != nil {
+	if err := logOf(l).applyRetention(); err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := l.Info(t.Context()); info.Start != 0 {
@@ -216,7 +216,7 @@ func TestSubscriptionPinsRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if err := l.applyRetention(); err != nil {
+	if err := logOf(l).applyRetention(); err != nil {
 		t.Fatal(err)
 	}
 	info, _ := l.Info(t.Context())
@@ -336,15 +336,15 @@ func TestSeekDuringCommit(t *testing.T) {
 	if err := s.Ack(es[9].Offset); err != nil {
 		t.Fatal(err)
 	}
-	slow := &slowCommits{Store: c.meta, entered: make(chan struct{}), release: make(chan struct{})}
-	c.meta = slow
-	l.subsMu.Lock()
-	st := l.subs["sub"]
-	l.subsMu.Unlock()
+	slow := &slowCommits{Store: embeddedOf(c).meta, entered: make(chan struct{}), release: make(chan struct{})}
+	embeddedOf(c).meta = slow
+	logOf(l).subsMu.Lock()
+	st := logOf(l).subs["sub"]
+	logOf(l).subsMu.Unlock()
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
-		l.commitSub(st)
+		logOf(l).commitSub(st)
 	}()
 	<-slow.entered
 	seeked := make(chan error, 1)

@@ -34,10 +34,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ternwal/tern/client"
 )
 
 // MaxEnsemble bounds the replicas of a segment.
-const MaxEnsemble = 16
+const MaxEnsemble = client.MaxEnsemble
 
 // Config is a segment's replication: Ensemble replicas, an append
 // acknowledged once AckQuorum of them have it durably.
@@ -47,7 +49,7 @@ type Config struct {
 }
 
 // Default is three replicas, acknowledged at two.
-var Default = Config{Ensemble: 3, AckQuorum: 2}
+var Default = Config{Ensemble: client.DefaultEnsemble, AckQuorum: client.DefaultAckQuorum}
 
 // Validate reports a Config that cannot work.
 func (c Config) Validate() error {

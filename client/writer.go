@@ -1,4 +1,4 @@
-package tern
+package client
 
 import (
 	"context"
@@ -35,44 +35,65 @@ const maxRequestBytes = 4 << 20
 // the server to end the stream after the client has half-closed it.
 const streamEndTimeout = 5 * time.Second
 
-type remoteWriter struct {
-	l     *remoteLog
+// Writer appends to a log. Only the newest writer of a log can append; an
+// older one gets ErrFenced. A Writer is safe for concurrent use; concurrent
+// appends are committed together (group commit) in the order they were
+// queued.
+type Writer struct {
+	l     *Log
 	epoch uint64
 
 	mu     sync.Mutex
 	closed bool
 	s      *appendStream  // nil before the first append and after the stream broke
-	last   *remotePending // the latest queued append, for Close and AppendTimeTick
+	last   *Pending       // the latest queued append, for Close and AppendTimeTick
 	wg     sync.WaitGroup // the goroutines of every stream
 }
 
 // appendStream is one AppendStream and its queue. Its mutable fields are
 // guarded by the writer's mu.
 type appendStream struct {
-	w      *remoteWriter
+	w      *Writer
 	ctx    context.Context // ends the stream when canceled
 	cancel context.CancelFunc
 	wake   chan struct{} // has a value when queue or ending may have changed
 	done   chan struct{} // closed when the stream's goroutines have exited
 
 	queue   *grpcopts.AppendQueue // encoded batches, not yet handed to the sender
-	pending []*remotePending      // every unanswered request, in queue order
+	pending []*Pending            // every unanswered request, in queue order
 	ending  bool                  // half-close once everything queued is sent
 	err     error                 // why the stream broke; nil while it works
 }
 
-func (w *remoteWriter) Epoch() uint64 { return w.epoch }
+// Epoch is the writer's epoch: the log's newest when the writer was opened.
+func (w *Writer) Epoch() uint64 { return w.epoch }
 
-func (w *remoteWriter) AppendAsync(e Entry) *Pending { return w.append([]Entry{e}) }
+// Append appends one entry and waits for its acknowledgement.
+func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
+	return w.append([]Entry{e}).Wait(ctx)
+}
 
-// AppendBatch goes through the stream like AppendAsync, so that it is
+// AppendAsync queues one entry and returns at once; Wait on the result gives
+// the outcome. Appends are acknowledged in the order they were queued. The
+// entry's bytes are copied before AppendAsync returns.
+func (w *Writer) AppendAsync(e Entry) *Pending { return w.append([]Entry{e}) }
+
+// AppendBatch appends entries atomically, also across crashes: after a crash
+// either all of them are in the log or none. It waits for the
+// acknowledgement and returns the offset of the first entry; the others
+// follow densely. It goes through the stream like AppendAsync, so that it is
 // acknowledged in its place among the appends queued around it.
-func (w *remoteWriter) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
+func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
 	return w.append(es).Wait(ctx)
 }
 
+// AppendBatchAsync queues entries to be appended atomically, as
+// AppendBatch does, and returns at once; Wait on the result gives the offset
+// of the first entry. The entries' bytes are copied before it returns.
+func (w *Writer) AppendBatchAsync(es []Entry) *Pending { return w.append(es) }
+
 // append checks es, and encodes them into the stream's next request.
-func (w *remoteWriter) append(es []Entry) *Pending {
+func (w *Writer) append(es []Entry) *Pending {
 	var one [1]grpcopts.Entry
 	ges := one[:0]
 	if len(es) > 1 {
@@ -87,13 +108,13 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	}
 	size, err := w.check(es, ges)
 	if err != nil {
-		return &Pending{err: err}
+		return failed(err)
 	}
-	p := &remotePending{done: make(chan struct{})}
+	p := &Pending{done: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.l.c.isClosed() {
-		return &Pending{err: ErrClosed}
+		return failed(ErrClosed)
 	}
 	s := w.s
 	if s == nil {
@@ -106,28 +127,14 @@ func (w *remoteWriter) append(es []Entry) *Pending {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return &Pending{remote: p}
+	return p
 }
 
-// check validates es as the embedded writer does, and returns the bytes of
-// their Batch message (ges, their encoding).
-func (w *remoteWriter) check(es []Entry, ges []grpcopts.Entry) (int, error) {
-	if len(es) == 0 {
-		return 0, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
-	}
-	limit := w.l.opts.MaxEntryBytes
-	total := 0
-	for i, e := range es {
-		n := len(e.Payload)
-		for k, v := range e.Properties {
-			n += len(k) + len(v)
-		}
-		if n > limit {
-			return 0, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, limit)
-		}
-		if total += n; total > MaxBatchBytes {
-			return 0, fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)
-		}
+// check validates es (CheckBatch), and returns the bytes of their Batch
+// message (ges, their encoding), which one request must be able to carry.
+func (w *Writer) check(es []Entry, ges []grpcopts.Entry) (int, error) {
+	if _, err := CheckBatch(es, w.l.opts.MaxEntryBytes); err != nil {
+		return 0, err
 	}
 	size := grpcopts.BatchSize(ges)
 	if n := size + len(w.l.name) + 64; n > grpcopts.MaxMessageBytes {
@@ -137,7 +144,7 @@ func (w *remoteWriter) check(es []Entry, ges []grpcopts.Entry) (int, error) {
 }
 
 // openStream starts a stream for the queue. The caller holds w.mu.
-func (w *remoteWriter) openStream() *appendStream {
+func (w *Writer) openStream() *appendStream {
 	s := &appendStream{w: w, queue: grpcopts.NewAppendQueue(maxRequestBytes), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	w.s = s
@@ -160,10 +167,13 @@ func (s *appendStream) run() {
 		s.fail(err)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { s.receive(stream) })
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		s.receive(stream)
+	}()
 	s.send(stream)
-	wg.Wait()
+	<-received
 }
 
 // send sends the queued requests in order, and half-closes the stream once
@@ -214,7 +224,7 @@ func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamR
 // receive completes the pendings in order with the server's answers.
 func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
 	var (
-		ps   []*remotePending
+		ps   []*Pending
 		resp grpcopts.DecodedResults // reused by each RecvMsg
 	)
 	for {
@@ -273,9 +283,15 @@ func (s *appendStream) fail(err error) {
 	}
 }
 
-// AppendTimeTick waits until the appends queued before it are answered, so
-// that the tick cannot overtake them on the way to the server, then sends it.
-func (w *remoteWriter) AppendTimeTick(ctx context.Context, t uint64) error {
+// AppendTimeTick sends a time tick: an ordered marker that readers and
+// subscribers that asked WithTicks receive after every entry this writer
+// queued before the call and before every entry queued after it. t is the
+// application's timestamp; Tern does not interpret it. Nothing is written
+// to disk: a tick reaches only the readers open when it is sent.
+//
+// It waits until the appends queued before it are answered, so that the
+// tick cannot overtake them on the way to the server, then sends it.
+func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 	w.mu.Lock()
 	closed, last := w.closed, w.last
 	w.mu.Unlock()
@@ -295,9 +311,11 @@ func (w *remoteWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 	})
 }
 
-// Close waits for the queued appends to be answered, then half-closes the
-// stream and waits (a few seconds at most) for the server to end it.
-func (w *remoteWriter) Close() error {
+// Close waits for the writer's queued appends to be answered, then
+// half-closes the stream and waits (a few seconds at most) for the server to
+// end it. It does not fence the writer: another writer must still be opened
+// to take over.
+func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -334,20 +352,36 @@ func (w *remoteWriter) Close() error {
 	return nil
 }
 
-// remotePending is an append queued on a stream. Its fields are written
-// once, before done is closed.
-type remotePending struct {
+// Pending is an append in progress, from AppendAsync: queued on the writer's
+// stream, or failed before it was. Its fields are written once, before done
+// is closed.
+type Pending struct {
 	done chan struct{}
 	off  Offset
 	err  error
 }
 
-func (p *remotePending) finish(off Offset, err error) {
+// failed is a Pending that failed before it was queued.
+func failed(err error) *Pending {
+	p := &Pending{done: make(chan struct{}), err: err}
+	close(p.done)
+	return p
+}
+
+// Done is closed once the outcome is known, for a select over several
+// appends or other events; Wait then returns at once.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+func (p *Pending) finish(off Offset, err error) {
 	p.off, p.err = off, err
 	close(p.done)
 }
 
-func (p *remotePending) Wait(ctx context.Context) (Offset, error) {
+// Wait blocks until the append is acknowledged (durable, under the log's
+// durability setting) or has failed, or ctx ends, and returns the offset of
+// its first entry. When ctx ends first, the append goes on and its outcome
+// is unknown.
+func (p *Pending) Wait(ctx context.Context) (Offset, error) {
 	select {
 	case <-p.done:
 	default:

@@ -1,8 +1,7 @@
-package tern
+package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +37,7 @@ func redirectPause(attempt int) time.Duration {
 }
 
 // apiAt returns the API of the server at addr, connecting once per address.
-func (c *remoteClient) apiAt(addr string) (ternpb.TernClient, error) {
+func (c *Client) apiAt(addr string) (ternpb.TernClient, error) {
 	if addr == "" || addr == c.addr {
 		return c.api, nil
 	}
@@ -60,7 +59,7 @@ func (c *remoteClient) apiAt(addr string) (ternpb.TernClient, error) {
 
 // api returns the API of the node that serves the log, as far as the log
 // knows.
-func (l *remoteLog) api() (ternpb.TernClient, error) {
+func (l *Log) api() (ternpb.TernClient, error) {
 	l.mu.Lock()
 	at := l.at
 	l.mu.Unlock()
@@ -69,8 +68,8 @@ func (l *remoteLog) api() (ternpb.TernClient, error) {
 
 // redirect learns from a call's error where the log is served, and reports
 // whether to make the call again.
-func (l *remoteLog) redirect(err error) bool {
-	if ne, ok := errors.AsType[*rpcerr.NotOwnerError](rpcerr.Error(err)); ok {
+func (l *Log) redirect(err error) bool {
+	if ne, ok := rpcerr.As[*rpcerr.NotOwnerError](rpcerr.Error(err)); ok {
 		l.mu.Lock()
 		l.at = ne.Owner // "" when the node gave the log up: ask the first one
 		l.mu.Unlock()
@@ -89,7 +88,7 @@ func (l *remoteLog) redirect(err error) bool {
 
 // call makes a unary call on the node that serves the log, following
 // redirects.
-func (l *remoteLog) call(ctx context.Context, fn func(ctx context.Context, api ternpb.TernClient) error) error {
+func (l *Log) call(ctx context.Context, fn func(ctx context.Context, api ternpb.TernClient) error) error {
 	if l.c.isClosed() {
 		return ErrClosed
 	}

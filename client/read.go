@@ -1,4 +1,4 @@
-package tern
+package client
 
 import (
 	"cmp"
@@ -147,22 +147,31 @@ func entriesFromProto(resp *ternpb.ReadResponse) []Entry {
 
 // streamErr maps the error that ended a stream that should go on until
 // closed: a server that ends it gives ErrClosed.
-func streamErr(c *remoteClient, what string, err error) error {
+func streamErr(c *Client, what string, err error) error {
 	if err == io.EOF {
 		return fmt.Errorf("%w: the server ended the %s", ErrClosed, what)
 	}
 	return c.err(err)
 }
 
-type remoteReader struct {
-	c      *remoteClient
+// Reader reads a log in offset order and follows its tail. It returns only
+// acknowledged entries. A Reader is not safe for concurrent use, but Close
+// may be called while a Next waits.
+//
+// A Reader that falls below the log's start (because of truncation or
+// retention) fails with a *TruncatedError.
+type Reader struct {
+	c      *Client
 	cancel context.CancelFunc
 	loop   *recvLoop
 }
 
-// OpenReader returns once the server has opened the reader, so that a bad
-// from fails here as it does on an embedded log.
-func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) (*Reader, error) {
+// OpenReader returns a Reader positioned at from, which must be between the
+// log's Start and End (inclusive). A from below Start fails with a
+// *TruncatedError. It returns once the server has opened the reader, so
+// that a bad from fails here.
+func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (*Reader, error) {
+	o := NewReadOptions(opts...)
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
@@ -171,7 +180,7 @@ func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) 
 	stopOpening := context.AfterFunc(ctx, cancel)
 	var stream grpc.ServerStreamingClient[ternpb.ReadResponse]
 	err := l.call(sctx, func(sctx context.Context, api ternpb.TernClient) (err error) {
-		stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.ticks})
+		stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.Ticks})
 		if err == nil {
 			err = opened(stream)
 		}
@@ -181,16 +190,18 @@ func (l *remoteLog) OpenReader(ctx context.Context, from Offset, o readOptions) 
 		cancel()
 		return nil, cmp.Or(ctx.Err(), err)
 	}
-	r := &remoteReader{c: l.c, cancel: cancel}
+	r := &Reader{c: l.c, cancel: cancel}
 	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })
 	if err := l.c.track(r); err != nil {
 		r.Close()
 		return nil, err
 	}
-	return &Reader{remote: r}, nil
+	return r, nil
 }
 
-func (r *remoteReader) Next(ctx context.Context) (Entry, error) {
+// Next returns the next entry, waiting at the tail until one is appended or
+// ctx ends.
+func (r *Reader) Next(ctx context.Context) (Entry, error) {
 	es, err := r.NextBatch(ctx, 1)
 	if err != nil {
 		return Entry{}, err
@@ -198,13 +209,16 @@ func (r *remoteReader) Next(ctx context.Context) (Entry, error) {
 	return es[0], nil
 }
 
-func (r *remoteReader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+// NextBatch returns up to max entries, at least one: it waits at the tail
+// for the first until ctx ends, but returns what is there without waiting
+// for more. It is the fast way to catch up.
+func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	return r.loop.next(ctx, max)
 }
 
 // Close cancels the stream. A Next waiting meanwhile (Client.Close may run
 // concurrently with one) returns ErrClosed.
-func (r *remoteReader) Close() error {
+func (r *Reader) Close() error {
 	r.loop.halt()
 	r.cancel()
 	<-r.loop.done
@@ -212,8 +226,15 @@ func (r *remoteReader) Close() error {
 	return nil
 }
 
-type remoteSubscriber struct {
-	c      *remoteClient
+// Subscriber receives a subscription's entries from its cursor, in offset
+// order, and acknowledges them. Delivery is at least once: entries delivered
+// but not acknowledged, or acknowledged but not yet committed when the
+// server stopped, are delivered again to the next Subscriber. A
+// subscription has one Subscriber at a time; a new one takes over and the
+// older one's calls fail with ErrClosed. A Subscriber is not safe for
+// concurrent use, except Ack, which may be called from any goroutine.
+type Subscriber struct {
+	c      *Client
 	name   string
 	stream grpc.BidiStreamingClient[ternpb.SubscribeRequest, ternpb.ReadResponse]
 	cancel context.CancelFunc
@@ -225,11 +246,18 @@ type remoteSubscriber struct {
 	closed    bool
 }
 
-// Subscribe describes the subscription first, so that Ack knows which
-// offsets were delivered, and returns once the server has opened the
-// subscriber, so that a missing subscription or a cursor below the log's
-// start fails here as it does on an embedded log.
-func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (*Subscriber, error) {
+// Subscribe starts receiving the subscription's entries from its cursor.
+// A cursor below the log's start (because of truncation or retention) fails
+// with a *TruncatedError: Seek the subscription to go on.
+//
+// It describes the subscription first, so that Ack knows which offsets were
+// delivered, and returns once the server has opened the subscriber, so that
+// a missing subscription or a cursor below the log's start fails here.
+func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*Subscriber, error) {
+	if err := ValidateSubName(name); err != nil {
+		return nil, err
+	}
+	o := NewReadOptions(opts...)
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
@@ -247,7 +275,7 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 	}
 	if err == nil {
 		err = stream.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{
-			Start: &ternpb.SubscribeRequest_Start{Log: l.name, Name: name, Ticks: o.ticks},
+			Start: &ternpb.SubscribeRequest_Start{Log: l.name, Name: name, Ticks: o.Ticks},
 		}})
 	}
 	if err == nil {
@@ -257,16 +285,17 @@ func (l *remoteLog) Subscribe(ctx context.Context, name string, o readOptions) (
 		cancel()
 		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
-	s := &remoteSubscriber{c: l.c, name: name, stream: stream, cancel: cancel, delivered: sub.GetCursor(), acked: sub.GetCursor()}
+	s := &Subscriber{c: l.c, name: name, stream: stream, cancel: cancel, delivered: sub.GetCursor(), acked: sub.GetCursor()}
 	s.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "subscription stream", err) })
 	if err := l.c.track(s); err != nil {
 		s.Close()
 		return nil, err
 	}
-	return &Subscriber{remote: s}, nil
+	return s, nil
 }
 
-func (s *remoteSubscriber) Next(ctx context.Context) (Entry, error) {
+// Next returns the next entry (or tick), waiting at the tail until ctx ends.
+func (s *Subscriber) Next(ctx context.Context) (Entry, error) {
 	es, err := s.NextBatch(ctx, 1)
 	if err != nil {
 		return Entry{}, err
@@ -274,7 +303,9 @@ func (s *remoteSubscriber) Next(ctx context.Context) (Entry, error) {
 	return es[0], nil
 }
 
-func (s *remoteSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+// NextBatch returns up to max entries (and ticks), at least one, waiting at
+// the tail for the first until ctx ends.
+func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	es, err := s.loop.next(ctx, max)
 	if err == ErrClosed {
 		return nil, fmt.Errorf("%w: subscriber of %q", ErrClosed, s.name)
@@ -295,9 +326,13 @@ func (s *remoteSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, err
 	return es, nil
 }
 
-// Ack sends the acknowledgement at once; the server commits it to the
-// cursor in batches, and when the stream ends.
-func (s *remoteSubscriber) Ack(off Offset) error {
+// Ack acknowledges every entry up to and including off: the subscription
+// will not deliver them again once the acknowledgement is committed.
+// Acknowledging an entry not yet delivered fails with ErrOutOfRange; an
+// acknowledgement below an earlier one changes nothing. It sends the
+// acknowledgement at once; the server commits it to the cursor in batches,
+// and when the stream ends.
+func (s *Subscriber) Ack(off Offset) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -320,8 +355,9 @@ func (s *remoteSubscriber) Ack(off Offset) error {
 }
 
 // Close half-closes the stream and waits, a few seconds at most, for the
-// server to end it: the server commits the acknowledged cursor first.
-func (s *remoteSubscriber) Close() error {
+// server to end it: the server commits the acknowledged cursor first. It
+// must not run concurrently with Next or NextBatch.
+func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

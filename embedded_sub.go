@@ -10,37 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/client"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/wal"
 )
-
-// SubOptions configure a new subscription.
-type SubOptions struct {
-	// From is the first offset the subscription delivers. It must lie
-	// between the log's Start and End.
-	From Offset
-	// FromEnd starts the subscription at the log's end instead of From.
-	FromEnd bool
-	// Pin makes retention keep the entries the subscription has not yet
-	// consumed ("keep until consumed"). Truncate is not held back by pins.
-	Pin bool
-}
-
-// SubInfo describes a subscription.
-type SubInfo struct {
-	Log     string
-	Name    string
-	Created time.Time
-	// Cursor is the next offset the subscription delivers: every entry below
-	// it has been acknowledged. An acknowledgement is committed to metadata
-	// within the client's CommitInterval; Cursor includes those not yet
-	// committed.
-	Cursor Offset
-	Pin    bool
-	// Lag is how many entries the subscription has not acknowledged: the
-	// log's end minus Cursor.
-	Lag uint64
-}
 
 // subState is what the process knows of one subscription. Its fields are
 // guarded by the log's subsMu, but for commitMu.
@@ -52,13 +25,13 @@ type subState struct {
 	committed uint64 // the cursor stored in metadata
 	acked     uint64 // the cursor as acknowledged; at least committed
 	gen       uint64 // raised by Seek: acknowledgements of an older generation are ignored
-	active    *Subscriber
+	active    *embeddedSubscriber
 	timer     *time.Timer // a pending commit, or nil
 	deleted   bool
 }
 
 // loadSubs reads the log's subscriptions, which pinning retention needs.
-func (l *Log) loadSubs(ctx context.Context) error {
+func (l *embeddedLog) loadSubs(ctx context.Context) error {
 	subs, err := l.c.meta.ListSubs(ctx, l.name)
 	if err != nil {
 		return l.c.metaErr(l.name, err)
@@ -72,7 +45,7 @@ func (l *Log) loadSubs(ctx context.Context) error {
 
 // pinnedFrom is the lowest committed cursor of the subscriptions that pin
 // retention, or the largest offset if none does.
-func (l *Log) pinnedFrom() uint64 {
+func (l *embeddedLog) pinnedFrom() uint64 {
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	keep := uint64(math.MaxUint64)
@@ -84,7 +57,7 @@ func (l *Log) pinnedFrom() uint64 {
 	return keep
 }
 
-func (l *Log) subErr(name string, err error) error {
+func (l *embeddedLog) subErr(name string, err error) error {
 	switch {
 	case errors.Is(err, meta.ErrSubNotFound):
 		return fmt.Errorf("%w: %q on log %q", ErrSubNotFound, name, l.name)
@@ -94,14 +67,7 @@ func (l *Log) subErr(name string, err error) error {
 	return l.c.metaErr(l.name, err)
 }
 
-// CreateSubscription creates a durable subscription on the log.
-func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.remote != nil {
-		return l.remote.CreateSubscription(ctx, name, opts)
-	}
+func (l *embeddedLog) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
 	st := l.eng.Stats()
 	from := uint64(opts.From)
 	if opts.FromEnd {
@@ -125,7 +91,7 @@ func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptio
 }
 
 // subInfo describes state; the caller holds subsMu.
-func (l *Log) subInfo(s *subState, end uint64) SubInfo {
+func (l *embeddedLog) subInfo(s *subState, end uint64) SubInfo {
 	info := SubInfo{Log: l.name, Name: s.meta.Name, Created: s.meta.Created, Cursor: Offset(s.acked), Pin: s.meta.Pin}
 	if end > s.acked {
 		info.Lag = end - s.acked
@@ -133,14 +99,7 @@ func (l *Log) subInfo(s *subState, end uint64) SubInfo {
 	return info
 }
 
-// Subscription describes one of the log's subscriptions.
-func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.remote != nil {
-		return l.remote.Subscription(ctx, name)
-	}
+func (l *embeddedLog) Subscription(ctx context.Context, name string) (SubInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return SubInfo{}, err
 	}
@@ -154,11 +113,7 @@ func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
 	return l.subInfo(s, end), nil
 }
 
-// Subscriptions describes the log's subscriptions, by name.
-func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
-	if l.remote != nil {
-		return l.remote.Subscriptions(ctx)
-	}
+func (l *embeddedLog) Subscriptions(ctx context.Context) ([]SubInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -173,15 +128,7 @@ func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
 	return infos, nil
 }
 
-// DeleteSubscription deletes a subscription. Its subscriber, if any, fails
-// with ErrClosed.
-func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.remote != nil {
-		return l.remote.DeleteSubscription(ctx, name)
-	}
+func (l *embeddedLog) DeleteSubscription(ctx context.Context, name string) error {
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	if err := l.c.meta.DeleteSub(ctx, l.name, name); err != nil {
@@ -200,17 +147,7 @@ func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
 	return nil
 }
 
-// Seek moves a subscription's cursor to to, which must lie between the log's
-// Start and End, forwards or backwards. Its subscriber, if any, goes on from
-// there; acknowledgements it sends for entries delivered before the Seek are
-// ignored.
-func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.remote != nil {
-		return l.remote.Seek(ctx, name, to)
-	}
+func (l *embeddedLog) Seek(ctx context.Context, name string, to Offset) error {
 	st := l.eng.Stats()
 	switch {
 	case uint64(to) < st.Start:
@@ -246,17 +183,11 @@ func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
 	return nil
 }
 
-// Subscriber receives a subscription's entries from its cursor, in offset
-// order, and acknowledges them. Delivery is at least once: entries delivered
-// but not acknowledged, or acknowledged but not yet committed when the
-// process died, are delivered again to the next Subscriber. A subscription
-// has one Subscriber at a time; a new one takes over and the older one's
-// calls fail with ErrClosed. A Subscriber is not safe for concurrent use,
-// except Ack, which may be called from any goroutine.
-type Subscriber struct {
-	remote *remoteSubscriber // set for a subscriber on a server
-
-	l     *Log
+// embeddedSubscriber is the Subscriber of a subscription of an embedded log:
+// a reader of the log's engine from the subscription's cursor, whose
+// acknowledgements the log commits to the metadata store in batches.
+type embeddedSubscriber struct {
+	l     *embeddedLog
 	state *subState
 	name  string
 	ticks bool
@@ -264,7 +195,7 @@ type Subscriber struct {
 	r   entryReader
 	gen uint64 // the generation r reads for
 
-	done   context.Context // canceled when the Subscriber is superseded or closed
+	done   context.Context // canceled when the embeddedSubscriber is superseded or closed
 	cancel context.CancelFunc
 	// seeked is canceled by Seek, to wake a NextBatch waiting at the old
 	// position; guarded by the log's subsMu.
@@ -273,19 +204,10 @@ type Subscriber struct {
 
 	mu        sync.Mutex
 	delivered uint64 // the offset after the last entry returned
-	err       error  // set when the Subscriber is closed or superseded
+	err       error  // set when the embeddedSubscriber is closed or superseded
 }
 
-// Subscribe starts receiving the subscription's entries from its cursor.
-// A cursor below the log's start (because of truncation or retention) fails
-// with a *TruncatedError: Seek the subscription to go on.
-func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*Subscriber, error) {
-	if err := ValidateSubName(name); err != nil {
-		return nil, err
-	}
-	if l.remote != nil {
-		return l.remote.Subscribe(ctx, name, readOpts(opts))
-	}
+func (l *embeddedLog) Subscribe(ctx context.Context, name string, o client.ReadOptions) (subscriberImpl, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -295,25 +217,21 @@ func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*
 	if !ok {
 		return nil, l.subErr(name, meta.ErrSubNotFound)
 	}
-	r, err := l.eng.NewReader(s.acked, readOpts(opts).ticks)
+	r, err := l.eng.NewReader(s.acked, o.Ticks)
 	if err != nil {
 		return nil, err
 	}
 	if s.active != nil {
 		s.active.supersede(fmt.Errorf("%w: subscription %q was taken over by a newer subscriber", ErrClosed, name))
 	}
-	sub := &Subscriber{l: l, state: s, name: name, ticks: readOpts(opts).ticks, r: r, gen: s.gen, delivered: s.acked}
+	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, r: r, gen: s.gen, delivered: s.acked}
 	sub.done, sub.cancel = context.WithCancel(context.Background())
 	sub.seeked, sub.seekCancel = context.WithCancel(context.Background())
 	s.active = sub
 	return sub, nil
 }
 
-// Next returns the next entry (or tick), waiting at the tail until ctx ends.
-func (s *Subscriber) Next(ctx context.Context) (Entry, error) {
-	if s.remote != nil {
-		return s.remote.Next(ctx)
-	}
+func (s *embeddedSubscriber) Next(ctx context.Context) (Entry, error) {
 	es, err := s.NextBatch(ctx, 1)
 	if err != nil {
 		return Entry{}, err
@@ -321,12 +239,7 @@ func (s *Subscriber) Next(ctx context.Context) (Entry, error) {
 	return es[0], nil
 }
 
-// NextBatch returns up to max entries (and ticks), at least one, waiting at
-// the tail for the first until ctx ends.
-func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	if s.remote != nil {
-		return s.remote.NextBatch(ctx, max)
-	}
+func (s *embeddedSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	var es []wal.Entry
 	for {
 		seeked, err := s.reposition()
@@ -345,10 +258,7 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 		}
 		return nil, err
 	}
-	out := make([]Entry, len(es))
-	for i, e := range es {
-		out[i] = entry(e)
-	}
+	out := entries(es)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -364,7 +274,7 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 
 // nextBatch reads from the reader, waking when ctx ends, the Subscriber
 // ends, or a Seek cancels seeked.
-func (s *Subscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entry, error) {
+func (s *embeddedSubscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entry, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.done, cancel)()
@@ -372,7 +282,7 @@ func (s *Subscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entr
 	return s.r.NextBatch(ctx, max)
 }
 
-func (s *Subscriber) closedErr() error {
+func (s *embeddedSubscriber) closedErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -380,7 +290,7 @@ func (s *Subscriber) closedErr() error {
 
 // reposition reopens the reader at the cursor after a Seek, and returns
 // the context the next Seek cancels.
-func (s *Subscriber) reposition() (context.Context, error) {
+func (s *embeddedSubscriber) reposition() (context.Context, error) {
 	l := s.l
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
@@ -403,15 +313,7 @@ func (s *Subscriber) reposition() (context.Context, error) {
 	return s.seeked, nil
 }
 
-// Ack acknowledges every entry up to and including off: the subscription
-// will not deliver them again once the acknowledgement is committed (within
-// the client's CommitInterval, or at Close). Acknowledging an entry not yet
-// delivered fails with ErrOutOfRange; an acknowledgement below an earlier
-// one changes nothing.
-func (s *Subscriber) Ack(off Offset) error {
-	if s.remote != nil {
-		return s.remote.Ack(off)
-	}
+func (s *embeddedSubscriber) Ack(off Offset) error {
 	s.mu.Lock()
 	err, delivered := s.err, s.delivered
 	s.mu.Unlock()
@@ -436,7 +338,7 @@ func (s *Subscriber) Ack(off Offset) error {
 }
 
 // commitSub commits a subscription's acknowledged cursor.
-func (l *Log) commitSub(s *subState) {
+func (l *embeddedLog) commitSub(s *subState) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	l.subsMu.Lock()
@@ -466,7 +368,7 @@ func (l *Log) commitSub(s *subState) {
 }
 
 // supersede ends the Subscriber with err. The caller holds the log's subsMu.
-func (s *Subscriber) supersede(err error) {
+func (s *embeddedSubscriber) supersede(err error) {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = err
@@ -478,12 +380,7 @@ func (s *Subscriber) supersede(err error) {
 	}
 }
 
-// Close commits the acknowledged cursor and ends the Subscriber. It must not
-// run concurrently with Next or NextBatch.
-func (s *Subscriber) Close() error {
-	if s.remote != nil {
-		return s.remote.Close()
-	}
+func (s *embeddedSubscriber) Close() error {
 	l := s.l
 	l.subsMu.Lock()
 	s.supersede(fmt.Errorf("%w: subscriber of %q", ErrClosed, s.name))
@@ -498,7 +395,7 @@ func (s *Subscriber) Close() error {
 }
 
 // closeSubs ends the log's subscribers and commits their cursors.
-func (l *Log) closeSubs() error {
+func (l *embeddedLog) closeSubs() error {
 	l.subsMu.Lock()
 	l.subsClosed = true
 	var states []*subState

@@ -1,12 +1,10 @@
-package tern
+package client
 
 import (
 	"cmp"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/ternwal/tern/internal/quorum"
 )
 
 // FsyncMode says when an append is acknowledged.
@@ -112,6 +110,11 @@ const (
 	DefaultUploadsInFlight = 4
 	// MaxBatchBytes bounds the entries of one AppendBatch call.
 	MaxBatchBytes = 1 << 30
+	// Quorum mode: each segment on 3 nodes, an append acknowledged by 2;
+	// an ensemble has at most MaxEnsemble nodes.
+	DefaultEnsemble  = 3
+	DefaultAckQuorum = 2
+	MaxEnsemble      = 16
 )
 
 // LogOptions are a log's settings, fixed when it is created. Zero fields take
@@ -144,8 +147,11 @@ type LogOptions struct {
 	AckQuorum int `json:"ack_quorum,omitempty"`
 }
 
-// withDefaults fills zero fields and checks the others.
-func (o LogOptions) withDefaults() (LogOptions, error) {
+// WithDefaults fills o's zero fields with the defaults and checks the
+// others, as creating a log does: an invalid setting fails with ErrInvalid.
+// A server describes a log with its zero fields left out; WithDefaults
+// gives them back.
+func (o LogOptions) WithDefaults() (LogOptions, error) {
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
 	}
@@ -161,15 +167,18 @@ func (o LogOptions) withDefaults() (LogOptions, error) {
 		o.UploadsInFlight = cmp.Or(o.UploadsInFlight, DefaultUploadsInFlight)
 	}
 	if o.Mode == ModeQuorum {
-		o.Ensemble = cmp.Or(o.Ensemble, quorum.Default.Ensemble)
-		o.AckQuorum = cmp.Or(o.AckQuorum, min(quorum.Default.AckQuorum, o.Ensemble))
+		o.Ensemble = cmp.Or(o.Ensemble, DefaultEnsemble)
+		o.AckQuorum = cmp.Or(o.AckQuorum, min(DefaultAckQuorum, o.Ensemble))
 	}
 	if _, err := ParseMode(string(o.Mode)); err != nil {
 		return o, err
 	}
 	if o.Mode == ModeQuorum {
-		if err := (quorum.Config{Ensemble: o.Ensemble, AckQuorum: o.AckQuorum}).Validate(); err != nil {
-			return o, fmt.Errorf("%w: %v", ErrInvalid, err)
+		switch {
+		case o.Ensemble < 1 || o.Ensemble > MaxEnsemble:
+			return o, fmt.Errorf("%w: ensemble of %d replicas: use 1 to %d", ErrInvalid, o.Ensemble, MaxEnsemble)
+		case o.AckQuorum < 1 || o.AckQuorum > o.Ensemble:
+			return o, fmt.Errorf("%w: ack quorum of %d with an ensemble of %d: use 1 to %d", ErrInvalid, o.AckQuorum, o.Ensemble, o.Ensemble)
 		}
 	}
 	switch {

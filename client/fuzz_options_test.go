@@ -1,4 +1,4 @@
-package tern
+package client
 
 import (
 	"encoding/json"
@@ -84,14 +84,14 @@ func FuzzLogOptionsFromProto(f *testing.F) {
 		if err != nil || back != o {
 			t.Fatalf("LogOptionsFromProto(%v) = %+v, whose Proto reads as %+v, %v", p, o, back, err)
 		}
-		if _, err := o.withDefaults(); err != nil && !errors.Is(err, ErrInvalid) {
-			t.Fatalf("withDefaults(%+v): %v, want ErrInvalid", o, err)
+		if _, err := o.WithDefaults(); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("WithDefaults(%+v): %v, want ErrInvalid", o, err)
 		}
 	})
 }
 
 // FuzzLogOptionsJSON decodes arbitrary stored options, the JSON that the
-// metadata keeps for each log (encodeOptions). What decodes must encode to
+// metadata keeps for each log. What decodes must encode to
 // JSON that decodes to the same options.
 func FuzzLogOptionsJSON(f *testing.F) {
 	for _, o := range []LogOptions{
@@ -101,7 +101,7 @@ func FuzzLogOptionsJSON(f *testing.F) {
 		{Mode: ModeObject, FlushBytes: 1 << 20, FlushInterval: 5 * time.Millisecond, UploadsInFlight: 8},
 		{Mode: ModeQuorum, Ensemble: 5, AckQuorum: 3, Fsync: Fsync{Mode: FsyncNever}},
 	} {
-		b, err := encodeOptions(o)
+		b, err := json.Marshal(o)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -114,16 +114,16 @@ func FuzzLogOptionsJSON(f *testing.F) {
 		if json.Unmarshal(b, &o) != nil {
 			return
 		}
-		enc, err := encodeOptions(o)
+		enc, err := json.Marshal(o)
 		if err != nil {
-			t.Fatalf("encodeOptions(%+v): %v", o, err)
+			t.Fatalf("json.Marshal(%+v): %v", o, err)
 		}
 		var back LogOptions
 		if err := json.Unmarshal(enc, &back); err != nil || back != o {
 			t.Fatalf("options %+v encode as %s, which decodes to %+v, %v", o, enc, back, err)
 		}
-		if _, err := o.withDefaults(); err != nil && !errors.Is(err, ErrInvalid) {
-			t.Fatalf("withDefaults(%+v): %v, want ErrInvalid", o, err)
+		if _, err := o.WithDefaults(); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("WithDefaults(%+v): %v, want ErrInvalid", o, err)
 		}
 	})
 }

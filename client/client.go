@@ -1,0 +1,478 @@
+// Package client is the Go client of a Tern server (tern serve): it creates,
+// appends to, reads, subscribes to and truncates the server's logs over its
+// gRPC API (api/ternpb/tern.proto).
+//
+// It is a module of its own, github.com/ternwal/tern/client, that needs only
+// grpc, protobuf and the standard library, and Go 1.24: a program that only
+// talks to a server imports it and links none of the server's dependencies
+// (etcd, bbolt, minio-go). Package tern (github.com/ternwal/tern) has the
+// same API, over a server or over logs kept in the program itself
+// (embedded); its types and errors are this package's.
+//
+//	c, err := client.Open(ctx, client.Options{Server: "127.0.0.1:7070"})
+//	l, err := c.CreateLog(ctx, "tenant/db/channel-1", client.LogOptions{})
+//	w, err := l.OpenWriter(ctx)
+//	off, err := w.Append(ctx, client.Entry{Payload: []byte("hello")})
+//
+// Every error of a gRPC call is mapped back to Tern's sentinels (package
+// rpcerr), so callers branch on them with errors.Is as they would on an
+// embedded log. In a cluster, a log's calls go to the node that serves it,
+// following the redirects of the other nodes.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/client/ternpb"
+)
+
+// probeTimeout bounds the reachability check of Open when ctx has no earlier
+// deadline.
+const probeTimeout = 10 * time.Second
+
+// Options configure a Client.
+type Options struct {
+	// Server is the address (host:port) of a Tern server. Required.
+	Server string
+}
+
+// Client is a connection to a server. It is safe for concurrent use.
+type Client struct {
+	addr string
+	conn *grpc.ClientConn
+	api  ternpb.TernClient
+
+	mu     sync.Mutex
+	closed bool
+	open   map[closer]struct{}         // writers, readers and subscribers to close with the client
+	conns  map[string]*grpc.ClientConn // to the other nodes of a cluster, by address
+}
+
+// closer is a writer, reader or subscriber that Client.Close closes.
+type closer interface{ Close() error }
+
+// Open connects to the server at opts.Server and checks that it answers.
+//
+// The connection is plaintext: TLS and authentication are not supported yet,
+// so the server must be reached over a trusted network.
+func Open(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Server == "" {
+		return nil, fmt.Errorf("%w: Options.Server is empty: set the server's address (host:port)", ErrInvalid)
+	}
+	conn, err := grpc.NewClient(opts.Server,
+		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
+	}
+	c := &Client{addr: opts.Server, conn: conn, api: ternpb.NewTernClient(conn), open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	if err := c.probe(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// probe makes one cheap call, the description of a log whose name is
+// invalid, which a Tern server refuses with InvalidArgument without touching
+// its storage.
+func (c *Client) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err := c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: ""})
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("tern: cannot reach the server at %s: %w (is `tern serve` running?)", c.addr, rpcerr.Error(err))
+	case codes.Unimplemented:
+		return fmt.Errorf("tern: the server at %s does not serve the Tern API: %w", c.addr, rpcerr.Error(err))
+	}
+	return nil // it answered
+}
+
+// err maps the error of a gRPC call to Tern's error for it. A call cut short
+// by Close fails with ErrClosed.
+func (c *Client) err(err error) error {
+	if err == nil {
+		return nil
+	}
+	if code := status.Code(err); code == codes.Canceled || code == codes.Unavailable {
+		if c.isClosed() {
+			return ErrClosed
+		}
+	}
+	return rpcerr.Error(err)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// track registers x to be closed by Close. It fails with ErrClosed if the
+// client is closed.
+func (c *Client) track(x closer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.open[x] = struct{}{}
+	return nil
+}
+
+func (c *Client) untrack(x closer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.open, x)
+}
+
+// Close closes the client's writers (waiting for their queued appends),
+// subscribers (so the server commits their acknowledgements) and readers,
+// then the connection. Later calls fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	open := c.open
+	c.open = nil
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(open))
+	var errsMu sync.Mutex
+	for x := range open {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := x.Close(); err != nil {
+				errsMu.Lock()
+				errs = append(errs, err)
+				errsMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for addr, conn := range conns {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", addr, err))
+		}
+	}
+	if err := c.conn.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("tern: close the connection to %s: %w", c.addr, err))
+	}
+	return errors.Join(errs...)
+}
+
+// CreateLog creates a log and returns it. Zero fields of opts take the
+// defaults (LogOptions.WithDefaults); a mode left empty takes the server's.
+func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*Log, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	opts, err := opts.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
+	if err != nil {
+		return nil, c.err(err)
+	}
+	return c.newLog(info)
+}
+
+// OpenLog returns a handle on an existing log. The handle holds nothing on
+// the server: its calls go to the server one by one.
+func (c *Client) OpenLog(ctx context.Context, name string) (*Log, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	l := &Log{c: c, name: name}
+	info, err := l.describe(ctx) // from the node that serves it
+	if err != nil {
+		return nil, err
+	}
+	return l.withOptions(info)
+}
+
+func (c *Client) newLog(info *ternpb.LogInfo) (*Log, error) {
+	return (&Log{c: c, name: info.GetName()}).withOptions(info)
+}
+
+// withOptions sets l's options from info and returns l.
+func (l *Log) withOptions(info *ternpb.LogInfo) (*Log, error) {
+	opts, err := optionsFromProto(info.GetOptions())
+	if err != nil {
+		return nil, fmt.Errorf("tern: log %q: %w", l.name, err)
+	}
+	l.opts = opts
+	return l, nil
+}
+
+// DeleteLog deletes a log and its data.
+func (c *Client) DeleteLog(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if c.isClosed() {
+		return ErrClosed
+	}
+	// To the node that serves the log, which deletes it and gives it up.
+	return (&Log{c: c, name: name}).call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
+		return err
+	})
+}
+
+// ListLogs describes the logs whose names start with prefix, by name.
+func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix})
+	if err != nil {
+		return nil, c.err(err)
+	}
+	infos := make([]LogInfo, 0, len(resp.GetLogs()))
+	for _, pi := range resp.GetLogs() {
+		info, err := logInfoFromProto(pi)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+// Log is a handle on a log of the server. Its name and options are fixed;
+// the rest is asked of the server at each call. It is safe for concurrent
+// use.
+type Log struct {
+	c    *Client
+	name string
+	opts LogOptions
+
+	mu sync.Mutex
+	at string // the address of the node serving the log; "" for the client's
+}
+
+// Name is the log's name.
+func (l *Log) Name() string { return l.name }
+
+// Options returns the log's settings.
+func (l *Log) Options() LogOptions { return l.opts }
+
+func (l *Log) describe(ctx context.Context) (*ternpb.LogInfo, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
+	var info *ternpb.LogInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: l.name})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// Info describes the log as it is now.
+func (l *Log) Info(ctx context.Context) (LogInfo, error) {
+	info, err := l.describe(ctx)
+	if err != nil {
+		return LogInfo{}, err
+	}
+	return logInfoFromProto(info)
+}
+
+// OpenWriter opens the log's writer with a new epoch. Every older writer is
+// fenced: once OpenWriter returns, none of their appends is acknowledged, and
+// their later appends fail with ErrFenced.
+func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
+	var resp *ternpb.OpenWriterResponse
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{l: l, epoch: resp.GetEpoch()}
+	if err := l.c.track(w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Truncate declares that the entries below before are no longer needed:
+// reads below it fail with ErrTruncated from now on. The start only moves
+// forward; before may be at most End.
+func (l *Log) Truncate(ctx context.Context, before Offset) error {
+	if l.c.isClosed() {
+		return ErrClosed
+	}
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.TruncateLog(ctx, &ternpb.TruncateLogRequest{Name: l.name, Before: uint64(before)})
+		return err
+	})
+}
+
+// CreateSubscription creates a durable subscription on the log.
+func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
+	if err := ValidateSubName(name); err != nil {
+		return SubInfo{}, err
+	}
+	if l.c.isClosed() {
+		return SubInfo{}, ErrClosed
+	}
+	var info *ternpb.SubscriptionInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
+			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
+		})
+		return err
+	})
+	if err != nil {
+		return SubInfo{}, err
+	}
+	return subInfoFromProto(info), nil
+}
+
+// Subscription describes one of the log's subscriptions.
+func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
+	if err := ValidateSubName(name); err != nil {
+		return SubInfo{}, err
+	}
+	if l.c.isClosed() {
+		return SubInfo{}, ErrClosed
+	}
+	info, err := l.subscription(ctx, name)
+	if err != nil {
+		return SubInfo{}, err
+	}
+	return subInfoFromProto(info), nil
+}
+
+// Subscriptions describes the log's subscriptions, by name.
+func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
+	var resp *ternpb.ListSubscriptionsResponse
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]SubInfo, 0, len(resp.GetSubscriptions()))
+	for _, s := range resp.GetSubscriptions() {
+		infos = append(infos, subInfoFromProto(s))
+	}
+	return infos, nil
+}
+
+// DeleteSubscription deletes a subscription. Its subscriber, if any, fails
+// with ErrClosed.
+func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
+	if err := ValidateSubName(name); err != nil {
+		return err
+	}
+	if l.c.isClosed() {
+		return ErrClosed
+	}
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
+		return err
+	})
+}
+
+// Seek moves a subscription's cursor to to, which must lie between the log's
+// Start and End, forwards or backwards. Its subscriber, if any, goes on from
+// there.
+func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
+	if err := ValidateSubName(name); err != nil {
+		return err
+	}
+	if l.c.isClosed() {
+		return ErrClosed
+	}
+	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
+		return err
+	})
+}
+
+// subscription describes a subscription.
+func (l *Log) subscription(ctx context.Context, name string) (*ternpb.SubscriptionInfo, error) {
+	var info *ternpb.SubscriptionInfo
+	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
+		return err
+	})
+	return info, err
+}
+
+// optionsFromProto reads the options a server describes, filling the fields
+// it left zero with the defaults.
+func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
+	o, err := LogOptionsFromProto(p)
+	if err != nil {
+		return LogOptions{}, err
+	}
+	return o.WithDefaults()
+}
+
+func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
+	opts, err := optionsFromProto(p.GetOptions())
+	if err != nil {
+		return LogInfo{}, fmt.Errorf("tern: log %q: %w", p.GetName(), err)
+	}
+	return LogInfo{
+		Name: p.GetName(), ID: p.GetId(), Created: unixNano(p.GetCreatedUnixNano()), Options: opts,
+		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
+		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()),
+	}, nil
+}
+
+func subInfoFromProto(p *ternpb.SubscriptionInfo) SubInfo {
+	return SubInfo{
+		Log: p.GetLog(), Name: p.GetName(), Created: unixNano(p.GetCreatedUnixNano()),
+		Cursor: Offset(p.GetCursor()), Pin: p.GetPin(), Lag: p.GetLag(),
+	}
+}
+
+// unixNano is the time n nanoseconds after the Unix epoch; 0 is the zero time.
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}

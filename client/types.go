@@ -1,0 +1,177 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ternwal/tern/client/rpcerr"
+)
+
+// Offset is the position of an entry in its log: dense, from 0, never reused.
+type Offset uint64
+
+// Entry is one entry of a log.
+type Entry struct {
+	// Offset is set by reads and ignored by appends.
+	Offset Offset
+	// Payload is the entry's data. Entries returned by a Reader own their
+	// bytes: Tern never modifies or reuses them.
+	Payload []byte
+	// Properties are small named values beside the payload.
+	Properties map[string][]byte
+	// Time is the writer's append time, set to the current time by the
+	// append when it is zero.
+	Time time.Time
+
+	// IsTick marks a time tick, returned only to readers and subscribers
+	// that asked WithTicks. A tick is not an entry: Tick is the time given
+	// to AppendTimeTick, Offset is the tick's position (the entries below it
+	// came before it, those at or above it come after), and the other
+	// fields are empty.
+	IsTick bool
+	Tick   uint64
+}
+
+// LogInfo describes a log.
+type LogInfo struct {
+	Name     string
+	ID       uint64
+	Created  time.Time
+	Options  LogOptions
+	Start    Offset // the first offset that can be read
+	End      Offset // the offset the next append gets
+	Bytes    int64  // bytes of its segments, in files or objects
+	Segments int
+	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
+	// Objects is the number of objects holding a log in object mode: one
+	// per upload until compaction rewrites a sealed segment's into a few
+	// large ones. 0 for a local log.
+	Objects int
+}
+
+// SubOptions configure a new subscription.
+type SubOptions struct {
+	// From is the first offset the subscription delivers. It must lie
+	// between the log's Start and End.
+	From Offset
+	// FromEnd starts the subscription at the log's end instead of From.
+	FromEnd bool
+	// Pin makes retention keep the entries the subscription has not yet
+	// consumed ("keep until consumed"). Truncate is not held back by pins.
+	Pin bool
+}
+
+// SubInfo describes a subscription.
+type SubInfo struct {
+	Log     string
+	Name    string
+	Created time.Time
+	// Cursor is the next offset the subscription delivers: every entry below
+	// it has been acknowledged. An acknowledgement is committed to metadata
+	// within the server's commit interval; Cursor includes those not yet
+	// committed.
+	Cursor Offset
+	Pin    bool
+	// Lag is how many entries the subscription has not acknowledged: the
+	// log's end minus Cursor.
+	Lag uint64
+}
+
+// ReadOption changes how a Reader or Subscriber reads.
+type ReadOption func(*ReadOptions)
+
+// ReadOptions are what the ReadOptions of a call to OpenReader or Subscribe
+// add up to (see NewReadOptions).
+type ReadOptions struct {
+	// Ticks: return the time ticks too (WithTicks).
+	Ticks bool
+}
+
+// WithTicks makes the Reader or Subscriber return, besides entries, the time
+// ticks appended while it is open, each in its place between the entries:
+// an Entry with IsTick set. See Writer.AppendTimeTick.
+func WithTicks() ReadOption { return func(o *ReadOptions) { o.Ticks = true } }
+
+// NewReadOptions applies opts in order to the zero ReadOptions.
+func NewReadOptions(opts ...ReadOption) ReadOptions {
+	var o ReadOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// CheckBatch checks the entries of one append against a log's
+// MaxEntryBytes and MaxBatchBytes, and returns their bytes (payloads plus
+// property keys and values). Package tern checks an embedded log's appends
+// with it too, so that both refuse the same batches with the same errors.
+func CheckBatch(es []Entry, maxEntryBytes int) (int, error) {
+	if len(es) == 0 {
+		return 0, fmt.Errorf("%w: an append needs at least one entry", ErrInvalid)
+	}
+	total := 0
+	for i, e := range es {
+		n := len(e.Payload)
+		for k, v := range e.Properties {
+			n += len(k) + len(v)
+		}
+		if n > maxEntryBytes {
+			return 0, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, maxEntryBytes)
+		}
+		if total += n; total > MaxBatchBytes {
+			return 0, fmt.Errorf("%w: the batch has over %d bytes; split it", ErrTooLarge, MaxBatchBytes)
+		}
+	}
+	return total, nil
+}
+
+// Errors returned by Tern. Callers branch on them with errors.Is; the
+// message of the returned error adds what is known where it happened. They
+// are the values of package tern's errors of the same names, and a server's
+// errors come back as them.
+var (
+	// ErrNotFound: the log does not exist.
+	ErrNotFound = rpcerr.ErrNotFound
+	// ErrExist: a log of that name exists already.
+	ErrExist = rpcerr.ErrExist
+	// ErrSubNotFound: the log has no subscription of that name.
+	ErrSubNotFound = rpcerr.ErrSubNotFound
+	// ErrSubExist: the log has a subscription of that name already.
+	ErrSubExist = rpcerr.ErrSubExist
+	// ErrInvalidName: a log or subscription name breaks the naming rules.
+	ErrInvalidName = rpcerr.ErrInvalidName
+	// ErrInvalid: a request is malformed (an option out of range, a
+	// missing field).
+	ErrInvalid = rpcerr.ErrInvalid
+	// ErrFenced: a newer writer has been opened on the log.
+	ErrFenced = rpcerr.ErrFenced
+	// ErrTruncated: the offset read is below the log's start. The error is a
+	// *TruncatedError that says where the log now starts.
+	ErrTruncated = rpcerr.ErrTruncated
+	// ErrOutOfRange: the offset is beyond the log's end.
+	ErrOutOfRange = rpcerr.ErrOutOfRange
+	// ErrTooLarge: an entry is over the log's MaxEntryBytes, or a batch over
+	// MaxBatchBytes.
+	ErrTooLarge = rpcerr.ErrTooLarge
+	// ErrCorrupt: stored data failed its checks. The error is a
+	// *CorruptError that names the file and position.
+	ErrCorrupt = rpcerr.ErrCorrupt
+	// ErrClosed: the client, log, writer or reader is closed.
+	ErrClosed = rpcerr.ErrClosed
+	// ErrLocked: another process has the data directory open.
+	ErrLocked = rpcerr.ErrLocked
+	// ErrUnsupported: the call is one this kind of client cannot make.
+	ErrUnsupported = rpcerr.ErrUnsupported
+	// ErrNotOwner: in a cluster, another node serves the log; the error is
+	// a *NotOwnerError that names it. The client follows it by itself.
+	ErrNotOwner = rpcerr.ErrNotOwner
+)
+
+// NotOwnerError names the node that serves a log in a cluster.
+type NotOwnerError = rpcerr.NotOwnerError
+
+// TruncatedError reports a read below the log's start.
+type TruncatedError = rpcerr.TruncatedError
+
+// CorruptError reports damaged data: the file and the byte position.
+type CorruptError = rpcerr.CorruptError

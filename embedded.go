@@ -1,0 +1,527 @@
+package tern
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// embeddedClient keeps logs in a data directory of this process. It is safe
+// for concurrent use.
+type embeddedClient struct {
+	opts   Options
+	fs     vfs.FS
+	meta   meta.Store
+	bucket blob.Bucket // the object store, or nil
+
+	mu     sync.Mutex
+	logs   map[string]*embeddedLog // opened logs, by name
+	closed bool
+	stop   context.Context // canceled by Close: ends the retention loop and its work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// openEmbedded opens (creating if needed) the data directory opts.Dir. It
+// fails with ErrLocked if another process has it open.
+func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = 100 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RetentionInterval <= 0 {
+		opts.RetentionInterval = time.Minute
+	}
+	fs := opts.fs
+	if fs == nil {
+		fs = vfs.OS
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// The metadata is a bbolt file or etcd, which do their own I/O; only the
+	// segments go through fs.
+	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("tern: create data directory: %w", err)
+	}
+	if _, err := ParseMode(string(opts.DefaultMode)); err != nil {
+		return nil, err
+	}
+	if opts.DefaultMode == ModeObject && opts.Storage.URL == "" {
+		return nil, fmt.Errorf("%w: the default mode is object, and Options.Storage names no object store", ErrInvalid)
+	}
+	bucket, err := opts.Storage.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openMeta(ctx, opts)
+	if err != nil {
+		if bucket != nil {
+			bucket.Close()
+		}
+		return nil, err
+	}
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	c.stop, c.cancel = context.WithCancel(context.Background())
+	if err := c.removeOrphans(ctx); err != nil {
+		c.closeStores()
+		return nil, err
+	}
+	c.wg.Add(1)
+	go c.retainLoop()
+	return c, nil
+}
+
+// etcdMark is the file that says a data directory's metadata is in etcd:
+// opening it with the bbolt file would start an empty, second metadata
+// store whose log IDs collide with etcd's.
+const etcdMark = "meta.etcd"
+
+// openMeta locks the data directory and opens the metadata store opts ask
+// for: etcd, or the bbolt file in the data directory. A directory whose
+// metadata is in the other kind of store is refused.
+func openMeta(ctx context.Context, opts Options) (_ meta.Store, err error) {
+	lock, err := vfs.OS.Lock(filepath.Join(opts.Dir, "LOCK"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory; if it is tern serve, use --server)", ErrLocked, opts.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tern: lock data directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	bolt, etcd := filepath.Join(opts.Dir, "meta.db"), filepath.Join(opts.Dir, etcdMark)
+	exists := func(path string) bool { _, err := os.Stat(path); return err == nil }
+	var store meta.Store
+	if len(opts.Etcd) == 0 {
+		if exists(etcd) {
+			return nil, fmt.Errorf("tern: the metadata of %s is in etcd (%s): open it with Options.Etcd, or reach its server with Options.Server (tern --server)", opts.Dir, etcd)
+		}
+		b, err := meta.OpenBolt(bolt)
+		if errors.Is(err, meta.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s (stop the other process, or use another directory)", ErrLocked, opts.Dir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tern: open metadata: %w", err)
+		}
+		store = b
+	} else {
+		if exists(bolt) {
+			return nil, fmt.Errorf("tern: the metadata of %s is in its bbolt file (%s), not in etcd: open it without Options.Etcd", opts.Dir, bolt)
+		}
+		if err := markEtcd(etcd, opts); err != nil {
+			return nil, err
+		}
+		e, err := meta.OpenEtcd(ctx, meta.EtcdOptions{Endpoints: opts.Etcd, Root: opts.EtcdRoot, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("tern: open metadata: %w", err)
+		}
+		store = e
+	}
+	return &lockedStore{Store: store, lock: lock}, nil
+}
+
+// markEtcd records, durably, that the directory's metadata is in etcd.
+func markEtcd(path string, opts Options) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	body := fmt.Sprintf("the metadata of this data directory is in etcd at %s, root %q\n", strings.Join(opts.Etcd, ","), cmp.Or(opts.EtcdRoot, "/tern/"))
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("tern: mark data directory: %w", err)
+	}
+	return vfs.OS.SyncDir(filepath.Dir(path))
+}
+
+// lockedStore is a metadata store that holds the data directory's lock
+// until it is closed.
+type lockedStore struct {
+	meta.Store
+	lock io.Closer
+}
+
+func (s *lockedStore) Close() error {
+	return errors.Join(s.Store.Close(), s.lock.Close())
+}
+
+func (c *embeddedClient) exists(path string) bool {
+	_, err := c.fs.Stat(path)
+	return err == nil
+}
+
+func (c *embeddedClient) logsDir() string { return filepath.Join(c.opts.Dir, "logs") }
+
+func (c *embeddedClient) logDir(id uint64) string {
+	return filepath.Join(c.logsDir(), strconv.FormatUint(id, 10))
+}
+
+// deletedMark is the file DeleteLog puts in a log's directory before it
+// removes the log's metadata: only a directory so marked is data that may be
+// removed at Open when its log is gone from the metadata.
+const deletedMark = "DELETED"
+
+// objectsMark, next to deletedMark, says the deleted log was in object
+// storage: its objects go before its directory, and a client with no object
+// store leaves both.
+const objectsMark = "OBJECTS"
+
+// removeOrphans finishes the deletions a crash interrupted: it removes the
+// directories of deleted logs (marked, and gone from the metadata). A
+// directory of no known log that is not marked is kept and reported: it may
+// belong to another metadata store (a wrong --etcd or root), and data is
+// never removed on a guess.
+func (c *embeddedClient) removeOrphans(ctx context.Context) error {
+	if err := c.fs.MkdirAll(c.logsDir()); err != nil {
+		return fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
+	}
+	names, err := c.fs.List(c.logsDir())
+	if err != nil {
+		return fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
+	}
+	logs, err := c.meta.ListLogs(ctx, "")
+	if err != nil {
+		return fmt.Errorf("tern: list logs: %w", err)
+	}
+	live := map[string]bool{}
+	for _, l := range logs {
+		live[strconv.FormatUint(l.ID, 10)] = true
+	}
+	for _, name := range names {
+		dir := filepath.Join(c.logsDir(), name)
+		_, err := c.fs.Stat(filepath.Join(dir, deletedMark))
+		marked := err == nil
+		switch {
+		case live[name] && marked:
+			// The deletion did not reach the metadata: the log lives on.
+			if err := c.fs.Remove(filepath.Join(dir, deletedMark)); err != nil {
+				return fmt.Errorf("tern: %w", err)
+			}
+		case !live[name] && marked && c.bucket == nil && c.exists(filepath.Join(dir, objectsMark)):
+			c.opts.Logger.Warn("keeping a deleted log's directory until a client with its object store removes its objects", "dir", dir)
+		case !live[name] && marked:
+			c.opts.Logger.Info("removing the data of a deleted log", "dir", dir)
+			id, err := strconv.ParseUint(name, 10, 64)
+			if err != nil {
+				return fmt.Errorf("tern: %s is marked deleted but is not a log's directory", dir)
+			}
+			if err := c.removeData(ctx, id); err != nil {
+				return err
+			}
+		case !live[name]:
+			c.opts.Logger.Warn("keeping a log directory that the metadata does not know; remove it by hand if it is not needed", "dir", dir)
+		}
+	}
+	return nil
+}
+
+// retainLoop applies retention to every log every RetentionInterval (on a
+// node of a cluster, every log it serves), and compacts those in object
+// storage: a log needs no writer, nor a reader, for its old data to go.
+func (c *embeddedClient) retainLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop.Done():
+			return
+		case <-t.C:
+		}
+		for _, l := range c.allLogs() {
+			if err := l.applyRetention(); err != nil {
+				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
+			}
+			// Close cancels a compaction in progress rather than wait.
+			if err := l.compact(c.stop); err != nil && c.stop.Err() == nil {
+				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
+			}
+		}
+	}
+}
+
+// allLogs opens every log the metadata has (those already open stay as they
+// are) and returns them. A log that fails to open is logged and left out.
+// On a node of a cluster, a log that another node serves, or that none does
+// yet, is left out unopened: its retention and compaction are its owner's,
+// and would race with them.
+func (c *embeddedClient) allLogs() []*embeddedLog {
+	ctx, cancel := context.WithTimeout(c.stop, time.Minute)
+	defer cancel()
+	ms, err := c.meta.ListLogs(ctx, "")
+	if err != nil {
+		c.opts.Logger.Error("listing the logs for retention failed", "err", err)
+	}
+	logs := make([]*embeddedLog, 0, len(ms))
+	for _, m := range ms {
+		if c.opts.Cluster != nil && !c.opts.Cluster.Serves(m.ID) {
+			continue
+		}
+		l, err := c.openLog(ctx, m.Name)
+		switch {
+		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
+		case err != nil:
+			c.opts.Logger.Error("opening a log for retention failed", "log", m.Name, "err", err)
+		default:
+			logs = append(logs, l)
+		}
+	}
+	return logs
+}
+
+func (c *embeddedClient) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	logs := c.logs
+	c.logs = nil
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	var err error
+	for _, l := range logs {
+		err = errors.Join(err, l.close())
+	}
+	return errors.Join(err, c.closeStores())
+}
+
+func (c *embeddedClient) closeStores() error {
+	err := c.meta.Close()
+	if c.bucket != nil {
+		err = errors.Join(err, c.bucket.Close())
+	}
+	return err
+}
+
+func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOptions) (logImpl, error) {
+	if opts.Mode == "" {
+		opts.Mode = cmp.Or(c.opts.DefaultMode, ModeLocal)
+	}
+	opts, err := opts.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if (opts.Mode == ModeObject || opts.Mode == ModeQuorum) && c.bucket == nil {
+		return nil, errNoStorage(name)
+	}
+	if opts.Mode == ModeQuorum && c.opts.Cluster == nil {
+		return nil, errNoCluster(name)
+	}
+	enc, err := encodeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc})
+	if errors.Is(err, meta.ErrExist) {
+		return nil, fmt.Errorf("%w: %q", ErrExist, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tern: create log %q: %w", name, err)
+	}
+	return c.openLocked(ctx, m)
+}
+
+func (c *embeddedClient) OpenLog(ctx context.Context, name string) (logImpl, error) {
+	return c.openLog(ctx, name)
+}
+
+// openLog opens an existing log, recovering it if this is its first open in
+// this process. Every call returns the same log while the client is open.
+func (c *embeddedClient) openLog(ctx context.Context, name string) (*embeddedLog, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := c.logs[name]; ok {
+		return l, nil
+	}
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return nil, c.metaErr(name, err)
+	}
+	return c.openLocked(ctx, m)
+}
+
+func errNoCluster(name string) error {
+	return fmt.Errorf("%w: log %q is a quorum log, which only a cluster of tern serve nodes serves", ErrInvalid, name)
+}
+
+func (c *embeddedClient) LogID(ctx context.Context, name string) (uint64, error) {
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return 0, c.metaErr(name, err)
+	}
+	return m.ID, nil
+}
+
+func (c *embeddedClient) CloseLog(name string) error {
+	c.mu.Lock()
+	l, ok := c.logs[name]
+	delete(c.logs, name)
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return l.close()
+}
+
+// errNoStorage refuses to create, open or delete an object log on a client
+// with no object store.
+func errNoStorage(name string) error {
+	return fmt.Errorf("%w: log %q is in object storage, and this client has no object store: set Options.Storage (tern --storage, tern serve --storage)", ErrInvalid, name)
+}
+
+func (c *embeddedClient) metaErr(name string, err error) error {
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	return fmt.Errorf("tern: log %q: %w", name, err)
+}
+
+func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	m, err := c.meta.Log(ctx, name)
+	if err != nil {
+		return c.metaErr(name, err)
+	}
+	var opts LogOptions
+	object := json.Unmarshal(m.Options, &opts) == nil && (opts.Mode == ModeObject || opts.Mode == ModeQuorum)
+	if object && c.bucket == nil {
+		return errNoStorage(name) // its objects would stay behind, unknown to anyone
+	}
+	if l, ok := c.logs[name]; ok {
+		delete(c.logs, name)
+		l.close()
+	}
+	if err := c.markDeleted(m.ID, object); err != nil {
+		return err
+	}
+	if err := c.meta.DeleteLog(ctx, name); err != nil {
+		return c.metaErr(name, err)
+	}
+	// A crash from here on leaves an orphan directory, whose data is
+	// removed at next Open.
+	return c.removeData(ctx, m.ID)
+}
+
+// removeData removes the data of a deleted log: its objects, if the client
+// has an object store, then its directory and the mark in it.
+func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
+	if c.bucket != nil {
+		if err := objlog.DeleteAll(ctx, c.bucket, fmt.Sprintf("%d/", id)); err != nil {
+			return fmt.Errorf("tern: delete the objects of log %d: %w", id, err)
+		}
+	}
+	if err := c.fs.RemoveAll(c.logDir(id)); err != nil {
+		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)
+	}
+	return nil
+}
+
+// markDeleted durably marks a log's directory as data to remove, and, for
+// a log in object storage, as one whose objects are to be removed too.
+func (c *embeddedClient) markDeleted(id uint64, objects bool) error {
+	dir := c.logDir(id)
+	if err := c.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	}
+	marks := []string{deletedMark}
+	if objects {
+		marks = []string{objectsMark, deletedMark}
+	}
+	for _, mark := range marks {
+		f, err := c.fs.Create(filepath.Join(dir, mark))
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+		}
+		if err == nil {
+			if err := errors.Join(f.Sync(), f.Close()); err != nil {
+				return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+			}
+		}
+	}
+	if err := c.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
+	}
+	return nil
+}
+
+func (c *embeddedClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
+	ms, err := c.meta.ListLogs(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("tern: list logs: %w", err)
+	}
+	infos := make([]LogInfo, 0, len(ms))
+	for _, m := range ms {
+		l, err := c.openLog(ctx, m.Name)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		info, err := l.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+func (c *embeddedClient) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
+	ms, err := c.meta.ListLogs(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("tern: list logs: %w", err)
+	}
+	infos := make([]LogInfo, len(ms))
+	for i, m := range ms {
+		var opts LogOptions
+		if err := json.Unmarshal(m.Options, &opts); err != nil {
+			return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+		}
+		infos[i] = LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), Epoch: m.Epoch}
+	}
+	return infos, nil
+}

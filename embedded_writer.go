@@ -1,0 +1,105 @@
+package tern
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/record"
+	"github.com/ternwal/tern/internal/wal"
+)
+
+// embeddedWriter is the writer of a log kept by this process: it holds a
+// claim on its epoch in the metadata store, and queues appends on the log's
+// engine.
+type embeddedWriter struct {
+	l     *embeddedLog
+	epoch uint64
+	claim meta.Claim
+
+	mu     sync.Mutex
+	last   wal.Pending // the latest queued append, for Close
+	queued bool        // last is set
+	closed bool
+}
+
+// embeddedPending is an append queued on an engine.
+type embeddedPending struct{ p wal.Pending }
+
+func (p embeddedPending) Wait(ctx context.Context) (Offset, error) {
+	off, err := p.p.Wait(ctx)
+	return Offset(off), err
+}
+
+func (p embeddedPending) Done() <-chan struct{} { return p.p.Done() }
+
+func (w *embeddedWriter) Epoch() uint64 { return w.epoch }
+
+func (w *embeddedWriter) AppendTimeTick(ctx context.Context, t uint64) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	p, err := w.l.eng.AppendTick(w.epoch, t)
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = p.Wait(ctx)
+	return err
+}
+
+// AppendBatchAsync queues es, which Writer has checked, on the engine.
+func (w *embeddedWriter) AppendBatchAsync(es []Entry) pendingImpl {
+	now := time.Now().UnixNano()
+	var rs [1]record.Entry
+	recs := rs[:0]
+	if len(es) > 1 {
+		recs = make([]record.Entry, 0, len(es))
+	}
+	for _, e := range es {
+		t := now
+		if !e.Time.IsZero() {
+			t = e.Time.UnixNano()
+		}
+		recs = append(recs, record.Entry{Time: t, Payload: e.Payload, Properties: e.Properties})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return failedPending{ErrClosed}
+	}
+	p, err := w.l.eng.Append(w.epoch, recs)
+	if err != nil {
+		return failedPending{err}
+	}
+	w.last, w.queued = p, true
+	return embeddedPending{p}
+}
+
+// Close waits for the writer's queued appends to finish, then releases its
+// claim.
+func (w *embeddedWriter) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	last, queued := w.last, w.queued
+	w.mu.Unlock()
+	if queued {
+		<-last.Done()
+	}
+	// Bounded: with etcd unreachable the release would retry for ever, and
+	// the lease lapses on its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.claim.Release(ctx); err != nil {
+		return fmt.Errorf("tern: release writer claim on %q: %w", w.l.name, err)
+	}
+	return nil
+}

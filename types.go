@@ -1,0 +1,76 @@
+package tern
+
+import (
+	"github.com/ternwal/tern/client"
+	"github.com/ternwal/tern/client/ternpb"
+)
+
+// The types of the API are the client module's: a value made for one
+// works with the other.
+type (
+	// Offset is the position of an entry in its log: dense, from 0, never
+	// reused.
+	Offset = client.Offset
+	// Entry is one entry of a log.
+	Entry = client.Entry
+	// LogInfo describes a log.
+	LogInfo = client.LogInfo
+	// LogOptions are a log's settings, fixed when it is created.
+	LogOptions = client.LogOptions
+	// Fsync is a log's durability setting; see client.Fsync.
+	Fsync = client.Fsync
+	// FsyncMode says when an append is acknowledged.
+	FsyncMode = client.FsyncMode
+	// Mode is where a log keeps its entries, chosen when it is created.
+	Mode = client.Mode
+	// SubOptions configure a new subscription.
+	SubOptions = client.SubOptions
+	// SubInfo describes a subscription.
+	SubInfo = client.SubInfo
+	// ReadOption changes how a Reader or Subscriber reads.
+	ReadOption = client.ReadOption
+)
+
+// The fsync modes, the modes and the defaults of LogOptions; see package
+// client for what each means.
+const (
+	FsyncAlways   = client.FsyncAlways
+	FsyncInterval = client.FsyncInterval // UNSAFE
+	FsyncNever    = client.FsyncNever    // UNSAFE
+
+	ModeLocal  = client.ModeLocal
+	ModeObject = client.ModeObject
+	ModeQuorum = client.ModeQuorum
+
+	DefaultSegmentBytes    = client.DefaultSegmentBytes
+	DefaultSegmentAge      = client.DefaultSegmentAge
+	DefaultMaxEntryBytes   = client.DefaultMaxEntryBytes
+	DefaultFlushBytes      = client.DefaultFlushBytes
+	DefaultFlushInterval   = client.DefaultFlushInterval
+	DefaultUploadsInFlight = client.DefaultUploadsInFlight
+	MaxBatchBytes          = client.MaxBatchBytes
+	MaxNameBytes           = client.MaxNameBytes
+)
+
+// ParseFsync parses the text form of an Fsync: "always", "never" or
+// "interval:<duration>".
+func ParseFsync(s string) (Fsync, error) { return client.ParseFsync(s) }
+
+// ParseMode parses a mode's name; "" is the client's default.
+func ParseMode(s string) (Mode, error) { return client.ParseMode(s) }
+
+// ValidateName reports whether name can name a log.
+func ValidateName(name string) error { return client.ValidateName(name) }
+
+// ValidateSubName reports whether name can name a subscription.
+func ValidateSubName(name string) error { return client.ValidateSubName(name) }
+
+// LogOptionsFromProto reads log options in the form of the gRPC API.
+func LogOptionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
+	return client.LogOptionsFromProto(p)
+}
+
+// WithTicks makes the Reader or Subscriber return, besides entries, the time
+// ticks appended while it is open, each in its place between the entries:
+// an Entry with IsTick set. See Writer.AppendTimeTick.
+func WithTicks() ReadOption { return client.WithTicks() }
