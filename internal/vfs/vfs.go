@@ -8,8 +8,9 @@
 // Tern's durability rests on these assumptions about the real filesystem, and
 // MemFS simulates exactly them:
 //   - data written to a file is durable once File.Sync has returned;
-//   - a file's creation, removal or rename is durable once SyncDir of its
-//     directory has returned;
+//   - the creation, removal or rename of a file or a directory is durable
+//     once SyncDir of its parent directory has returned: until then a crash
+//     may undo it, and a directory lost so takes everything in it along;
 //   - writes that were not synced may be lost at a crash, but what survives of
 //     them is a prefix in write order: a random number of the unsynced writes
 //     survive whole, the next one may be torn at a sector boundary (its first
