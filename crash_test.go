@@ -3,14 +3,20 @@ package tern
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
-// crashWorkload appends, fences, rolls segments and truncates on fs, and
+// crashWorkload creates a log, appends, fences, rolls segments and
+// truncates on fs, and creates, appends to and deletes a second log; it
 // records what was attempted and what was acknowledged. It stops at the first
 // error, which is what a crash looks like from inside.
 type crashWorkload struct {
@@ -18,6 +24,43 @@ type crashWorkload struct {
 	batchOf   map[string]int    // payload -> id of the AppendBatch it was in
 	batchSize map[int]int
 	truncated Offset // the truncation point, if Truncate returned
+
+	goneAcked map[Offset]string // acknowledged in the deleted log
+	deleting  bool              // DeleteLog of the second log was called
+	deleted   bool              // and returned
+}
+
+// goneName is the log crashWorkload deletes.
+const goneName = "gone"
+
+// runGone creates goneName, appends to it, and returns a function that
+// deletes it.
+func (cw *crashWorkload) runGone(t *testing.T, c *Client) (deleteLog func() bool) {
+	cw.goneAcked = map[Offset]string{}
+	l, err := c.CreateLog(t.Context(), goneName, LogOptions{SegmentBytes: 4096})
+	if err != nil {
+		return nil
+	}
+	w, err := l.OpenWriter(t.Context())
+	if err != nil {
+		return nil
+	}
+	for i := range 8 {
+		p := fmt.Sprintf("g%d-%s", i, strings.Repeat("y", 700))
+		off, err := w.Append(t.Context(), Entry{Payload: []byte(p)})
+		if err != nil {
+			return nil
+		}
+		cw.goneAcked[off] = p
+	}
+	return func() bool {
+		cw.deleting = true
+		if c.DeleteLog(t.Context(), goneName) != nil {
+			return false
+		}
+		cw.deleted = true
+		return true
+	}
 }
 
 func (cw *crashWorkload) run(t *testing.T, dir string, fs vfs.FS) {
@@ -27,6 +70,10 @@ func (cw *crashWorkload) run(t *testing.T, dir string, fs vfs.FS) {
 		return
 	}
 	defer c.Close()
+	deleteGone := cw.runGone(t, c)
+	if deleteGone == nil {
+		return
+	}
 	l, err := c.CreateLog(t.Context(), "crash", LogOptions{SegmentBytes: 4096})
 	if err != nil {
 		return
@@ -71,6 +118,9 @@ func (cw *crashWorkload) run(t *testing.T, dir string, fs vfs.FS) {
 		return
 	}
 	cw.truncated = 20
+	if !deleteGone() {
+		return
+	}
 	for i := 22; i < 26; i++ {
 		if !appendN(i, 2) {
 			return
@@ -89,6 +139,7 @@ func (cw *crashWorkload) check(t *testing.T, dir string, fs vfs.FS) {
 		t.Fatalf("reopen after crash: %v", err)
 	}
 	defer c.Close()
+	cw.checkGone(t, c, dir, fs)
 	l, err := c.OpenLog(t.Context(), "crash")
 	if errors.Is(err, ErrNotFound) && len(cw.acked) == 0 {
 		return // the crash came before the log was created
@@ -131,16 +182,76 @@ func (cw *crashWorkload) check(t *testing.T, dir string, fs vfs.FS) {
 	}
 }
 
+// checkGone checks the deleted log after a crash: it is gone if DeleteLog
+// returned, and otherwise gone only if the crash came during its creation or
+// deletion, and if it is there it holds every entry acknowledged in it. Once
+// Open returns, no directory of a deleted log is left.
+func (cw *crashWorkload) checkGone(t *testing.T, c *Client, dir string, fs vfs.FS) {
+	t.Helper()
+	logs, err := c.ListLogsMeta(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, m := range logs {
+		live[strconv.FormatUint(m.ID, 10)] = true
+	}
+	names, err := fs.List(filepath.Join(dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !live[name] {
+			t.Fatalf("logs/%s is left over from a deleted log", name)
+		}
+	}
+	l, err := c.OpenLog(t.Context(), goneName)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if len(cw.goneAcked) > 0 && !cw.deleting {
+			t.Fatalf("log %q is gone, but it was never deleted", goneName)
+		}
+		return
+	case err != nil:
+		t.Fatalf("open log %q after crash: %v", goneName, err)
+	case cw.deleted:
+		t.Fatalf("log %q is back after DeleteLog returned", goneName)
+	}
+	info, err := l.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[Offset]string{}
+	for _, e := range readAll(t, l, info.Start) {
+		got[e.Offset] = string(e.Payload)
+	}
+	for off, p := range cw.goneAcked {
+		if got[off] != p {
+			t.Fatalf("log %q, acknowledged offset %d: read %.20q, want %.20q", goneName, off, got[off], p)
+		}
+	}
+}
+
 // TestCrashAtEveryPoint cuts the power after every mutating filesystem
 // operation of a workload, several times with different survivors of the
 // unsynced writes, and checks the recovered log.
 func TestCrashAtEveryPoint(t *testing.T) {
 	var ref crashWorkload
-	mem := vfs.NewMem()
-	ref.run(t, t.TempDir(), mem)
+	mem, refDir := vfs.NewMem(), t.TempDir()
+	ref.run(t, refDir, mem)
 	total := mem.Ops()
 	if len(ref.acked) < 40 || total < 50 {
 		t.Fatalf("reference run acknowledged %d entries in %d operations; the workload is broken", len(ref.acked), total)
+	}
+	// The workload must roll segments, delete one by truncation and delete
+	// a log: each creates or removes a directory entry.
+	logs, err := mem.List(filepath.Join(refDir, "logs"))
+	if err != nil || len(logs) != 1 || !ref.deleted {
+		t.Fatalf("reference run left logs %q (%v), deleted %q: %t; want one log left", logs, err, goneName, ref.deleted)
+	}
+	segs, err := mem.List(filepath.Join(refDir, "logs", logs[0]))
+	if err != nil || len(segs) < 2 || slices.Contains(segs, segment.FileName(0)) {
+		t.Fatalf("reference run left segments %q (%v); want two or more, and the first deleted by the truncation", segs, err)
 	}
 	seeds := 3
 	if testing.Short() {
@@ -159,5 +270,66 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				return
 			}
 		}
+	}
+}
+
+// TestCrashKeepsDeleteMarks cuts the power after DeleteLog has marked an
+// object log's directory and removed its metadata, before its objects go:
+// the marks, in a directory the log never had before, must survive, so that
+// the next Open removes the objects.
+func TestCrashKeepsDeleteMarks(t *testing.T) {
+	dir, store := t.TempDir(), t.TempDir()
+	mem := vfs.NewMem()
+	opts := Options{Dir: dir, Storage: StorageOptions{URL: "dir://" + store}, fs: mem}
+	c, err := Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	l, err := c.CreateLog(t.Context(), "obj", LogOptions{Mode: ModeObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.OpenWriter(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(t.Context(), Entry{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	objects := func() []string {
+		var keys []string
+		filepath.WalkDir(filepath.Join(store, strconv.FormatUint(logOf(l).id, 10)), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				keys = append(keys, path)
+			}
+			return nil
+		})
+		return keys
+	}
+	if len(objects()) == 0 {
+		t.Fatal("the append stored no object")
+	}
+	if err := c.CloseLog("obj"); err != nil {
+		t.Fatal(err)
+	}
+	// What DeleteLog does before it removes the objects.
+	embeddedOf(c).mu.Lock()
+	if err := embeddedOf(c).markDeleted(logOf(l).id, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := embeddedOf(c).meta.DeleteLog(t.Context(), "obj"); err != nil {
+		t.Fatal(err)
+	}
+	embeddedOf(c).mu.Unlock()
+	after := mem.Crash(rand.New(rand.NewPCG(1, 2)))
+	c.Close()
+
+	opts.fs = after
+	if c, err = Open(t.Context(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if keys := objects(); len(keys) > 0 {
+		t.Fatalf("objects of the deleted log are left after Open: %q", keys)
 	}
 }

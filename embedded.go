@@ -59,7 +59,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	}
 	// The metadata is a bbolt file or etcd, which do their own I/O; only the
 	// segments go through fs.
-	if err := vfs.OS.MkdirAll(opts.Dir); err != nil {
+	if err := vfs.MkdirAllSync(vfs.OS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("tern: create data directory: %w", err)
 	}
 	if _, err := ParseMode(string(opts.DefaultMode)); err != nil {
@@ -200,7 +200,7 @@ const objectsMark = "OBJECTS"
 // belong to another metadata store (a wrong --etcd or root), and data is
 // never removed on a guess.
 func (c *embeddedClient) removeOrphans(ctx context.Context) error {
-	if err := c.fs.MkdirAll(c.logsDir()); err != nil {
+	if err := vfs.MkdirAllSync(c.fs, c.logsDir()); err != nil {
 		return fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
 	}
 	names, err := c.fs.List(c.logsDir())
@@ -223,6 +223,9 @@ func (c *embeddedClient) removeOrphans(ctx context.Context) error {
 		case live[name] && marked:
 			// The deletion did not reach the metadata: the log lives on.
 			if err := c.fs.Remove(filepath.Join(dir, deletedMark)); err != nil {
+				return fmt.Errorf("tern: %w", err)
+			}
+			if err := c.fs.SyncDir(dir); err != nil {
 				return fmt.Errorf("tern: %w", err)
 			}
 		case !live[name] && marked && c.bucket == nil && c.exists(filepath.Join(dir, objectsMark)):
@@ -456,6 +459,10 @@ func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
 	if err := c.fs.RemoveAll(c.logDir(id)); err != nil {
 		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)
 	}
+	// Else a crash brings the directory back, marked, for the next Open.
+	if err := c.fs.SyncDir(c.logsDir()); err != nil {
+		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)
+	}
 	return nil
 }
 
@@ -463,7 +470,7 @@ func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
 // a log in object storage, as one whose objects are to be removed too.
 func (c *embeddedClient) markDeleted(id uint64, objects bool) error {
 	dir := c.logDir(id)
-	if err := c.fs.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAllSync(c.fs, dir); err != nil {
 		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 	}
 	marks := []string{deletedMark}

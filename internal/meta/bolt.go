@@ -88,11 +88,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // lockTimeout is how long OpenBolt waits for the file lock. Another process
@@ -150,6 +153,11 @@ func OpenBolt(path string) (*Bolt, error) {
 	if err != nil {
 		_ = db.Close() // the init error is the one to report
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
+	}
+	// bbolt syncs the file, not the directory that holds its name.
+	if err := vfs.OS.SyncDir(filepath.Dir(path)); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("meta: open %s: sync its directory: %w", path, err)
 	}
 	return &Bolt{db: db, claims: map[uint64]*boltClaim{}}, nil
 }

@@ -129,6 +129,16 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 		stop()
 		return nil, ctx.Err()
 	}
+	// etcd syncs the directory of its WAL files, but not the directories
+	// above it, nor the one of its database: a power loss could take the
+	// names of its data. It has made them all by now, and acknowledged
+	// nothing yet.
+	for _, d := range []string{filepath.Dir(dir), dir, filepath.Join(dir, "member"), filepath.Join(dir, "member", "snap")} {
+		if err := vfs.OS.SyncDir(d); err != nil {
+			stop()
+			return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
+		}
+	}
 	if client != saved {
 		if err := savePorts(dir, client, peer); err != nil {
 			stop()

@@ -164,11 +164,8 @@ func (s *Store) ensureLogDir(log uint64) error {
 		return nil
 	}
 	dir := logDir(s.dir, log)
-	if err := s.fs.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAllSync(s.fs, dir); err != nil {
 		return fmt.Errorf("replica: create %s: %w", dir, err)
-	}
-	if err := s.fs.SyncDir(s.dir); err != nil {
-		return fmt.Errorf("replica: sync %s: %w", s.dir, err)
 	}
 	s.logDirs[log] = true
 	return nil

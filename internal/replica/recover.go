@@ -88,11 +88,8 @@ func (s *Store) recoverFree() error {
 		if s.maxFree == 0 {
 			return nil
 		}
-		if err := s.fs.MkdirAll(dir); err != nil {
+		if err := vfs.MkdirAllSync(s.fs, dir); err != nil {
 			return fmt.Errorf("replica: create %s: %w", dir, err)
-		}
-		if err := s.fs.SyncDir(s.dir); err != nil {
-			return fmt.Errorf("replica: sync %s: %w", s.dir, err)
 		}
 		return nil
 	}

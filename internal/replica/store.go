@@ -156,7 +156,7 @@ func Open(opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if err := s.fs.MkdirAll(s.dir); err != nil {
+	if err := vfs.MkdirAllSync(s.fs, s.dir); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", s.dir, err)
 	}
 	lock, err := s.fs.Lock(filepath.Join(s.dir, "LOCK"))

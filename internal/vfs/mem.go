@@ -21,9 +21,12 @@ var ErrCrashed = errors.New("vfs: simulated machine crash")
 // MemFS is an in-memory FS that remembers what is durable, so that a test can
 // cut the power at any point (Crash) or stop the machine after a given number
 // of operations (CrashAfter). It follows the crash model of the package
-// comment, with directories themselves durable at once: MkdirAll, and Remove
-// or RemoveAll of a directory, need no SyncDir. Renaming a directory is not
-// supported.
+// comment, for directories as for files: a directory MkdirAll creates is lost
+// at a crash, with everything in it, until its parent is synced, and one that
+// Remove or RemoveAll removes comes back, with what was durable in it, until
+// its parent is synced. Of the changes to a directory's entries since its last
+// SyncDir, a crash keeps none (a real filesystem may keep some of them).
+// Renaming a directory is not supported.
 //
 // Paths are cleaned with filepath.Clean; "/" and "." exist from the start, and
 // a relative path is not the same file as any absolute one.
@@ -37,12 +40,15 @@ type MemFS struct {
 	crashAt int                // ops at which the machine dies; -1 for never
 }
 
-// memDir is a directory. Its files are in two namespaces: the current one,
-// and the one a crash would leave, which SyncDir brings up to date.
+// memDir is a directory. Its entries are in two namespaces: the current one,
+// and the one a crash would leave, which SyncDir brings up to date. A
+// directory removed from the current namespace lives on, unchanged, in its
+// parent's durable one until the parent is synced.
 type memDir struct {
-	files   map[string]*memNode
-	durable map[string]*memNode
-	subdirs map[string]bool
+	files       map[string]*memNode
+	durable     map[string]*memNode
+	subdirs     map[string]*memDir
+	durableDirs map[string]*memDir
 }
 
 // memNode is a file's content. A byte at an index below a slice's length is
@@ -78,9 +84,10 @@ func NewMem() *MemFS {
 
 func newMemDir() *memDir {
 	return &memDir{
-		files:   make(map[string]*memNode),
-		durable: make(map[string]*memNode),
-		subdirs: make(map[string]bool),
+		files:       make(map[string]*memNode),
+		durable:     make(map[string]*memNode),
+		subdirs:     make(map[string]*memDir),
+		durableDirs: make(map[string]*memDir),
 	}
 }
 
@@ -110,9 +117,11 @@ func (fs *MemFS) CrashAfter(n int) {
 // Crash returns a new MemFS holding what a power loss at this moment could
 // leave, drawing the choices the crash model allows from rng. The receiver is
 // unchanged. The new MemFS has no locks held and no crash point set; its
-// files are all synced and durable.
+// files and directories are all synced and durable.
 //
-// Each file in a directory's durable namespace gets its content as of its last
+// What survives is what the durable namespaces reach from "/" and ".": a
+// directory whose creation its parent's SyncDir has not covered is gone, with
+// everything under it. Each file in a directory's durable namespace gets its content as of its last
 // Sync, followed by a random number of its unsynced writes and truncates in
 // order. If the next one is a write, it may be torn: its bytes up to a random
 // sector boundary (counted in file positions) survive, and with probability
@@ -123,11 +132,11 @@ func (fs *MemFS) Crash(rng *rand.Rand) *MemFS {
 	defer fs.mu.Unlock()
 	after := NewMem()
 	survivors := make(map[*memNode]*memNode)
-	// Sorted, so that a seed always gives the same result.
-	for _, path := range slices.Sorted(maps.Keys(fs.dirs)) {
-		d := fs.dirs[path]
+	// In sorted order, so that a seed always gives the same result.
+	var walk func(path string, d *memDir) *memDir
+	walk = func(path string, d *memDir) *memDir {
 		nd := newMemDir()
-		maps.Copy(nd.subdirs, d.subdirs)
+		after.dirs[path] = nd
 		for _, name := range slices.Sorted(maps.Keys(d.durable)) {
 			n := d.durable[name]
 			s, ok := survivors[n]
@@ -139,8 +148,15 @@ func (fs *MemFS) Crash(rng *rand.Rand) *MemFS {
 			nd.files[name] = s
 			nd.durable[name] = s
 		}
-		after.dirs[path] = nd
+		for _, name := range slices.Sorted(maps.Keys(d.durableDirs)) {
+			sub := walk(filepath.Join(path, name), d.durableDirs[name])
+			nd.subdirs[name] = sub
+			nd.durableDirs[name] = sub
+		}
+		return nd
 	}
+	walk(".", fs.dirs["."])
+	walk(string(filepath.Separator), fs.dirs[string(filepath.Separator)])
 	return after
 }
 
@@ -258,7 +274,7 @@ func (fs *MemFS) Create(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.files[base] != nil || d.subdirs[base] {
+	if d.files[base] != nil || d.subdirs[base] != nil {
 		return nil, &os.PathError{Op: "create", Path: name, Err: os.ErrExist}
 	}
 	n := &memNode{}
@@ -341,6 +357,7 @@ func (fs *MemFS) remove(op, name string, all bool) error {
 			delete(fs.dirs, p)
 		}
 	}
+	// Durable only after SyncDir: pd.durableDirs keeps d, as it is, till then.
 	delete(pd.subdirs, base)
 	return nil
 }
@@ -365,7 +382,7 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	if err != nil {
 		return fail(os.ErrNotExist)
 	}
-	if nd.subdirs[nbase] {
+	if nd.subdirs[nbase] != nil {
 		return fail(syscall.EISDIR)
 	}
 	n := od.files[obase]
@@ -374,7 +391,9 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	return nil
 }
 
-// MkdirAll is durable at once; it does not count towards the crash point.
+// MkdirAll does not count towards the crash point: a crash just after it
+// leaves what one just before it would, as the new directories are durable
+// only once their parents are synced.
 func (fs *MemFS) MkdirAll(dir string) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -392,8 +411,9 @@ func (fs *MemFS) MkdirAll(dir string) error {
 		p = filepath.Dir(p)
 	}
 	for _, p := range slices.Backward(missing) {
-		fs.dirs[p] = newMemDir()
-		fs.dirs[filepath.Dir(p)].subdirs[filepath.Base(p)] = true
+		d := newMemDir()
+		fs.dirs[p] = d
+		fs.dirs[filepath.Dir(p)].subdirs[filepath.Base(p)] = d
 	}
 	return nil
 }
@@ -441,6 +461,7 @@ func (fs *MemFS) SyncDir(dir string) error {
 		return err
 	}
 	d.durable = maps.Clone(d.files)
+	d.durableDirs = maps.Clone(d.subdirs)
 	return nil
 }
 

@@ -14,13 +14,12 @@ const seeds = 2000
 
 func seeded(seed int) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }
 
-// setup returns a MemFS with /d holding a durable, empty file /d/f.
+// setup returns a MemFS with a durable /d holding a durable, empty file
+// /d/f.
 func setup(t *testing.T) (*MemFS, File) {
 	t.Helper()
 	fs := NewMem()
-	if err := fs.MkdirAll("/d"); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, fs, "/d")
 	f, err := fs.Create("/d/f")
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +28,14 @@ func setup(t *testing.T) (*MemFS, File) {
 		t.Fatal(err)
 	}
 	return fs, f
+}
+
+// mkdir creates dir durably.
+func mkdir(t *testing.T, fs FS, dir string) {
+	t.Helper()
+	if err := MkdirAllSync(fs, dir); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func syncFile(t *testing.T, f File) {
@@ -349,9 +356,7 @@ func TestCrashSharesHardLinks(t *testing.T) {
 	// A rename across directories with only the target synced leaves the
 	// file under both names; both must show the same content.
 	fs, f := setup(t)
-	if err := fs.MkdirAll("/e"); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, fs, "/e")
 	for i := range 5 {
 		write(t, f, string(pattern(byte(i), 999)))
 	}
@@ -393,27 +398,24 @@ func workload(fs FS, n int) error {
 func TestCrashAfter(t *testing.T) {
 	const writes = 10
 	fs := NewMem()
-	if err := fs.MkdirAll("/d"); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, fs, "/d")
+	base := fs.Ops()
 	if err := workload(fs, writes); err != nil {
 		t.Fatal(err)
 	}
-	total := fs.Ops()
+	total := fs.Ops() - base
 	if total != 2+2*writes {
 		t.Fatalf("workload took %d ops, want %d", total, 2+2*writes)
 	}
 	for n := range total {
 		fs := NewMem()
-		if err := fs.MkdirAll("/d"); err != nil {
-			t.Fatal(err)
-		}
+		mkdir(t, fs, "/d")
 		fs.CrashAfter(n)
 		if err := workload(fs, writes); !errors.Is(err, ErrCrashed) {
 			t.Fatalf("crash after %d: workload returned %v, want ErrCrashed", n, err)
 		}
-		if fs.Ops() != n {
-			t.Errorf("crash after %d: %d ops counted", n, fs.Ops())
+		if fs.Ops()-base != n {
+			t.Errorf("crash after %d: %d ops counted", n, fs.Ops()-base)
 		}
 		if _, err := fs.Stat("/d"); !errors.Is(err, ErrCrashed) {
 			t.Errorf("crash after %d: Stat after the crash returned %v, want ErrCrashed", n, err)
@@ -479,4 +481,182 @@ func TestMemLockIsPerFS(t *testing.T) {
 		t.Fatalf("Lock in another MemFS: %v", err)
 	}
 	lb.Close()
+}
+
+// TestCrashDirectories covers the creation and removal of directories,
+// which are lost, or come back, unless their parent is synced.
+func TestCrashDirectories(t *testing.T) {
+	syncDir := func(dir string) func(fs *MemFS) error {
+		return func(fs *MemFS) error { return fs.SyncDir(dir) }
+	}
+	// Each run starts from a durable /d holding a durable /d/f with "f"
+	// and a durable, empty /d/old.
+	for _, c := range []struct {
+		name string
+		run  []func(fs *MemFS) error
+		want []string // what tree lists under /d after a crash
+	}{
+		{
+			name: "MkdirAll",
+			run:  []func(fs *MemFS) error{mkdirWithFile("/d/e")},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			name: "MkdirAllSynced",
+			run:  []func(fs *MemFS) error{mkdirWithFile("/d/e"), syncDir("/d")},
+			want: []string{"e/", "e/g=g", "f=f", "old/"},
+		},
+		{
+			name: "NestedChildSynced",
+			run:  []func(fs *MemFS) error{mkdirWithFile("/d/a/b"), syncDir("/d/a")},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			name: "NestedParentSynced",
+			run:  []func(fs *MemFS) error{mkdirWithFile("/d/a/b"), syncDir("/d")},
+			want: []string{"a/", "f=f", "old/"},
+		},
+		{
+			name: "NestedAllSynced",
+			run:  []func(fs *MemFS) error{mkdirWithFile("/d/a/b"), syncDir("/d/a"), syncDir("/d")},
+			want: []string{"a/", "a/b/", "a/b/g=g", "f=f", "old/"},
+		},
+		{
+			name: "Remove",
+			run:  []func(fs *MemFS) error{func(fs *MemFS) error { return fs.Remove("/d/old") }},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			name: "RemoveSynced",
+			run:  []func(fs *MemFS) error{func(fs *MemFS) error { return fs.Remove("/d/old") }, syncDir("/d")},
+			want: []string{"f=f"},
+		},
+		{
+			name: "RemoveAll",
+			run:  []func(fs *MemFS) error{func(fs *MemFS) error { return fs.RemoveAll("/d") }},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			name: "RemoveAllNested",
+			run: []func(fs *MemFS) error{
+				mkdirWithFile("/d/a/b"), syncDir("/d/a"), syncDir("/d"),
+				func(fs *MemFS) error { return fs.RemoveAll("/d/a") },
+			},
+			want: []string{"a/", "a/b/", "a/b/g=g", "f=f", "old/"},
+		},
+		{
+			name: "RemoveAllSynced",
+			run: []func(fs *MemFS) error{
+				mkdirWithFile("/d/a/b"), syncDir("/d/a"), syncDir("/d"),
+				func(fs *MemFS) error { return fs.RemoveAll("/d/a") }, syncDir("/d"),
+			},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			// The old directory comes back, not the new one.
+			name: "RemoveAndMkdir",
+			run: []func(fs *MemFS) error{
+				func(fs *MemFS) error { return fs.Remove("/d/old") },
+				mkdirWithFile("/d/old"),
+			},
+			want: []string{"f=f", "old/"},
+		},
+		{
+			name: "FileInNewDirectorySynced",
+			run: []func(fs *MemFS) error{
+				func(fs *MemFS) error { return fs.MkdirAll("/d/e") },
+				func(fs *MemFS) error { return createSynced(fs, "/d/e/g", "g") },
+				syncDir("/d/e"),
+			},
+			want: []string{"f=f", "old/"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, f := setup(t)
+			write(t, f, "f")
+			syncFile(t, f)
+			mkdir(t, fs, "/d/old")
+			for _, step := range c.run {
+				if err := step(fs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for seed := range 5 {
+				if got := tree(t, fs.Crash(seeded(seed)), "/d"); !slices.Equal(got, c.want) {
+					t.Errorf("seed %d: after the crash /d holds %q, want %q", seed, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// mkdirWithFile makes dir, not durably, holding a synced file g with "g".
+func mkdirWithFile(dir string) func(fs *MemFS) error {
+	return func(fs *MemFS) error {
+		if err := fs.MkdirAll(dir); err != nil {
+			return err
+		}
+		if err := createSynced(fs, dir+"/g", "g"); err != nil {
+			return err
+		}
+		return fs.SyncDir(dir)
+	}
+}
+
+// tree lists what is under dir, sorted: "name/" for a directory and
+// "name=content" for a file, with paths relative to dir. A missing dir holds
+// nothing.
+func tree(t *testing.T, fs FS, dir string) []string {
+	t.Helper()
+	var out []string
+	var walk func(rel string)
+	walk = func(rel string) {
+		names, err := fs.List(dir + "/" + rel)
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			p := rel + n
+			fi, err := fs.Stat(dir + "/" + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.IsDir() {
+				out = append(out, p+"/")
+				walk(p + "/")
+				continue
+			}
+			out = append(out, p+"="+string(content(t, fs, dir+"/"+p)))
+		}
+	}
+	walk("")
+	return out
+}
+
+// TestMkdirAllSync checks that MkdirAllSync makes every level it creates
+// durable, and makes durable a directory that an earlier MkdirAll left
+// unsynced.
+func TestMkdirAllSync(t *testing.T) {
+	fs := NewMem()
+	mkdir(t, fs, "/a/b/c")
+	if err := fs.MkdirAll("/a/b/c/d"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tree(t, fs.Crash(seeded(0)), "/a"), []string{"b/", "b/c/"}; !slices.Equal(got, want) {
+		t.Fatalf("after MkdirAll: /a holds %q, want %q", got, want)
+	}
+	mkdir(t, fs, "/a/b/c/d")
+	if got, want := tree(t, fs.Crash(seeded(0)), "/a"), []string{"b/", "b/c/", "b/c/d/"}; !slices.Equal(got, want) {
+		t.Fatalf("after MkdirAllSync: /a holds %q, want %q", got, want)
+	}
+	// Over a file: MkdirAll's error.
+	if err := createSynced(fs, "/a/file", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAllSync(fs, "/a/file/x"); err == nil {
+		t.Fatal("MkdirAllSync under a file succeeded")
+	}
 }

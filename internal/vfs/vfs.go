@@ -8,8 +8,9 @@
 // Tern's durability rests on these assumptions about the real filesystem, and
 // MemFS simulates exactly them:
 //   - data written to a file is durable once File.Sync has returned;
-//   - a file's creation, removal or rename is durable once SyncDir of its
-//     directory has returned;
+//   - the creation, removal or rename of a file or a directory is durable
+//     once SyncDir of its parent directory has returned: until then a crash
+//     may undo it, and a directory lost so takes everything in it along;
 //   - writes that were not synced may be lost at a crash, but what survives of
 //     them is a prefix in write order: a random number of the unsynced writes
 //     survive whole, the next one may be torn at a sector boundary (its first
@@ -25,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // SectorBytes is the granularity at which MemFS tears an unsynced write.
@@ -55,7 +57,8 @@ type FS interface {
 	RemoveAll(name string) error
 	// Rename moves a file, replacing any file at newname.
 	Rename(oldname, newname string) error
-	// MkdirAll creates a directory and its parents.
+	// MkdirAll creates a directory and its parents. The new directories are
+	// durable only after SyncDir of their parents; MkdirAllSync does both.
 	MkdirAll(dir string) error
 	// List returns the names (not paths) of the entries in dir, sorted.
 	List(dir string) ([]string, error)
@@ -119,6 +122,38 @@ func WriteFile(fs FS, name string, data []byte) error {
 		return err
 	}
 	return fs.SyncDir(filepath.Dir(name))
+}
+
+// MkdirAllSync creates dir and any missing parents, as FS.MkdirAll does, and
+// makes them durable: it syncs the parent of each directory it creates, top
+// down, so that a crash after it returns leaves dir in place. When dir exists
+// already it still syncs dir's parent, once: a process that crashed between
+// creating dir and syncing its parent left a directory that a power loss
+// could still take away. The levels above dir are trusted once they exist.
+func MkdirAllSync(fs FS, dir string) error {
+	dir = filepath.Clean(dir)
+	var missing []string // dir first, then its missing parents
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := fs.Stat(p); err == nil {
+			break
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		return fs.SyncDir(filepath.Dir(dir))
+	}
+	for _, p := range slices.Backward(missing) {
+		if err := fs.SyncDir(filepath.Dir(p)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TempSuffix ends the name of the temporary file ReplaceFile writes first.

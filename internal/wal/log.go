@@ -126,7 +126,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 
 func (l *Log) recover() error {
 	fs, dir := l.opts.FS, l.opts.Dir
-	if err := fs.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAllSync(fs, dir); err != nil {
 		return fmt.Errorf("wal: create %s: %w", dir, err)
 	}
 	names, err := fs.List(dir)
