@@ -4,7 +4,10 @@
 // application no longer needs them.
 //
 // The same API works on logs kept by this process (embedded) and on the logs
-// of a Tern server (Options.Server), reached over gRPC.
+// of a Tern server (Options.Server), reached over gRPC by the client module
+// (github.com/ternwal/tern/client), whose types and errors this package's
+// are. A program that only talks to a server can import the client module
+// alone, without this package's dependencies (etcd, bbolt, minio-go).
 //
 // An embedded client keeps logs in a local data directory:
 //
