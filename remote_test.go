@@ -912,3 +912,54 @@ func TestModeTickRightAfterOpen(t *testing.T) {
 		}
 	})
 }
+
+// A call a client of a server cannot make fails with ErrUnsupported, never a
+// silent nil; an embedded client makes it. Both refuse bad arguments alike,
+// before either implementation is reached.
+func TestModeUnsupported(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		remote := strings.HasPrefix(t.Name(), "TestModeUnsupported/remote")
+		ctx := t.Context()
+		l, _ := mustCreate(t, c, "u", tern.LogOptions{})
+		_, idErr := c.LogID(ctx, "u")
+		_, metaErr := c.ListLogsMeta(ctx, "")
+		for name, err := range map[string]error{
+			"LogID":        idErr,
+			"ListLogsMeta": metaErr,
+			"Compact":      l.Compact(ctx),
+			"CloseLog":     c.CloseLog("u"),
+		} {
+			if remote && !errors.Is(err, tern.ErrUnsupported) {
+				t.Errorf("%s on a client of a server: %v, want ErrUnsupported", name, err)
+			}
+			if !remote && err != nil {
+				t.Errorf("%s on an embedded client: %v", name, err)
+			}
+		}
+		l, err := c.OpenLog(ctx, "u") // after CloseLog
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, err := range map[string]error{
+			"CreateLog":          func() error { _, err := c.CreateLog(ctx, "/bad", tern.LogOptions{}); return err }(),
+			"CloseLog":           c.CloseLog("bad//name"),
+			"Subscribe":          func() error { _, err := l.Subscribe(ctx, "no/slash"); return err }(),
+			"CreateSubscription": func() error { _, err := l.CreateSubscription(ctx, "", tern.SubOptions{}); return err }(),
+		} {
+			if !errors.Is(err, tern.ErrInvalidName) {
+				t.Errorf("%s with a bad name: %v, want ErrInvalidName", name, err)
+			}
+		}
+		if _, err := c.CreateLog(ctx, "neg", tern.LogOptions{SegmentAge: -time.Second}); !errors.Is(err, tern.ErrInvalid) {
+			t.Errorf("CreateLog with a negative segment age: %v, want ErrInvalid", err)
+		}
+		r, err := l.OpenReader(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, err := r.NextBatch(ctx, 0); !errors.Is(err, tern.ErrInvalid) {
+			t.Errorf("NextBatch(0): %v, want ErrInvalid", err)
+		}
+	})
+}
