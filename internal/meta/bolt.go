@@ -293,82 +293,6 @@ func (b *Bolt) BumpEpoch(ctx context.Context, name string) (uint64, error) {
 	return epoch, nil
 }
 
-// ClaimWriter implements Store. The claim holds until a newer epoch of the
-// log is stored through b, the log is deleted, the claim is released or b
-// is closed; no other process can store one while b holds the file lock.
-func (b *Bolt) ClaimWriter(ctx context.Context, name string) (Claim, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var c *boltClaim
-	err := b.update(name, func(l *Log) error {
-		l.Epoch++
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed {
-			return errClosed
-		}
-		if old := b.claims[l.ID]; old != nil {
-			old.lose()
-		}
-		// Registered before the commit, so that the next transaction,
-		// which may bump the epoch again, finds it.
-		c = &boltClaim{claim: newClaim(l.Epoch), b: b, id: l.ID}
-		b.claims[l.ID] = c
-		return nil
-	})
-	if err != nil {
-		if c != nil { // the epoch was not stored
-			c.release()
-		}
-		return nil, wrap("claim writer", name, err)
-	}
-	return c, nil
-}
-
-// fence ends the claim on log id, if any. It is called inside the write
-// transaction that stores a newer epoch or deletes the log, before the
-// commit: a claim is lost no later than the change that ends it is durable.
-func (b *Bolt) fence(id uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c := b.claims[id]; c != nil {
-		c.lose()
-		delete(b.claims, id)
-	}
-}
-
-// boltClaim is a Bolt's Claim.
-type boltClaim struct {
-	*claim
-	b  *Bolt
-	id uint64 // the log's
-}
-
-// Valid implements Claim: no lease backs the claim, so it is valid until it
-// is lost.
-func (c *boltClaim) Valid() bool { return !c.lost.Load() }
-
-// Release implements Claim. It does no I/O: the claim exists only in this
-// process. With a canceled ctx it returns ctx's error and keeps the claim,
-// as the etcd store does.
-func (c *boltClaim) Release(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.release()
-	return nil
-}
-
-func (c *boltClaim) release() {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	c.lose()
-	if c.b.claims[c.id] == c {
-		delete(c.b.claims, c.id)
-	}
-}
-
 // AdvanceStart implements Store.
 func (b *Bolt) AdvanceStart(ctx context.Context, name string, start uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
@@ -384,127 +308,6 @@ func (b *Bolt) AdvanceStart(ctx context.Context, name string, start uint64) (uin
 		return 0, wrap("advance start", name, err)
 	}
 	return cur, nil
-}
-
-// CreateSub implements Store. Created is truncated to microseconds.
-func (b *Bolt) CreateSub(ctx context.Context, log string, s Sub) (Sub, error) {
-	if err := ctx.Err(); err != nil {
-		return Sub{}, err
-	}
-	s = Sub{
-		Name:    s.Name,
-		Created: time.Now().UTC().Truncate(time.Microsecond),
-		Cursor:  s.Cursor,
-		Pin:     s.Pin,
-	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		l, err := getLog(tx.Bucket(logsBucket), log)
-		if err != nil {
-			return err
-		}
-		bk, err := tx.Bucket(subsBucket).CreateBucketIfNotExists(idKey(l.ID))
-		if err != nil {
-			return err
-		}
-		if bk.Get([]byte(s.Name)) != nil {
-			return ErrSubExist
-		}
-		return putSub(bk, s)
-	})
-	if err != nil {
-		return Sub{}, wrapSub("create subscription", log, s.Name, err)
-	}
-	return s, nil
-}
-
-// Sub implements Store.
-func (b *Bolt) Sub(ctx context.Context, log, name string) (Sub, error) {
-	if err := ctx.Err(); err != nil {
-		return Sub{}, err
-	}
-	var s Sub
-	err := b.db.View(func(tx *bolt.Tx) error {
-		bk, err := subs(tx, log)
-		if err != nil {
-			return err
-		}
-		s, err = getSub(bk, name)
-		return err
-	})
-	if err != nil {
-		return Sub{}, wrapSub("get subscription", log, name, err)
-	}
-	return s, nil
-}
-
-// ListSubs implements Store.
-func (b *Bolt) ListSubs(ctx context.Context, log string) ([]Sub, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var list []Sub
-	err := b.db.View(func(tx *bolt.Tx) error {
-		bk, err := subs(tx, log)
-		if err != nil || bk == nil {
-			return err
-		}
-		return bk.ForEach(func(k, v []byte) error {
-			s, err := decodeSub(v)
-			if err != nil {
-				return fmt.Errorf("subscription %q: %w", k, err)
-			}
-			s.Name = string(k)
-			list = append(list, s)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, wrap("list subscriptions", log, err)
-	}
-	return list, nil
-}
-
-// DeleteSub implements Store.
-func (b *Bolt) DeleteSub(ctx context.Context, log, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		bk, err := subs(tx, log)
-		if err != nil {
-			return err
-		}
-		if bk == nil || bk.Get([]byte(name)) == nil {
-			return ErrSubNotFound
-		}
-		return bk.Delete([]byte(name))
-	})
-	return wrapSub("delete subscription", log, name, err)
-}
-
-// CommitCursor implements Store.
-func (b *Bolt) CommitCursor(ctx context.Context, log, name string, cursor uint64) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	var cur uint64
-	err := b.updateSub(log, name, func(s *Sub) {
-		s.Cursor = max(s.Cursor, cursor)
-		cur = s.Cursor
-	})
-	if err != nil {
-		return 0, wrapSub("commit cursor", log, name, err)
-	}
-	return cur, nil
-}
-
-// SeekCursor implements Store.
-func (b *Bolt) SeekCursor(ctx context.Context, log, name string, cursor uint64) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := b.updateSub(log, name, func(s *Sub) { s.Cursor = cursor })
-	return wrapSub("seek cursor", log, name, err)
 }
 
 // Close implements Store. It releases the file lock; every claim made
@@ -539,33 +342,6 @@ func (b *Bolt) update(name string, fn func(*Log) error) error {
 	})
 }
 
-// updateSub reads a subscription, lets fn change it and writes it back, in
-// one read-write transaction.
-func (b *Bolt) updateSub(log, name string, fn func(*Sub)) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
-		bk, err := subs(tx, log)
-		if err != nil {
-			return err
-		}
-		s, err := getSub(bk, name)
-		if err != nil {
-			return err
-		}
-		fn(&s)
-		return putSub(bk, s)
-	})
-}
-
-// subs returns the bucket of the named log's subscriptions: nil if the log
-// has none, ErrNotFound if there is no such log.
-func subs(tx *bolt.Tx, log string) (*bolt.Bucket, error) {
-	l, err := getLog(tx.Bucket(logsBucket), log)
-	if err != nil {
-		return nil, err
-	}
-	return tx.Bucket(subsBucket).Bucket(idKey(l.ID)), nil
-}
-
 // idKey is a log ID as a key of the subs and segments buckets.
 func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
@@ -580,16 +356,6 @@ func wrap(op, name string, err error) error {
 		return fmt.Errorf("%w: %q", err, name)
 	default:
 		return fmt.Errorf("meta: %s %q: %w", op, name, err)
-	}
-}
-
-// wrapSub is wrap for an operation on subscription name of log.
-func wrapSub(op, log, name string, err error) error {
-	switch {
-	case errors.Is(err, ErrSubNotFound), errors.Is(err, ErrSubExist):
-		return fmt.Errorf("%w: %q of log %q", err, name, log)
-	default:
-		return wrap(op, log, err)
 	}
 }
 
@@ -663,30 +429,6 @@ type subRecord struct {
 	CreatedUS int64  `json:"created_us"`
 	Cursor    uint64 `json:"cursor"`
 	Pin       bool   `json:"pin"`
-}
-
-func getSub(bk *bolt.Bucket, name string) (Sub, error) {
-	var v []byte
-	if bk != nil {
-		v = bk.Get([]byte(name))
-	}
-	if v == nil {
-		return Sub{}, ErrSubNotFound
-	}
-	s, err := decodeSub(v)
-	if err != nil {
-		return Sub{}, err
-	}
-	s.Name = name
-	return s, nil
-}
-
-func putSub(bk *bolt.Bucket, s Sub) error {
-	v, err := encodeSub(s)
-	if err != nil {
-		return err
-	}
-	return bk.Put([]byte(s.Name), v)
 }
 
 // encodeSub returns the sub record for s; s.Name is the key and is not
