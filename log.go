@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/quorum"
@@ -26,7 +27,7 @@ type Log struct {
 	id      uint64
 	created time.Time
 	opts    LogOptions
-	eng     engine // the write and read path of the log's mode
+	eng     engine.Engine // the write and read path of the log's mode
 
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
@@ -64,7 +65,7 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 	if err := json.Unmarshal(m.Options, &opts); err != nil {
 		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
 	}
-	var eng engine
+	var eng engine.Engine
 	switch opts.Mode {
 	case ModeObject, ModeQuorum:
 		if c.bucket == nil {
@@ -99,7 +100,7 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 		}
-		eng = objectEngine{ol}
+		eng = ol
 	default:
 		mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
 		w, err := wal.Open(ctx, wal.Options{
@@ -116,7 +117,7 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 		}
-		eng = localEngine{w}
+		eng = w
 	}
 	l := &Log{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, eng: eng}
 	if err := l.loadSubs(ctx); err != nil {
@@ -254,7 +255,7 @@ func (l *Log) applyRetention() error {
 	if l.opts.RetentionAge == 0 && l.opts.RetentionBytes == 0 && l.opts.RetentionEntries == 0 {
 		return nil
 	}
-	err := l.eng.ApplyRetention(time.Now(), wal.Retention{
+	err := l.eng.ApplyRetention(time.Now(), engine.Retention{
 		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
 		Keep: l.pinnedFrom(),
 	})
@@ -279,7 +280,7 @@ func (l *Log) compact(ctx context.Context) error {
 // RetentionInterval. A local log, and a remote one (its server compacts
 // it), have nothing to compact here.
 func (l *Log) Compact(ctx context.Context) error {
-	oe, ok := l.eng.(objectEngine)
+	oe, ok := l.eng.(compacter)
 	if l.remote != nil || !ok {
 		return nil
 	}

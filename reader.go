@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ternwal/tern/internal/wal"
+	"github.com/ternwal/tern/internal/engine"
 )
 
 // Reader reads a log in offset order and follows its tail. It returns only
@@ -15,7 +15,7 @@ import (
 type Reader struct {
 	remote *remoteReader // set for a reader on a server
 
-	r entryReader
+	r engine.Reader
 }
 
 // Next returns the next entry, waiting at the tail until one is appended or
@@ -49,7 +49,7 @@ func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	return out, nil
 }
 
-func entry(e wal.Entry) Entry {
+func entry(e engine.Entry) Entry {
 	if e.IsTick {
 		return Entry{Offset: Offset(e.Offset), IsTick: true, Tick: e.Tick}
 	}

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // SubOptions configure a new subscription.
@@ -261,7 +261,7 @@ type Subscriber struct {
 	name  string
 	ticks bool
 
-	r   entryReader
+	r   engine.Reader
 	gen uint64 // the generation r reads for
 
 	done   context.Context // canceled when the Subscriber is superseded or closed
@@ -327,7 +327,7 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	if s.remote != nil {
 		return s.remote.NextBatch(ctx, max)
 	}
-	var es []wal.Entry
+	var es []engine.Entry
 	for {
 		seeked, err := s.reposition()
 		if err != nil {
@@ -364,7 +364,7 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 
 // nextBatch reads from the reader, waking when ctx ends, the Subscriber
 // ends, or a Seek cancels seeked.
-func (s *Subscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entry, error) {
+func (s *Subscriber) nextBatch(ctx, seeked context.Context, max int) ([]engine.Entry, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.done, cancel)()

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Entry is one entry of a log.
@@ -53,7 +53,7 @@ type Writer struct {
 type Pending struct {
 	remote *remotePending // set for an append to a server
 
-	p   wal.Pending
+	p   engine.Pending
 	err error
 }
 

@@ -12,9 +12,9 @@ import (
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Truncate raises the start to before, which the caller has stored durably,
@@ -22,53 +22,35 @@ import (
 // metadata. The start never moves back.
 func (l *Log) Truncate(before uint64) error {
 	l.mu.Lock()
-	if before > l.end {
-		end := l.end
-		l.mu.Unlock()
-		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, end)
-	}
-	l.start = max(l.start, before)
+	start, err := engine.RaiseStart(l.start, l.end, before)
+	l.start = start
 	l.mu.Unlock()
-	return l.deleteSealed(func(*seg, wal.Stats) bool { return false })
+	if err != nil {
+		return err
+	}
+	return l.ApplyRetention(time.Time{}, engine.Retention{})
 }
 
-// ApplyRetention deletes the oldest sealed segments that r says may go, and
-// those wholly below the start, with the rules of wal.Retention.
-func (l *Log) ApplyRetention(now time.Time, r wal.Retention) error {
-	return l.deleteSealed(func(s *seg, rest wal.Stats) bool {
-		if s.end > r.Keep {
-			return false
-		}
-		return (r.Age > 0 && now.Sub(time.Unix(0, s.maxTime)) > r.Age) ||
-			(r.Bytes > 0 && rest.Bytes >= r.Bytes) ||
-			(r.Entries > 0 && rest.End-rest.Start >= r.Entries)
-	})
-}
-
-// deleteSealed deletes sealed segments from the oldest on while they lie
-// wholly below the start or expired says they may go. It keeps the last
-// segment. A segment whose deletion fails stays in metadata, below the
-// start, and the next pass deletes it.
-func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
+// ApplyRetention deletes the oldest sealed segments that r lets go, and
+// those wholly below the start; it keeps the last segment. A segment whose
+// deletion fails stays in metadata, below the start, and the next pass
+// deletes it.
+func (l *Log) ApplyRetention(now time.Time, r engine.Retention) error {
 	l.gcMu.Lock()
 	defer l.gcMu.Unlock()
 	l.mu.Lock()
-	st := wal.Stats{Start: l.start, End: l.end}
-	for _, s := range l.segs {
+	st := engine.Stats{Start: l.start, End: l.end}
+	var segs []engine.Segment
+	for i, s := range l.segs {
 		st.Bytes += s.bytes
-	}
-	n := 0
-	for ; n < len(l.segs)-1 && l.segs[n].sealed(); n++ {
-		s := l.segs[n]
-		rest := wal.Stats{Start: max(st.Start, s.end), End: st.End, Bytes: st.Bytes - s.bytes}
-		if s.end > st.Start && !expired(s, rest) {
-			break
+		if i == len(segs) && i < len(l.segs)-1 && s.sealed() {
+			segs = append(segs, engine.Segment{End: s.end, Bytes: s.bytes, MaxTime: s.maxTime})
 		}
-		st = rest
 	}
+	n, start := r.Expired(now, st, segs)
 	drop := l.segs[:n:n]
 	l.segs = l.segs[n:]
-	l.start = st.Start
+	l.start = start
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*metaTimeout)
 	defer cancel()

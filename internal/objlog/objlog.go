@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Meta is the metadata of one log's segments: meta.Store's segment methods
@@ -195,28 +195,27 @@ type Log struct {
 
 	gcMu sync.Mutex // one truncation, retention pass or compaction at a time
 
-	mu          sync.Mutex
-	closed      bool
-	failed      error // set when an upload failed for good; cleared by Fence
-	epoch       uint64
-	owned       func() bool
-	start, end  uint64 // end: the offset after the last acknowledged entry
-	segs        []*seg // oldest first; the last may be open
-	open        *seg   // the current epoch's open segment, or nil
-	advanced    chan struct{}
-	tickReaders map[*Reader]struct{}
-	cache       []cached // acknowledged fragments, oldest first
-	cacheBytes  int64
+	mu         sync.Mutex
+	closed     bool
+	failed     error // set when an upload failed for good; cleared by Fence
+	epoch      uint64
+	owned      func() bool
+	start, end uint64 // end: the offset after the last acknowledged entry
+	segs       []*seg // oldest first; the last may be open
+	open       *seg   // the current epoch's open segment, or nil
+	advanced   chan struct{}
+	readers    engine.Readers
+	cache      []cached // acknowledged fragments, oldest first
+	cacheBytes int64
 
-	queue      []*group // appended, not yet cut into a fragment
-	queueBytes int
-	next       uint64  // the offset the next entry cut into a fragment gets
-	inflight   []*frag // cut, not yet acknowledged, in order
-	fencing    bool    // Fence is under way: the flusher waits
-	busy       bool    // the flusher is creating or sealing a segment
-	wake       chan struct{}
-	flushed    chan struct{} // closed when the flusher has exited
-	uploads    sync.WaitGroup
+	queue    engine.Queue // appended, not yet cut into a fragment
+	next     uint64       // the offset the next entry cut into a fragment gets
+	inflight []*frag      // cut, not yet acknowledged, in order
+	fencing  bool         // Fence is under way: the flusher waits
+	busy     bool         // the flusher is creating or sealing a segment
+	wake     chan struct{}
+	flushed  chan struct{} // closed when the flusher has exited
+	uploads  sync.WaitGroup
 
 	// Quorum mode:
 	avoid       map[string]time.Time // nodes that failed in an ensemble, and when
@@ -240,13 +239,14 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		opts:        opts,
 		epoch:       opts.Epoch,
 		advanced:    make(chan struct{}),
-		tickReaders: map[*Reader]struct{}{},
 		wake:        make(chan struct{}, 1),
 		flushed:     make(chan struct{}),
 		avoid:       map[string]time.Time{},
 		offloadWake: make(chan struct{}, 1),
 		offloaded:   make(chan struct{}),
 	}
+	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.readers = engine.NewReaders(&l.mu)
 	if err := l.load(ctx, false); err != nil {
 		return nil, err
 	}
@@ -334,10 +334,10 @@ func sealedSeg(m meta.Segment) *seg {
 }
 
 // Stats returns the log's current extent.
-func (l *Log) Stats() wal.Stats {
+func (l *Log) Stats() engine.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := wal.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
+	s := engine.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
 	for _, sg := range l.segs {
 		s.Bytes += sg.bytes
 		s.Objects += len(sg.objs)
@@ -355,7 +355,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	l.signal()
+	engine.Wake(l.wake)
 	<-l.flushed
 	l.uploads.Wait()
 	var err error

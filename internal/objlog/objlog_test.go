@@ -13,10 +13,10 @@ import (
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/miniotest"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // forEachBucket runs f on a bucket in memory ("mem") and on a real MinIO
@@ -99,7 +99,7 @@ func entry(s string) []record.Entry { return []record.Entry{{Payload: []byte(s),
 // before waiting) and returns their offsets.
 func appendN(t *testing.T, l *Log, epoch uint64, prefix string, n int) []uint64 {
 	t.Helper()
-	ps := make([]wal.Pending, n)
+	ps := make([]engine.Pending, n)
 	for i := range n {
 		p, err := l.Append(epoch, entry(fmt.Sprintf("%s-%d", prefix, i)))
 		if err != nil {

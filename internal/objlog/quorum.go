@@ -12,6 +12,7 @@ import (
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/replica"
@@ -241,7 +242,7 @@ func (e *ensemble) lose(i int, err error) {
 	e.l.opts.Logger.Warn("replica dropped from the ensemble; the segment rolls to a new one", "prefix", e.l.opts.Prefix, "segment", e.seq, "replica", e.ids[i], "err", err)
 	e.l.noteFailed(e.ids[i])
 	e.resolve(failed, fail)
-	e.l.signal()
+	engine.Wake(e.l.wake)
 }
 
 // resolve completes fragments, in order.

@@ -6,51 +6,22 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
-
-// group is a batch being built by appenders, committed as one, or a time
-// tick, which takes a place in the queue but writes nothing.
-type group struct {
-	b       *record.Builder // from builders; nil for a tick and once cut
-	isTick  bool
-	tick    uint64
-	epoch   uint64
-	maxTime int64
-	at      time.Time // when it was queued
-	wal.Outcome
-}
-
-var builders = sync.Pool{New: func() any { return new(record.Builder) }}
-
-func (g *group) finish(err error) {
-	g.Finish(err)
-	g.release()
-}
-
-// release recycles the group's buffer, once its bytes are copied or dropped.
-func (g *group) release() {
-	if g.b != nil {
-		g.b.Reset()
-		builders.Put(g.b)
-		g.b = nil
-	}
-}
 
 // frag is a fragment: the groups cut together, uploaded as one object.
 type frag struct {
 	seg     *seg // nil for a fragment of ticks only, which uploads nothing
 	n       int  // its number in seg
 	epoch   uint64
-	groups  []*group
+	groups  []*engine.Group
 	data    []byte
 	base    uint64
 	end     uint64
@@ -60,88 +31,41 @@ type frag struct {
 	sent    time.Time // quorum mode: when it went to the replicas
 }
 
-// check refuses an append or tick from epoch. The caller holds mu.
-func (l *Log) check(epoch uint64) error {
-	switch {
-	case l.closed:
-		return rpcerr.ErrClosed
-	case l.failed != nil:
-		return l.failed
-	case epoch != l.epoch || l.fencing:
-		return rpcerr.ErrFenced
-	}
-	return nil
-}
-
 // Append queues entries, written by the writer of the given epoch, to be
 // uploaded together in one batch, and returns at once.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (wal.Pending, error) {
-	if len(entries) == 0 {
-		return wal.Pending{}, errors.New("objlog: append of no entries")
-	}
-	size := 0
-	for _, e := range entries {
-		size += record.EncodedBytes(e)
-	}
+func (l *Log) Append(epoch uint64, entries []record.Entry) (engine.Pending, error) {
 	l.mu.Lock()
-	if err := l.check(epoch); err != nil {
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
 		l.mu.Unlock()
-		return wal.Pending{}, err
+		return engine.Pending{}, err
 	}
-	var g *group
-	added := false
-	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
-		g = l.queue[n-1]
-	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
-		l.queue = append(l.queue, g)
-		added = true
-	}
-	p := g.Pending(uint64(g.b.Count()))
-	before := g.b.Bytes()
-	for _, e := range entries {
-		g.b.Add(e)
-		g.maxTime = max(g.maxTime, e.Time)
-	}
-	l.queueBytes += g.b.Bytes() - before
-	full := l.queueBytes >= l.opts.FlushBytes
+	p, started, err := l.queue.Add(epoch, entries, l.opts.Now())
+	full := l.queue.Bytes() >= l.opts.FlushBytes
 	l.mu.Unlock()
-	if added || full {
-		l.signal() // a new oldest group for the flush interval, or enough to flush
+	if started || full {
+		// a new oldest group for the flush interval, or enough to flush
+		engine.Wake(l.wake)
 	}
+	return p, err
+}
+
+// AppendTick queues a time tick from the writer of the given epoch (see
+// engine.Engine): it is delivered after every entry queued before it, and
+// writes nothing.
+func (l *Log) AppendTick(epoch, t uint64) (engine.Pending, error) {
+	l.mu.Lock()
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
+		l.mu.Unlock()
+		return engine.Pending{}, err
+	}
+	p := l.queue.AddTick(epoch, t, l.opts.Now())
+	l.mu.Unlock()
+	engine.Wake(l.wake)
 	return p, nil
 }
 
-// AppendTick queues a time tick from the writer of the given epoch, as
-// wal.Log.AppendTick does: it is delivered after every entry queued before
-// it, and writes nothing.
-func (l *Log) AppendTick(epoch, t uint64) (wal.Pending, error) {
-	l.mu.Lock()
-	if err := l.check(epoch); err != nil {
-		l.mu.Unlock()
-		return wal.Pending{}, err
-	}
-	g := &group{isTick: true, tick: t, epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
-	l.queue = append(l.queue, g)
-	l.mu.Unlock()
-	l.signal()
-	return g.Pending(0), nil
-}
-
-func (l *Log) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
 // failQueued fails every queued group with err. The caller holds mu.
-func (l *Log) failQueued(err error) {
-	for _, g := range l.queue {
-		g.finish(err)
-	}
-	l.queue, l.queueBytes = nil, 0
-}
+func (l *Log) failQueued(err error) { l.queue.Fail(err) }
 
 // failLog makes every queued and later append fail with err until a new
 // writer recovers the log. The caller holds mu.
@@ -231,7 +155,7 @@ func (l *Log) idle() {
 // step decides the flusher's next move. The caller holds mu. For stepUpload
 // it has cut the fragment and queued it in inflight, with l.uploads counted.
 func (l *Log) step() (stepKind, *frag, time.Duration) {
-	if len(l.queue) == 0 {
+	if l.queue.Len() == 0 {
 		if l.closed {
 			return stepExit, nil, 0
 		}
@@ -240,7 +164,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	if l.fencing {
 		return stepWait, nil, 0
 	}
-	ticks := l.queue[0].isTick
+	ticks := l.queue.Groups()[0].IsTick
 	if !ticks {
 		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
 			if len(l.inflight) > 0 {
@@ -252,8 +176,8 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 			return stepCreate, nil, 0
 		}
 	}
-	if !ticks && !l.closed && l.queueBytes < l.opts.FlushBytes {
-		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue[0].at); wait > 0 {
+	if !ticks && !l.closed && l.queue.Bytes() < l.opts.FlushBytes {
+		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue.Groups()[0].Queued); wait > 0 {
 			return stepWait, nil, wait
 		}
 	}
@@ -261,7 +185,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 		return stepWait, nil, 0
 	}
 	if !ticks && l.owned != nil && !l.owned() {
-		l.failLog(fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", rpcerr.ErrFenced))
+		l.failLog(engine.NotOwned())
 		return stepWait, nil, 0
 	}
 	f := l.cut()
@@ -275,7 +199,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 // mustRoll reports whether the open segment o is full or old. The caller
 // holds mu.
 func (l *Log) mustRoll(o *seg) bool {
-	return o.bytes+int64(l.queueBytes) > l.opts.SegmentBytes ||
+	return o.bytes+int64(l.queue.Bytes()) > l.opts.SegmentBytes ||
 		o.frags >= l.opts.MaxFragments ||
 		(l.opts.SegmentAge > 0 && l.opts.Now().Sub(o.m.Created) >= l.opts.SegmentAge)
 }
@@ -287,38 +211,34 @@ func (l *Log) mustRoll(o *seg) bool {
 // it is released.
 func (l *Log) cut() *frag {
 	f := &frag{epoch: l.epoch, base: l.next}
+	queued := l.queue.Groups()
 	n := 0
-	if l.queue[0].isTick {
-		for n < len(l.queue) && l.queue[n].isTick {
-			l.queue[n].Base = l.next
+	if queued[0].IsTick {
+		for n < len(queued) && queued[n].IsTick {
+			queued[n].Base = l.next
 			n++
 		}
 	} else {
 		size := 0
-		for n < len(l.queue) && size < l.opts.FlushBytes {
-			if g := l.queue[n]; !g.isTick {
-				size += g.b.Bytes()
+		for n < len(queued) && size < l.opts.FlushBytes {
+			if g := queued[n]; !g.IsTick {
+				size += g.B.Bytes()
 			}
 			n++
 		}
 		f.seg, f.n = l.open, l.open.frags
 		l.open.frags++
-		for _, g := range l.queue[:n] {
+		for _, g := range queued[:n] {
 			g.Base = l.next
-			if g.isTick {
+			if g.IsTick {
 				continue
 			}
-			l.next += uint64(g.b.Count())
-			f.maxTime = max(f.maxTime, g.maxTime)
-			l.queueBytes -= g.b.Bytes()
+			l.next += uint64(g.B.Count())
+			f.maxTime = max(f.maxTime, g.MaxTime)
 		}
 	}
 	f.end = l.next
-	f.groups = l.queue[:n:n]
-	l.queue = l.queue[n:]
-	if len(l.queue) == 0 {
-		l.queueBytes = 0
-	}
+	f.groups = l.queue.Take(n)
 	return f
 }
 
@@ -328,8 +248,8 @@ func (l *Log) cut() *frag {
 func (f *frag) join() {
 	batches := make([][]byte, 0, len(f.groups))
 	for _, g := range f.groups {
-		if !g.isTick {
-			batches = append(batches, g.b.FinishUnsummed(g.Base, g.epoch))
+		if !g.IsTick {
+			batches = append(batches, g.B.FinishUnsummed(g.Base, g.Epoch))
 		}
 	}
 	// Join copies them into a buffer it does not zero first; each batch is
@@ -341,7 +261,7 @@ func (f *frag) join() {
 		at += len(b)
 	}
 	for _, g := range f.groups {
-		g.release()
+		g.Release()
 	}
 }
 
@@ -494,7 +414,7 @@ func (l *Log) complete(f *frag) {
 		if err != nil {
 			l.failLog(err)
 			for _, g := range h.groups {
-				g.finish(err)
+				g.Finish(err)
 			}
 			continue
 		}
@@ -503,7 +423,7 @@ func (l *Log) complete(f *frag) {
 	close(l.advanced)
 	l.advanced = make(chan struct{})
 	l.mu.Unlock()
-	l.signal()
+	engine.Wake(l.wake)
 }
 
 // publish makes an uploaded fragment readable and acknowledges its appends.
@@ -525,12 +445,10 @@ func (l *Log) publish(f *frag) {
 		}
 	}
 	for _, g := range f.groups {
-		if g.isTick {
-			for r := range l.tickReaders {
-				r.AddTick(wal.Tick{Time: g.tick, Offset: g.Base})
-			}
+		if g.IsTick {
+			l.readers.Tick(engine.Tick{Time: g.Tick, Offset: g.Base})
 		}
-		g.finish(nil)
+		g.Finish(nil)
 	}
 }
 
@@ -587,7 +505,7 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	close(l.advanced)
 	l.advanced = make(chan struct{})
 	l.mu.Unlock()
-	l.signal()
+	engine.Wake(l.wake)
 	return err
 }
 
