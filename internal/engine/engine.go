@@ -21,6 +21,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/ternwal/tern/internal/record"
@@ -106,4 +107,16 @@ type Stats struct {
 	// Objects counts the objects that hold a log in object storage
 	// (fragments, or compacted objects); 0 for a local log.
 	Objects int
+}
+
+// Defaults returns now and logger, or where they are nil the wall clock and
+// a logger that discards: the defaults of every engine's options.
+func Defaults(now func() time.Time, logger *slog.Logger) (func() time.Time, *slog.Logger) {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return now, logger
 }

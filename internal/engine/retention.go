@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
@@ -23,22 +24,26 @@ type Retention struct {
 	Keep uint64
 }
 
-// Segment is what the retention policy knows of a sealed segment.
+// Segment is what the retention policy knows of a segment.
 type Segment struct {
 	End     uint64 // the offset after its last entry
 	Bytes   int64
 	MaxTime int64 // its newest entry's time, in Unix nanoseconds
+	Sealed  bool
 }
 
-// Expired returns how many of segs, oldest first, go, and the log's start
-// once they have: from the oldest on, a segment goes while it lies wholly
-// below the start or r lets it go given the log as it would be without it.
-// log gives the log's start, end and bytes (of every segment); segs are its
-// sealed segments that may go, oldest first, which never include its last
-// segment.
-func (r Retention) Expired(now time.Time, log Stats, segs []Segment) (n int, start uint64) {
-	st := log
-	for ; n < len(segs); n++ {
+// Expired returns how many of a log's segments, oldest first, go, and the
+// log's start once they have. segs are all the log's segments, oldest
+// first, and start and end its extent. From the oldest on, a sealed
+// segment goes while it lies wholly below the start or r lets it go given
+// the log as it would be without it; the first open segment and the last
+// segment stop it.
+func (r Retention) Expired(now time.Time, start, end uint64, segs []Segment) (n int, newStart uint64) {
+	st := Stats{Start: start, End: end}
+	for _, s := range segs {
+		st.Bytes += s.Bytes
+	}
+	for ; n < len(segs)-1 && segs[n].Sealed; n++ {
 		s := segs[n]
 		rest := Stats{Start: max(st.Start, s.End), End: st.End, Bytes: st.Bytes - s.Bytes}
 		if s.End > st.Start && !r.lets(now, s, rest) {
@@ -59,12 +64,18 @@ func (r Retention) lets(now time.Time, s Segment, rest Stats) bool {
 		(r.Entries > 0 && rest.End-rest.Start >= r.Entries)
 }
 
-// RaiseStart returns the start of a log that holds [start, end) once it is
-// truncated before before: the start never moves back, and never past the
-// end (an rpcerr.ErrOutOfRange).
-func RaiseStart(start, end, before uint64) (uint64, error) {
-	if before > end {
-		return start, fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, end)
+// Truncate is Engine.Truncate for an engine whose mutex mu guards its start
+// and end: it raises *start to before, which the caller has stored durably
+// (never back, and never past *end: that is an rpcerr.ErrOutOfRange), then
+// has apply delete the sealed segments wholly below the start, which is
+// what the zero Retention lets go.
+func Truncate(mu *sync.Mutex, start, end *uint64, before uint64, apply func(time.Time, Retention) error) error {
+	mu.Lock()
+	if before > *end {
+		defer mu.Unlock()
+		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, *end)
 	}
-	return max(start, before), nil
+	*start = max(*start, before)
+	mu.Unlock()
+	return apply(time.Time{}, Retention{})
 }

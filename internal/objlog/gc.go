@@ -17,37 +17,23 @@ import (
 	"github.com/ternwal/tern/internal/record"
 )
 
-// Truncate raises the start to before, which the caller has stored durably,
-// and deletes the sealed segments wholly below it: their objects, then their
-// metadata. The start never moves back.
+// Truncate is engine.Engine's. A segment goes as its objects, then its
+// metadata.
 func (l *Log) Truncate(before uint64) error {
-	l.mu.Lock()
-	start, err := engine.RaiseStart(l.start, l.end, before)
-	l.start = start
-	l.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return l.ApplyRetention(time.Time{}, engine.Retention{})
+	return engine.Truncate(&l.mu, &l.start, &l.end, before, l.ApplyRetention)
 }
 
-// ApplyRetention deletes the oldest sealed segments that r lets go, and
-// those wholly below the start; it keeps the last segment. A segment whose
-// deletion fails stays in metadata, below the start, and the next pass
-// deletes it.
+// ApplyRetention is engine.Engine's. A segment whose deletion fails stays
+// in metadata, below the start, and the next pass deletes it.
 func (l *Log) ApplyRetention(now time.Time, r engine.Retention) error {
 	l.gcMu.Lock()
 	defer l.gcMu.Unlock()
 	l.mu.Lock()
-	st := engine.Stats{Start: l.start, End: l.end}
-	var segs []engine.Segment
+	segs := make([]engine.Segment, len(l.segs))
 	for i, s := range l.segs {
-		st.Bytes += s.bytes
-		if i == len(segs) && i < len(l.segs)-1 && s.sealed() {
-			segs = append(segs, engine.Segment{End: s.end, Bytes: s.bytes, MaxTime: s.maxTime})
-		}
+		segs[i] = engine.Segment{End: s.end, Bytes: s.bytes, MaxTime: s.maxTime, Sealed: s.sealed()}
 	}
-	n, start := r.Expired(now, st, segs)
+	n, start := r.Expired(now, l.start, l.end, segs)
 	drop := l.segs[:n:n]
 	l.segs = l.segs[n:]
 	l.start = start

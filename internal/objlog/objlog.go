@@ -124,12 +124,7 @@ func (o *Options) setDefaults() {
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 128 << 20
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
 }
 
 // DefaultCacheBytes is how much of what it acknowledged a log keeps in

@@ -55,12 +55,7 @@ func (o *Options) setDefaults() {
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 4 << 20
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
 }
 
 // Log is one log's write and read path. It is safe for concurrent use.
@@ -246,6 +241,12 @@ func (l *Log) Stats() engine.Stats {
 		s.Segments++
 	}
 	return s
+}
+
+// Truncate is engine.Engine's: the start is raised at once, and the
+// segments below it deleted after the commit round in flight.
+func (l *Log) Truncate(before uint64) error {
+	return engine.Truncate(&l.mu, &l.start, &l.end, before, l.ApplyRetention)
 }
 
 // Close finishes the queued appends, seals the active segment (or, if the
