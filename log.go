@@ -12,6 +12,7 @@ import (
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/quorumlog"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -71,20 +72,7 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 		if c.bucket == nil {
 			return nil, errNoStorage(m.Name)
 		}
-		var replicas *objlog.Replicas
-		if opts.Mode == ModeQuorum {
-			if c.opts.Cluster == nil {
-				return nil, errNoCluster(m.Name)
-			}
-			replicas = &objlog.Replicas{
-				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
-				Log:    m.ID,
-				Node:   c.opts.Cluster.Node,
-				Live:   c.opts.Cluster.Live,
-			}
-		}
-		ol, err := objlog.Open(ctx, objlog.Options{
-			Replicas:      replicas,
+		oo := objlog.Options{
 			Bucket:        c.bucket,
 			Meta:          objlog.StoreMeta(c.meta, m.Name),
 			Prefix:        fmt.Sprintf("%d/", m.ID),
@@ -96,7 +84,22 @@ func (c *Client) openLocked(ctx context.Context, m meta.Log) (*Log, error) {
 			Epoch:         m.Epoch,
 			Start:         m.Start,
 			Logger:        c.opts.Logger.With("log", m.Name),
-		})
+		}
+		var ol *objlog.Log
+		var err error
+		if opts.Mode == ModeQuorum {
+			if c.opts.Cluster == nil {
+				return nil, errNoCluster(m.Name)
+			}
+			ol, err = quorumlog.Open(ctx, oo, quorumlog.Replicas{
+				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
+				Log:    m.ID,
+				Node:   c.opts.Cluster.Node,
+				Live:   c.opts.Cluster.Live,
+			})
+		} else {
+			ol, err = objlog.Open(ctx, oo)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 		}

@@ -60,8 +60,8 @@ func (l *Log) deleteSegment(ctx context.Context, m meta.Segment) error {
 	if err := DeleteAll(ctx, l.opts.Bucket, l.segPrefix(m.Seq)); err != nil {
 		return err
 	}
-	if len(m.Ensemble) > 0 && l.opts.Replicas != nil {
-		l.dropReplicas(ctx, m)
+	if len(m.Ensemble) > 0 && l.opts.Placement != nil {
+		l.opts.Placement.Drop(ctx, m)
 	}
 	if err := l.opts.Meta.DeleteSegment(ctx, m.Seq); err != nil {
 		return fmt.Errorf("objlog: delete segment %d of %s: %w", m.Seq, l.opts.Prefix, err)

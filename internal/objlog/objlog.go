@@ -68,9 +68,10 @@ type Options struct {
 	ReadAhead     int           // a catch-up reader keeps this many chunks' bytes in flight; default 4
 	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
 
-	// Replicas, if set, keeps the log in quorum mode: the open segment on
-	// an ensemble of replica nodes, sealed segments offloaded to Bucket.
-	Replicas *Replicas
+	// Placement, if set, keeps the open segments' fragments off the
+	// bucket until they are sealed, then moves them there: package
+	// quorumlog's ensembles of replica nodes (quorum mode).
+	Placement Placement
 
 	Epoch  uint64 // the newest writer epoch, from metadata
 	Start  uint64 // the truncation point, from metadata
@@ -82,23 +83,6 @@ func (o *Options) setDefaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
-		}
-	}
-	if o.Replicas != nil {
-		o.Replicas.setDefaults()
-		// A fragment costs a message and a journal record, not a PUT: send
-		// at once, and let the fragments in flight group what queues.
-		def(&o.FlushBytes, 1<<20)
-		def(&o.MaxInFlight, 8)
-		// A fragment is a journal record on the replicas, not an object,
-		// and short segments cost a create and a seal in etcd each and
-		// reset the lag rule before it sees a replica lag. But the seal
-		// writes the list of fragments (up to 56 bytes each: 459 KB at
-		// 8192) into one etcd value, which must stay well under etcd's
-		// 1.5 MiB request limit, and offload replaces it in one request.
-		def(&o.MaxFragments, 8192)
-		if o.FlushInterval <= 0 {
-			o.FlushInterval = time.Nanosecond
 		}
 	}
 	def(&o.FlushBytes, 4<<20)
@@ -150,8 +134,8 @@ type seg struct {
 	end     uint64       // offset after its last known entry
 	bytes   int64
 	maxTime int64
-	frags   int       // fragments written: the next fragment's number, for the open segment
-	ens     *ensemble // the replicas of the current epoch's open quorum segment
+	frags   int    // fragments written: the next fragment's number, for the open segment
+	stream  Stream // where the current epoch's open segment goes, when placed
 }
 
 func (s *seg) sealed() bool { return s.m.Sealed }
@@ -213,8 +197,8 @@ type Log struct {
 	uploads  sync.WaitGroup
 
 	// Quorum mode:
-	avoid       map[string]time.Time // nodes that failed in an ensemble, and when
-	offloadCtx  context.Context      // ends at Close
+	// With a Placement:
+	offloadCtx  context.Context // ends at Close
 	stopOffload context.CancelFunc
 	offloadWake chan struct{}
 	offloaded   chan struct{} // closed when the offloader has exited
@@ -236,7 +220,6 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		advanced:    make(chan struct{}),
 		wake:        make(chan struct{}, 1),
 		flushed:     make(chan struct{}),
-		avoid:       map[string]time.Time{},
 		offloadWake: make(chan struct{}, 1),
 		offloaded:   make(chan struct{}),
 	}
@@ -247,7 +230,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	go l.flusher()
 	l.offloadCtx, l.stopOffload = context.WithCancel(context.Background())
-	if opts.Replicas != nil {
+	if opts.Placement != nil {
 		go l.offloader()
 		l.offloadSoon()
 	} else {
@@ -275,7 +258,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		case fence:
 			fenceSeg := l.fenceSegment
 			if len(m.Ensemble) > 0 {
-				fenceSeg = l.recoverSegment
+				fenceSeg = l.recoverPlaced
 			}
 			sealed, err := fenceSeg(ctx, m)
 			if err != nil {
@@ -283,7 +266,10 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 			}
 			s = sealedSeg(sealed)
 		case len(m.Ensemble) > 0:
-			v, err := l.openView(ctx, m)
+			if l.opts.Placement == nil {
+				return errUnplaced(l.opts.Prefix, m.Seq)
+			}
+			v, err := l.opts.Placement.Open(ctx, m)
 			if err != nil {
 				return err
 			}
@@ -362,8 +348,8 @@ func (l *Log) Close() error {
 		err = l.seal(ctx, open)
 		cancel()
 	}
-	if e := l.takeEnsemble(open); e != nil {
-		e.close()
+	if st := l.takeStream(open); st != nil {
+		st.Close()
 	}
 	l.stopOffload()
 	<-l.offloaded
@@ -372,12 +358,6 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	return err
 }
-
-// segPrefix is the key prefix of segment seq's objects.
-func (l *Log) segPrefix(seq uint64) string { return fmt.Sprintf("%s%08d/", l.opts.Prefix, seq) }
-
-// fragKey is the key of fragment n of a segment, relative to its prefix.
-func fragKey(n int) string { return fmt.Sprintf("%08d", n) }
 
 // locate returns the segment and the index of the object holding off, as
 // acknowledged. The caller holds mu.

@@ -176,7 +176,7 @@ type fetchObj struct {
 	key  string
 	size int64
 	end  uint64 // the offset after its last entry
-	src  ranger
+	src  Ranger
 }
 
 // chunk is one ranged GET of a fetcher.

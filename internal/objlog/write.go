@@ -28,7 +28,6 @@ type frag struct {
 	maxTime int64
 	done    bool
 	err     error
-	sent    time.Time // quorum mode: when it went to the replicas
 }
 
 // Append queues entries, written by the writer of the given epoch, to be
@@ -131,8 +130,12 @@ func (l *Log) flusher() {
 			switch {
 			case f.seg == nil:
 				l.complete(f)
-			case f.seg.ens != nil:
-				f.seg.ens.send(f) // in fragment order
+			case f.seg.stream != nil:
+				f.seg.stream.Send(f.n, f.data, func(err error) { // in fragment order
+					f.err = err
+					l.complete(f)
+					l.uploads.Done()
+				})
 			default:
 				go l.upload(f)
 			}
@@ -166,7 +169,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	}
 	ticks := l.queue.Groups()[0].IsTick
 	if !ticks {
-		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
+		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.stream != nil && o.stream.Degraded()) {
 			if len(l.inflight) > 0 {
 				return stepWait, nil, 0
 			}
@@ -273,14 +276,10 @@ func (l *Log) create() {
 		m.Seq = l.segs[n-1].m.Seq + 1
 	}
 	l.mu.Unlock()
-	var e *ensemble
-	if r := l.opts.Replicas; r != nil {
+	var st Stream
+	if p := l.opts.Placement; p != nil {
 		var err error
-		if m.Ensemble, err = l.chooseEnsemble(m.Seq); err == nil {
-			m.AckQuorum = r.Config.AckQuorum
-			e, err = l.openEnsemble(m)
-		}
-		if err != nil {
+		if st, err = p.Start(&m, func() { engine.Wake(l.wake) }); err != nil {
 			l.mu.Lock()
 			l.failQueued(err)
 			l.mu.Unlock()
@@ -300,27 +299,27 @@ func (l *Log) create() {
 	case err != nil:
 		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
 	default:
-		s := &seg{m: m, end: m.Base, ens: e}
+		s := &seg{m: m, end: m.Base, stream: st}
 		l.segs = append(l.segs, s)
 		l.open = s
 		return
 	}
-	if e != nil {
-		go e.close()
+	if st != nil {
+		go st.Close()
 	}
 }
 
-// takeEnsemble detaches the ensemble of segment s, if it has one, for the
+// takeStream detaches the stream of segment s, if it has one, for the
 // caller to close.
-func (l *Log) takeEnsemble(s *seg) *ensemble {
+func (l *Log) takeStream(s *seg) Stream {
 	if s == nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := s.ens
-	s.ens = nil
-	return e
+	st := s.stream
+	s.stream = nil
+	return st
 }
 
 // seal records the open segment s, whose uploads have all completed, as
@@ -338,9 +337,9 @@ func (l *Log) seal(ctx context.Context, s *seg) error {
 	if l.open == s {
 		l.open = nil
 	}
-	if e := s.ens; e != nil {
-		s.ens = nil
-		go e.close()
+	if st := s.stream; st != nil {
+		s.stream = nil
+		go st.Close()
 	}
 	if stored.End != m.End || len(stored.Objects) != len(m.Objects) {
 		// A newer writer fenced and sealed the segment first.
@@ -484,13 +483,13 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 		l.mu.Lock()
 	}
 	l.epoch, l.owned = epoch, owned
-	var ens *ensemble
+	var st Stream
 	if l.open != nil {
-		ens, l.open.ens = l.open.ens, nil
+		st, l.open.stream = l.open.stream, nil
 	}
 	l.mu.Unlock()
-	if ens != nil {
-		ens.close() // the recovery below fences its replicas
+	if st != nil {
+		st.Close() // the recovery below fences its placement
 	}
 
 	// The flusher is idle now (fencing, nothing queued or in flight, no
@@ -551,9 +550,9 @@ func (l *Log) epochNow() uint64 {
 	return l.epoch
 }
 
-// lister is what scan reads an open segment from: the bucket, or the
-// replicas of a quorum segment.
-type lister interface {
+// Lister is what scan reads an open segment from: the bucket, or where a
+// Placement keeps the segment.
+type Lister interface {
 	List(ctx context.Context, prefix string) ([]blob.Info, error)
 	GetRange(ctx context.Context, key string, off int64, p []byte) (int, error)
 	Get(ctx context.Context, key string) ([]byte, error)
@@ -562,7 +561,7 @@ type lister interface {
 // scan lists the open segment m's objects in src and reads the fragments'
 // headers (the last one whole, for where it ends). It reports whether a
 // fence ends the fragments.
-func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool, error) {
+func (l *Log) scan(ctx context.Context, m meta.Segment, src Lister) (*seg, bool, error) {
 	prefix := l.segPrefix(m.Seq)
 	infos, err := src.List(ctx, prefix)
 	if err != nil {
@@ -642,7 +641,7 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool,
 // misordered reports that the first offsets of objs, consecutive fragments,
 // are out of order: the fragment whose first batch fails its checks has the
 // damaged header.
-func misordered(ctx context.Context, src lister, prefix string, objs []object) error {
+func misordered(ctx context.Context, src Lister, prefix string, objs []object) error {
 	for _, o := range objs {
 		data, err := src.Get(ctx, prefix+o.key)
 		if err != nil {
