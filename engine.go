@@ -9,7 +9,8 @@ import (
 )
 
 // An open log's write and read path is an engine.Engine: a *wal.Log for a
-// log in local segment files, an *objlog.Log for one in object storage.
+// log in local segment files, an *objlog.Log for one in object storage
+// (quorumlog.Open returns one too, its open segments on replicas).
 var (
 	_ engine.Engine = (*wal.Log)(nil)
 	_ engine.Engine = (*objlog.Log)(nil)
