@@ -265,13 +265,7 @@ func TestTwoWriters(t *testing.T) {
 		if st := l2.Stats(); st.End != 20 {
 			t.Fatalf("the second writer sees the log end at %d, want 20", st.End)
 		}
-		p, err := l1.Append(e1, objlogtest.Entry("stale"))
-		if err == nil {
-			_, err = p.Wait(context.Background())
-		}
-		if !errors.Is(err, rpcerr.ErrFenced) {
-			t.Fatalf("the fenced writer's append: %v", err)
-		}
+		objlogtest.WantFenced(t, l1, e1)
 		objlogtest.AppendN(t, l2, e2, "two", 20)
 		got := objlogtest.ReadAll(t, l2, 0, 40)
 		for i, g := range got {

@@ -403,13 +403,7 @@ func TestQuorumRecovery(t *testing.T) {
 	b := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
 	defer b.Close()
 	eb := e.Writer(b)
-	p, err := a.Append(ea, objlogtest.Entry("fenced"))
-	if err == nil {
-		_, err = p.Wait(context.Background())
-	}
-	if !errors.Is(err, rpcerr.ErrFenced) {
-		t.Fatalf("the fenced writer's append: %v, want ErrFenced", err)
-	}
+	objlogtest.WantFenced(t, a, ea)
 	objlogtest.AppendN(t, b, eb, "b", 50)
 	got := objlogtest.ReadAll(t, b, 0, 150)
 	objlogtest.WantSeq(t, got[:100], "a", 100)

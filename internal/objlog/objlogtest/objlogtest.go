@@ -5,10 +5,13 @@ package objlogtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/engine"
@@ -124,4 +127,17 @@ func (e *Env) Segments() []meta.Segment {
 		e.T.Fatal(err)
 	}
 	return segs
+}
+
+// WantFenced checks that an append of the writer of epoch fails with
+// rpcerr.ErrFenced, at once or when waited for.
+func WantFenced(t *testing.T, l engine.Engine, epoch uint64) {
+	t.Helper()
+	p, err := l.Append(epoch, Entry("fenced"))
+	if err == nil {
+		_, err = p.Wait(context.Background())
+	}
+	if !errors.Is(err, rpcerr.ErrFenced) {
+		t.Fatalf("the fenced writer's append: %v, want rpcerr.ErrFenced", err)
+	}
 }
