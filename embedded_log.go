@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/quorumlog"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -24,7 +26,7 @@ type embeddedLog struct {
 	id      uint64
 	created time.Time
 	opts    LogOptions
-	eng     engine // the write and read path of the log's mode
+	eng     engine.Engine // the write and read path of the log's mode
 
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
@@ -45,26 +47,13 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 	if err := json.Unmarshal(m.Options, &opts); err != nil {
 		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
 	}
-	var eng engine
+	var eng engine.Engine
 	switch opts.Mode {
 	case ModeObject, ModeQuorum:
 		if c.bucket == nil {
 			return nil, errNoStorage(m.Name)
 		}
-		var replicas *objlog.Replicas
-		if opts.Mode == ModeQuorum {
-			if c.opts.Cluster == nil {
-				return nil, errNoCluster(m.Name)
-			}
-			replicas = &objlog.Replicas{
-				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
-				Log:    m.ID,
-				Node:   c.opts.Cluster.Node,
-				Live:   c.opts.Cluster.Live,
-			}
-		}
-		ol, err := objlog.Open(ctx, objlog.Options{
-			Replicas:      replicas,
+		oo := objlog.Options{
 			Bucket:        c.bucket,
 			Meta:          objlog.StoreMeta(c.meta, m.Name),
 			Prefix:        fmt.Sprintf("%d/", m.ID),
@@ -76,11 +65,26 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 			Epoch:         m.Epoch,
 			Start:         m.Start,
 			Logger:        c.opts.Logger.With("log", m.Name),
-		})
+		}
+		var ol *objlog.Log
+		var err error
+		if opts.Mode == ModeQuorum {
+			if c.opts.Cluster == nil {
+				return nil, errNoCluster(m.Name)
+			}
+			ol, err = quorumlog.Open(ctx, oo, quorumlog.Replicas{
+				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
+				Log:    m.ID,
+				Node:   c.opts.Cluster.Node,
+				Live:   c.opts.Cluster.Live,
+			})
+		} else {
+			ol, err = objlog.Open(ctx, oo)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 		}
-		eng = objectEngine{ol}
+		eng = ol
 	default:
 		mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
 		w, err := wal.Open(ctx, wal.Options{
@@ -97,7 +101,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		if err != nil {
 			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
 		}
-		eng = localEngine{w}
+		eng = w
 	}
 	l := &embeddedLog{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, eng: eng}
 	if err := l.loadSubs(ctx); err != nil {
@@ -160,7 +164,7 @@ func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, o client.Read
 }
 
 // embeddedReader is a Reader of an engine.
-type embeddedReader struct{ r entryReader }
+type embeddedReader struct{ r engine.Reader }
 
 func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
 	e, err := r.r.Next(ctx)
@@ -180,14 +184,14 @@ func (r embeddedReader) NextBatch(ctx context.Context, max int) ([]Entry, error)
 
 func (r embeddedReader) Close() error { return r.r.Close() }
 
-func entry(e wal.Entry) Entry {
+func entry(e engine.Entry) Entry {
 	if e.IsTick {
 		return Entry{Offset: Offset(e.Offset), IsTick: true, Tick: e.Tick}
 	}
 	return Entry{Offset: Offset(e.Offset), Payload: e.Payload, Properties: e.Properties, Time: time.Unix(0, e.Time)}
 }
 
-func entries(es []wal.Entry) []Entry {
+func entries(es []engine.Entry) []Entry {
 	out := make([]Entry, len(es))
 	for i, e := range es {
 		out[i] = entry(e)
@@ -212,7 +216,7 @@ func (l *embeddedLog) applyRetention() error {
 	if l.opts.RetentionAge == 0 && l.opts.RetentionBytes == 0 && l.opts.RetentionEntries == 0 {
 		return nil
 	}
-	err := l.eng.ApplyRetention(time.Now(), wal.Retention{
+	err := l.eng.ApplyRetention(time.Now(), engine.Retention{
 		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
 		Keep: l.pinnedFrom(),
 	})
@@ -230,12 +234,6 @@ func (l *embeddedLog) compact(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, compactTimeout)
 	defer cancel()
 	return l.Compact(ctx)
-}
-
-// compacter is an engine whose sealed segments can be compacted: the object
-// engine's.
-type compacter interface {
-	Compact(ctx context.Context) (int, error)
 }
 
 // Compact compacts an object log's sealed segments; a local log has none to

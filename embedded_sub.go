@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // subState is what the process knows of one subscription. Its fields are
@@ -192,7 +192,7 @@ type embeddedSubscriber struct {
 	name  string
 	ticks bool
 
-	r   entryReader
+	r   engine.Reader
 	gen uint64 // the generation r reads for
 
 	done   context.Context // canceled when the embeddedSubscriber is superseded or closed
@@ -240,7 +240,7 @@ func (s *embeddedSubscriber) Next(ctx context.Context) (Entry, error) {
 }
 
 func (s *embeddedSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	var es []wal.Entry
+	var es []engine.Entry
 	for {
 		seeked, err := s.reposition()
 		if err != nil {
@@ -274,7 +274,7 @@ func (s *embeddedSubscriber) NextBatch(ctx context.Context, max int) ([]Entry, e
 
 // nextBatch reads from the reader, waking when ctx ends, the Subscriber
 // ends, or a Seek cancels seeked.
-func (s *embeddedSubscriber) nextBatch(ctx, seeked context.Context, max int) ([]wal.Entry, error) {
+func (s *embeddedSubscriber) nextBatch(ctx, seeked context.Context, max int) ([]engine.Entry, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.done, cancel)()

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // embeddedWriter is the writer of a log kept by this process: it holds a
@@ -20,13 +20,13 @@ type embeddedWriter struct {
 	claim meta.Claim
 
 	mu     sync.Mutex
-	last   wal.Pending // the latest queued append, for Close
-	queued bool        // last is set
+	last   engine.Pending // the latest queued append, for Close
+	queued bool           // last is set
 	closed bool
 }
 
 // embeddedPending is an append queued on an engine.
-type embeddedPending struct{ p wal.Pending }
+type embeddedPending struct{ p engine.Pending }
 
 func (p embeddedPending) Wait(ctx context.Context) (Offset, error) {
 	off, err := p.p.Wait(ctx)

@@ -2,55 +2,23 @@ package tern
 
 import (
 	"context"
-	"time"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/objlog"
-	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/wal"
 )
 
-// engine is the write and read path of an open log: package wal for a log in
-// local segment files, package objlog for one in object storage.
-type engine interface {
-	Append(epoch uint64, es []record.Entry) (wal.Pending, error)
-	AppendTick(epoch, t uint64) (wal.Pending, error)
-	// Fence makes epoch the writer's; owned reports whether the writer can
-	// still prove it holds it.
-	Fence(ctx context.Context, epoch uint64, owned func() bool) error
-	NewReader(from uint64, ticks bool) (entryReader, error)
-	Truncate(before uint64) error
-	ApplyRetention(now time.Time, r wal.Retention) error
-	Stats() wal.Stats
-	Close() error
-}
+// An open log's write and read path is an engine.Engine: a *wal.Log for a
+// log in local segment files, an *objlog.Log for one in object storage
+// (quorumlog.Open returns one too, its open segments on replicas).
+var (
+	_ engine.Engine = (*wal.Log)(nil)
+	_ engine.Engine = (*objlog.Log)(nil)
+	_ compacter     = (*objlog.Log)(nil)
+)
 
-// entryReader is an engine's reader.
-type entryReader interface {
-	Next(ctx context.Context) (wal.Entry, error)
-	NextBatch(ctx context.Context, max int) ([]wal.Entry, error)
-	Close() error
-}
-
-type localEngine struct{ *wal.Log }
-
-func (e localEngine) Fence(_ context.Context, epoch uint64, owned func() bool) error {
-	return e.Log.Fence(epoch, owned)
-}
-
-func (e localEngine) NewReader(from uint64, ticks bool) (entryReader, error) {
-	r, err := e.Log.NewReader(from, ticks)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-type objectEngine struct{ *objlog.Log }
-
-func (e objectEngine) NewReader(from uint64, ticks bool) (entryReader, error) {
-	r, err := e.Log.NewReader(from, ticks)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+// compacter is an engine that can rewrite the objects of its sealed
+// segments into a few large ones now: an object log's.
+type compacter interface {
+	Compact(ctx context.Context) (int, error)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/objlog/objlogtest"
 )
 
 // Compaction checks each fragment before it copies it: a segment with a
@@ -25,11 +26,11 @@ func TestCompactSkipsDamagedFragment(t *testing.T) {
 			e := newEnv(t, b)
 			l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CompactBytes: 600})
 			defer l.Close()
-			epoch := e.writer(l)
+			epoch := e.Writer(l)
 			for i := range 10 {
-				appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+				objlogtest.AppendN(t, l, epoch, fmt.Sprint("r", i), 20)
 			}
-			segs, err := e.store.Segments(ctx, "l")
+			segs, err := e.Store.Segments(ctx, "l")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +62,7 @@ func TestCompactSkipsDamagedFragment(t *testing.T) {
 			if !errors.Is(err, rpcerr.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
 				t.Fatalf("Compact: %v, want ErrCorrupt naming %s", err, victim)
 			}
-			after, err := e.store.Segments(ctx, "l")
+			after, err := e.Store.Segments(ctx, "l")
 			if err != nil {
 				t.Fatal(err)
 			}

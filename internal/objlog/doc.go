@@ -1,6 +1,24 @@
-// Package objlog is the write path and read path of one log kept in object
-// storage (the object mode): nothing on local disk, entries acknowledged once
-// the object holding them is stored.
+// Package objlog is the object engine: the write path and read path of one
+// log kept in object storage (the object mode), nothing on local disk,
+// entries acknowledged once the object holding them is stored. It owns the
+// flusher that cuts fragments and uploads them, segments in metadata,
+// fencing an earlier writer's open segment, catch-up and tail reads,
+// compaction, and deleting segments; it meets engine.Engine, whose
+// group-commit queue, reader set-up and retention policy it uses.
+//
+// Quorum mode is this engine with a Placement (package quorumlog): the
+// fragments of an open segment go to the placement's replicas instead of the
+// bucket, its recovery replaces the fence object, readers read a segment
+// from the placement until it is offloaded, and the log's offloader has the
+// placement move each sealed segment to the bucket (offload.go) and records
+// the objects in metadata. objlog never imports quorumlog.
+//
+// The files: objlog.go (options, the log, opening and loading segments),
+// write.go (the flusher, fragments, uploads and their acknowledgement in
+// order), fence.go (fencing and scanning an open segment), read.go
+// (readers and the fetcher), gc.go (retention, deletion, compaction),
+// placement.go (the Placement seam), offload.go (moving placed segments to
+// the bucket).
 //
 // # Layout
 //
@@ -58,7 +76,6 @@
 // look the offset up again. Bytes that fail their checks, a batch that
 // does not hold the offset the reader expects, or one that runs past its
 // object's end (into the next object's offsets), fail the read with a
-// *rpcerr.CorruptError naming the object and position; a fragment of a
-// quorum segment whose copy on a replica is damaged is read from the next
-// replica, and the damaged copy logged.
+// *rpcerr.CorruptError naming the object and position (a placed segment's
+// damaged copies are the Placement's to read around).
 package objlog

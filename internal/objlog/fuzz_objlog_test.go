@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // memMeta is a Meta in memory, holding the segments it is given.
@@ -195,7 +195,7 @@ func FuzzRead(f *testing.F) {
 // fuzzReadFrom reads l from offset from to st.End for FuzzRead, and checks
 // each entry against what the objects hold (held) and what readers
 // starting elsewhere read (seen, which it adds to).
-func fuzzReadFrom(t *testing.T, ctx context.Context, l *Log, from uint64, st wal.Stats, held map[uint64][]record.Entry, seen map[uint64]record.Entry) {
+func fuzzReadFrom(t *testing.T, ctx context.Context, l *Log, from uint64, st engine.Stats, held map[uint64][]record.Entry, seen map[uint64]record.Entry) {
 	r, err := l.NewReader(from, false)
 	if err != nil {
 		t.Fatalf("NewReader at %d of [%d, %d): %v", from, st.Start, st.End, err)

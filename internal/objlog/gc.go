@@ -12,63 +12,31 @@ import (
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
-// Truncate raises the start to before, which the caller has stored durably,
-// and deletes the sealed segments wholly below it: their objects, then their
-// metadata. The start never moves back.
+// Truncate is engine.Engine's. A segment goes as its objects, then its
+// metadata.
 func (l *Log) Truncate(before uint64) error {
-	l.mu.Lock()
-	if before > l.end {
-		end := l.end
-		l.mu.Unlock()
-		return fmt.Errorf("%w: cannot truncate before offset %d, the log ends at %d", rpcerr.ErrOutOfRange, before, end)
-	}
-	l.start = max(l.start, before)
-	l.mu.Unlock()
-	return l.deleteSealed(func(*seg, wal.Stats) bool { return false })
+	return engine.Truncate(&l.mu, &l.start, &l.end, before, l.ApplyRetention)
 }
 
-// ApplyRetention deletes the oldest sealed segments that r says may go, and
-// those wholly below the start, with the rules of wal.Retention.
-func (l *Log) ApplyRetention(now time.Time, r wal.Retention) error {
-	return l.deleteSealed(func(s *seg, rest wal.Stats) bool {
-		if s.end > r.Keep {
-			return false
-		}
-		return (r.Age > 0 && now.Sub(time.Unix(0, s.maxTime)) > r.Age) ||
-			(r.Bytes > 0 && rest.Bytes >= r.Bytes) ||
-			(r.Entries > 0 && rest.End-rest.Start >= r.Entries)
-	})
-}
-
-// deleteSealed deletes sealed segments from the oldest on while they lie
-// wholly below the start or expired says they may go. It keeps the last
-// segment. A segment whose deletion fails stays in metadata, below the
-// start, and the next pass deletes it.
-func (l *Log) deleteSealed(expired func(*seg, wal.Stats) bool) error {
+// ApplyRetention is engine.Engine's. A segment whose deletion fails stays
+// in metadata, below the start, and the next pass deletes it.
+func (l *Log) ApplyRetention(now time.Time, r engine.Retention) error {
 	l.gcMu.Lock()
 	defer l.gcMu.Unlock()
 	l.mu.Lock()
-	st := wal.Stats{Start: l.start, End: l.end}
-	for _, s := range l.segs {
-		st.Bytes += s.bytes
+	segs := make([]engine.Segment, len(l.segs))
+	for i, s := range l.segs {
+		segs[i] = engine.Segment{End: s.end, Bytes: s.bytes, MaxTime: s.maxTime, Sealed: s.sealed()}
 	}
-	n := 0
-	for ; n < len(l.segs)-1 && l.segs[n].sealed(); n++ {
-		s := l.segs[n]
-		rest := wal.Stats{Start: max(st.Start, s.end), End: st.End, Bytes: st.Bytes - s.bytes}
-		if s.end > st.Start && !expired(s, rest) {
-			break
-		}
-		st = rest
-	}
+	n, start := r.Expired(now, l.start, l.end, segs)
 	drop := l.segs[:n:n]
 	l.segs = l.segs[n:]
-	l.start = st.Start
+	l.start = start
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*metaTimeout)
 	defer cancel()
@@ -92,8 +60,8 @@ func (l *Log) deleteSegment(ctx context.Context, m meta.Segment) error {
 	if err := DeleteAll(ctx, l.opts.Bucket, l.segPrefix(m.Seq)); err != nil {
 		return err
 	}
-	if len(m.Ensemble) > 0 && l.opts.Replicas != nil {
-		l.dropReplicas(ctx, m)
+	if len(m.Ensemble) > 0 && l.opts.Placement != nil {
+		l.opts.Placement.Drop(ctx, m)
 	}
 	if err := l.opts.Meta.DeleteSegment(ctx, m.Seq); err != nil {
 		return fmt.Errorf("objlog: delete segment %d of %s: %w", m.Seq, l.opts.Prefix, err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // Meta is the metadata of one log's segments: meta.Store's segment methods
@@ -68,9 +68,10 @@ type Options struct {
 	ReadAhead     int           // a catch-up reader keeps this many chunks' bytes in flight; default 4
 	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
 
-	// Replicas, if set, keeps the log in quorum mode: the open segment on
-	// an ensemble of replica nodes, sealed segments offloaded to Bucket.
-	Replicas *Replicas
+	// Placement, if set, keeps the open segments' fragments off the
+	// bucket until they are sealed, then moves them there: package
+	// quorumlog's ensembles of replica nodes (quorum mode).
+	Placement Placement
 
 	Epoch  uint64 // the newest writer epoch, from metadata
 	Start  uint64 // the truncation point, from metadata
@@ -82,23 +83,6 @@ func (o *Options) setDefaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
-		}
-	}
-	if o.Replicas != nil {
-		o.Replicas.setDefaults()
-		// A fragment costs a message and a journal record, not a PUT: send
-		// at once, and let the fragments in flight group what queues.
-		def(&o.FlushBytes, 1<<20)
-		def(&o.MaxInFlight, 8)
-		// A fragment is a journal record on the replicas, not an object,
-		// and short segments cost a create and a seal in etcd each and
-		// reset the lag rule before it sees a replica lag. But the seal
-		// writes the list of fragments (up to 56 bytes each: 459 KB at
-		// 8192) into one etcd value, which must stay well under etcd's
-		// 1.5 MiB request limit, and offload replaces it in one request.
-		def(&o.MaxFragments, 8192)
-		if o.FlushInterval <= 0 {
-			o.FlushInterval = time.Nanosecond
 		}
 	}
 	def(&o.FlushBytes, 4<<20)
@@ -124,12 +108,7 @@ func (o *Options) setDefaults() {
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 128 << 20
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
 }
 
 // DefaultCacheBytes is how much of what it acknowledged a log keeps in
@@ -155,8 +134,8 @@ type seg struct {
 	end     uint64       // offset after its last known entry
 	bytes   int64
 	maxTime int64
-	frags   int       // fragments written: the next fragment's number, for the open segment
-	ens     *ensemble // the replicas of the current epoch's open quorum segment
+	frags   int    // fragments written: the next fragment's number, for the open segment
+	stream  Stream // where the current epoch's open segment goes, when placed
 }
 
 func (s *seg) sealed() bool { return s.m.Sealed }
@@ -195,32 +174,31 @@ type Log struct {
 
 	gcMu sync.Mutex // one truncation, retention pass or compaction at a time
 
-	mu          sync.Mutex
-	closed      bool
-	failed      error // set when an upload failed for good; cleared by Fence
-	epoch       uint64
-	owned       func() bool
-	start, end  uint64 // end: the offset after the last acknowledged entry
-	segs        []*seg // oldest first; the last may be open
-	open        *seg   // the current epoch's open segment, or nil
-	advanced    chan struct{}
-	tickReaders map[*Reader]struct{}
-	cache       []cached // acknowledged fragments, oldest first
-	cacheBytes  int64
+	mu         sync.Mutex
+	closed     bool
+	failed     error // set when an upload failed for good; cleared by Fence
+	epoch      uint64
+	owned      func() bool
+	start, end uint64 // end: the offset after the last acknowledged entry
+	segs       []*seg // oldest first; the last may be open
+	open       *seg   // the current epoch's open segment, or nil
+	advanced   chan struct{}
+	readers    engine.Readers
+	cache      []cached // acknowledged fragments, oldest first
+	cacheBytes int64
 
-	queue      []*group // appended, not yet cut into a fragment
-	queueBytes int
-	next       uint64  // the offset the next entry cut into a fragment gets
-	inflight   []*frag // cut, not yet acknowledged, in order
-	fencing    bool    // Fence is under way: the flusher waits
-	busy       bool    // the flusher is creating or sealing a segment
-	wake       chan struct{}
-	flushed    chan struct{} // closed when the flusher has exited
-	uploads    sync.WaitGroup
+	queue    engine.Queue // appended, not yet cut into a fragment
+	next     uint64       // the offset the next entry cut into a fragment gets
+	inflight []*frag      // cut, not yet acknowledged, in order
+	fencing  bool         // Fence is under way: the flusher waits
+	busy     bool         // the flusher is creating or sealing a segment
+	wake     chan struct{}
+	flushed  chan struct{} // closed when the flusher has exited
+	uploads  sync.WaitGroup
 
 	// Quorum mode:
-	avoid       map[string]time.Time // nodes that failed in an ensemble, and when
-	offloadCtx  context.Context      // ends at Close
+	// With a Placement:
+	offloadCtx  context.Context // ends at Close
 	stopOffload context.CancelFunc
 	offloadWake chan struct{}
 	offloaded   chan struct{} // closed when the offloader has exited
@@ -240,19 +218,19 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		opts:        opts,
 		epoch:       opts.Epoch,
 		advanced:    make(chan struct{}),
-		tickReaders: map[*Reader]struct{}{},
 		wake:        make(chan struct{}, 1),
 		flushed:     make(chan struct{}),
-		avoid:       map[string]time.Time{},
 		offloadWake: make(chan struct{}, 1),
 		offloaded:   make(chan struct{}),
 	}
+	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.readers = engine.NewReaders(&l.mu)
 	if err := l.load(ctx, false); err != nil {
 		return nil, err
 	}
 	go l.flusher()
 	l.offloadCtx, l.stopOffload = context.WithCancel(context.Background())
-	if opts.Replicas != nil {
+	if opts.Placement != nil {
 		go l.offloader()
 		l.offloadSoon()
 	} else {
@@ -280,7 +258,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		case fence:
 			fenceSeg := l.fenceSegment
 			if len(m.Ensemble) > 0 {
-				fenceSeg = l.recoverSegment
+				fenceSeg = l.recoverPlaced
 			}
 			sealed, err := fenceSeg(ctx, m)
 			if err != nil {
@@ -288,7 +266,10 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 			}
 			s = sealedSeg(sealed)
 		case len(m.Ensemble) > 0:
-			v, err := l.openView(ctx, m)
+			if l.opts.Placement == nil {
+				return errUnplaced(l.opts.Prefix, m.Seq)
+			}
+			v, err := l.opts.Placement.Open(ctx, m)
 			if err != nil {
 				return err
 			}
@@ -334,10 +315,10 @@ func sealedSeg(m meta.Segment) *seg {
 }
 
 // Stats returns the log's current extent.
-func (l *Log) Stats() wal.Stats {
+func (l *Log) Stats() engine.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := wal.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
+	s := engine.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Segments: len(l.segs)}
 	for _, sg := range l.segs {
 		s.Bytes += sg.bytes
 		s.Objects += len(sg.objs)
@@ -355,7 +336,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	l.signal()
+	engine.Wake(l.wake)
 	<-l.flushed
 	l.uploads.Wait()
 	var err error
@@ -367,8 +348,8 @@ func (l *Log) Close() error {
 		err = l.seal(ctx, open)
 		cancel()
 	}
-	if e := l.takeEnsemble(open); e != nil {
-		e.close()
+	if st := l.takeStream(open); st != nil {
+		st.Close()
 	}
 	l.stopOffload()
 	<-l.offloaded
@@ -377,12 +358,6 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	return err
 }
-
-// segPrefix is the key prefix of segment seq's objects.
-func (l *Log) segPrefix(seq uint64) string { return fmt.Sprintf("%s%08d/", l.opts.Prefix, seq) }
-
-// fragKey is the key of fragment n of a segment, relative to its prefix.
-func fragKey(n int) string { return fmt.Sprintf("%08d", n) }
 
 // locate returns the segment and the index of the object holding off, as
 // acknowledged. The caller holds mu.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +14,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/miniotest"
-	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
+	"github.com/ternwal/tern/internal/objlog/objlogtest"
 )
 
 // forEachBucket runs f on a bucket in memory ("mem") and on a real MinIO
@@ -44,117 +42,25 @@ func minioServer(t *testing.T) *miniotest.Server {
 }
 
 // env is a bucket and a metadata store holding one log, "l".
-type env struct {
-	t      *testing.T
-	bucket blob.Bucket
-	store  meta.Store
-}
+type env struct{ *objlogtest.Env }
 
-func newEnv(t *testing.T, b blob.Bucket) *env {
-	t.Helper()
-	s, err := meta.OpenBolt(filepath.Join(t.TempDir(), "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.CreateLog(context.Background(), meta.Log{Name: "l"}); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, bucket: b, store: s}
-}
+func newEnv(t *testing.T, b blob.Bucket) *env { return &env{objlogtest.NewEnv(t, b)} }
 
 // open opens the log with o's tuning; the test closes it unless it says
 // otherwise.
 func (e *env) open(o Options) *Log {
-	e.t.Helper()
-	ml, err := e.store.Log(context.Background(), "l")
+	e.T.Helper()
+	ml, err := e.Store.Log(context.Background(), "l")
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	o.Bucket, o.Meta, o.Prefix = e.bucket, StoreMeta(e.store, "l"), "7/"
+	o.Bucket, o.Meta, o.Prefix = e.Bucket, StoreMeta(e.Store, "l"), "7/"
 	o.Epoch, o.Start = ml.Epoch, ml.Start
 	l, err := Open(context.Background(), o)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return l
-}
-
-// writer bumps the epoch and fences the log with it.
-func (e *env) writer(l *Log) uint64 {
-	e.t.Helper()
-	epoch, err := e.store.BumpEpoch(context.Background(), "l")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := l.Fence(context.Background(), epoch, nil); err != nil {
-		e.t.Fatal(err)
-	}
-	return epoch
-}
-
-func entry(s string) []record.Entry { return []record.Entry{{Payload: []byte(s), Time: 1}} }
-
-// appendN appends n entries named prefix-i concurrently-ish (all queued
-// before waiting) and returns their offsets.
-func appendN(t *testing.T, l *Log, epoch uint64, prefix string, n int) []uint64 {
-	t.Helper()
-	ps := make([]wal.Pending, n)
-	for i := range n {
-		p, err := l.Append(epoch, entry(fmt.Sprintf("%s-%d", prefix, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps[i] = p
-	}
-	offs := make([]uint64, n)
-	for i, p := range ps {
-		off, err := p.Wait(context.Background())
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		offs[i] = off
-	}
-	return offs
-}
-
-// readAll reads [from, to) with a new reader and returns the payloads.
-func readAll(t *testing.T, l *Log, from, to uint64) []string {
-	t.Helper()
-	r, err := l.NewReader(from, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out []string
-	for next := from; next < to; {
-		es, err := r.NextBatch(ctx, 100)
-		if err != nil {
-			t.Fatalf("read at %d: %v", next, err)
-		}
-		for _, e := range es {
-			if e.Offset != next {
-				t.Fatalf("read offset %d, want %d", e.Offset, next)
-			}
-			out = append(out, string(e.Payload))
-			next++
-		}
-	}
-	return out
-}
-
-func wantSeq(t *testing.T, got []string, prefix string, n int) {
-	t.Helper()
-	if len(got) != n {
-		t.Fatalf("read %d entries, want %d", len(got), n)
-	}
-	for i, g := range got {
-		if want := fmt.Sprintf("%s-%d", prefix, i); g != want {
-			t.Fatalf("entry %d is %q, want %q", i, g, want)
-		}
-	}
 }
 
 func TestAppendReadFromMemoryAndBucket(t *testing.T) {
@@ -163,18 +69,18 @@ func TestAppendReadFromMemoryAndBucket(t *testing.T) {
 		// Tiny fragments and cache: most reads go to the bucket.
 		l := e.open(Options{FlushBytes: 512, MaxBatchBytes: 100, FlushInterval: time.Millisecond, CacheBytes: 1, ChunkBytes: 300, ReadAhead: 3})
 		defer l.Close()
-		epoch := e.writer(l)
-		offs := appendN(t, l, epoch, "a", 500)
+		epoch := e.Writer(l)
+		offs := objlogtest.AppendN(t, l, epoch, "a", 500)
 		for i, off := range offs {
 			if off != uint64(i) {
 				t.Fatalf("append %d got offset %d", i, off)
 			}
 		}
-		wantSeq(t, readAll(t, l, 0, 500), "a", 500)
-		if got := readAll(t, l, 250, 500); got[0] != "a-250" || len(got) != 250 {
+		objlogtest.WantSeq(t, objlogtest.ReadAll(t, l, 0, 500), "a", 500)
+		if got := objlogtest.ReadAll(t, l, 250, 500); got[0] != "a-250" || len(got) != 250 {
 			t.Fatalf("read from 250: %d entries, first %q", len(got), got[0])
 		}
-		infos, err := e.bucket.List(context.Background(), "7/")
+		infos, err := e.Bucket.List(context.Background(), "7/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +97,7 @@ func TestTailReaderFollows(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
 	l := e.open(Options{FlushInterval: time.Millisecond})
 	defer l.Close()
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	r, err := l.NewReader(0, true)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +122,7 @@ func TestTailReaderFollows(t *testing.T) {
 		}
 		done <- got
 	}()
-	appendN(t, l, epoch, "x", 50)
+	objlogtest.AppendN(t, l, epoch, "x", 50)
 	p, err := l.AppendTick(epoch, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +130,7 @@ func TestTailReaderFollows(t *testing.T) {
 	if off, err := p.Wait(context.Background()); err != nil || off != 50 {
 		t.Fatalf("tick at %d, %v", off, err)
 	}
-	appendN(t, l, epoch, "y", 50)
+	objlogtest.AppendN(t, l, epoch, "y", 50)
 	got := <-done
 	if got[50] != "tick 9 at 50" || got[49] != "x-49" || got[51] != "y-0" {
 		t.Fatalf("around the tick: %q", got[48:53])
@@ -239,19 +145,19 @@ func TestAcksInOrder(t *testing.T) {
 	e := newEnv(t, f)
 	l := e.open(Options{FlushBytes: 1, FlushInterval: time.Millisecond, MaxInFlight: 4})
 	defer l.Close()
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	f.SetDecide(func(op blob.Op, key string) blob.Fault {
 		if op == "put" && strings.HasSuffix(key, "/00000000") {
 			<-release
 		}
 		return blob.Fault{}
 	})
-	p1, _ := l.Append(epoch, entry("first"))
+	p1, _ := l.Append(epoch, objlogtest.Entry("first"))
 	time.Sleep(20 * time.Millisecond) // let the first fragment be cut alone
-	p2, _ := l.Append(epoch, entry("second"))
+	p2, _ := l.Append(epoch, objlogtest.Entry("second"))
 	// The second fragment is stored while the first waits.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		infos, _ := e.bucket.List(context.Background(), "7/")
+		infos, _ := e.Bucket.List(context.Background(), "7/")
 		if len(infos) == 1 {
 			break
 		}
@@ -281,7 +187,7 @@ func TestFaultyUploads(t *testing.T) {
 		e := newEnv(t, f)
 		l := e.open(Options{FlushBytes: 256, MaxBatchBytes: 100, FlushInterval: time.Millisecond, CacheBytes: 1})
 		defer l.Close()
-		epoch := e.writer(l)
+		epoch := e.Writer(l)
 		decide := blob.Random(1, 0.3, 0.5)
 		f.SetDecide(func(op blob.Op, key string) blob.Fault {
 			if op != "put" {
@@ -289,14 +195,14 @@ func TestFaultyUploads(t *testing.T) {
 			}
 			return decide(op, key)
 		})
-		offs := appendN(t, l, epoch, "f", 300)
+		offs := objlogtest.AppendN(t, l, epoch, "f", 300)
 		f.SetDecide(nil)
 		for i, off := range offs {
 			if off != uint64(i) {
 				t.Fatalf("append %d at %d", i, off)
 			}
 		}
-		wantSeq(t, readAll(t, l, 0, 300), "f", 300)
+		objlogtest.WantSeq(t, objlogtest.ReadAll(t, l, 0, 300), "f", 300)
 		infos, err := b.List(context.Background(), "7/")
 		if err != nil {
 			t.Fatal(err)
@@ -315,28 +221,28 @@ func TestUploadFailsForGood(t *testing.T) {
 	e := newEnv(t, f)
 	l := e.open(Options{FlushInterval: time.Millisecond, RetryTimeout: 50 * time.Millisecond})
 	defer l.Close()
-	epoch := e.writer(l)
-	appendN(t, l, epoch, "ok", 10)
+	epoch := e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "ok", 10)
 	f.SetDecide(func(op blob.Op, key string) blob.Fault {
 		if op == "put" {
 			return blob.Fault{Err: blob.ErrInjected}
 		}
 		return blob.Fault{}
 	})
-	p, err := l.Append(epoch, entry("lost"))
+	p, err := l.Append(epoch, objlogtest.Entry("lost"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Wait(context.Background()); err == nil || !errors.Is(err, blob.ErrInjected) {
 		t.Fatalf("append during the outage: %v", err)
 	}
-	if _, err := l.Append(epoch, entry("after")); err == nil {
+	if _, err := l.Append(epoch, objlogtest.Entry("after")); err == nil {
 		t.Fatal("append to a failed log succeeded")
 	}
 	f.SetDecide(nil)
-	epoch = e.writer(l)
-	appendN(t, l, epoch, "new", 5)
-	got := readAll(t, l, 0, l.Stats().End)
+	epoch = e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "new", 5)
+	got := objlogtest.ReadAll(t, l, 0, l.Stats().End)
 	if len(got) != 15 || got[9] != "ok-9" || got[10] != "new-0" {
 		t.Fatalf("after recovery: %q", got)
 	}
@@ -350,24 +256,18 @@ func TestTwoWriters(t *testing.T) {
 		opts := Options{FlushInterval: time.Millisecond}
 		l1 := e.open(opts)
 		defer l1.Close()
-		e1 := e.writer(l1)
-		appendN(t, l1, e1, "one", 20)
+		e1 := e.Writer(l1)
+		objlogtest.AppendN(t, l1, e1, "one", 20)
 
 		l2 := e.open(opts)
 		defer l2.Close()
-		e2 := e.writer(l2) // fences l1's open segment
+		e2 := e.Writer(l2) // fences l1's open segment
 		if st := l2.Stats(); st.End != 20 {
 			t.Fatalf("the second writer sees the log end at %d, want 20", st.End)
 		}
-		p, err := l1.Append(e1, entry("stale"))
-		if err == nil {
-			_, err = p.Wait(context.Background())
-		}
-		if !errors.Is(err, rpcerr.ErrFenced) {
-			t.Fatalf("the fenced writer's append: %v", err)
-		}
-		appendN(t, l2, e2, "two", 20)
-		got := readAll(t, l2, 0, 40)
+		objlogtest.WantFenced(t, l1, e1)
+		objlogtest.AppendN(t, l2, e2, "two", 20)
+		got := objlogtest.ReadAll(t, l2, 0, 40)
 		for i, g := range got {
 			want := fmt.Sprintf("one-%d", i)
 			if i >= 20 {
@@ -378,7 +278,7 @@ func TestTwoWriters(t *testing.T) {
 			}
 		}
 		// The fenced writer cannot start a segment either.
-		segs, err := e.store.Segments(context.Background(), "l")
+		segs, err := e.Store.Segments(context.Background(), "l")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,8 +295,8 @@ func TestCrashedWriterRecovered(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
 		l1 := e.open(Options{FlushBytes: 300, MaxBatchBytes: 100, FlushInterval: time.Millisecond})
-		e1 := e.writer(l1)
-		appendN(t, l1, e1, "c", 100)
+		e1 := e.Writer(l1)
+		objlogtest.AppendN(t, l1, e1, "c", 100)
 		// l1 is abandoned, not closed.
 
 		l2 := e.open(Options{})
@@ -404,10 +304,10 @@ func TestCrashedWriterRecovered(t *testing.T) {
 		if st := l2.Stats(); st.End != 100 {
 			t.Fatalf("a reader of the crashed log sees it end at %d, want 100", st.End)
 		}
-		wantSeq(t, readAll(t, l2, 0, 100), "c", 100)
-		e2 := e.writer(l2)
-		appendN(t, l2, e2, "d", 1)
-		if got := readAll(t, l2, 99, 101); got[0] != "c-99" || got[1] != "d-0" {
+		objlogtest.WantSeq(t, objlogtest.ReadAll(t, l2, 0, 100), "c", 100)
+		e2 := e.Writer(l2)
+		objlogtest.AppendN(t, l2, e2, "d", 1)
+		if got := objlogtest.ReadAll(t, l2, 99, 101); got[0] != "c-99" || got[1] != "d-0" {
 			t.Fatalf("across the recovery: %q", got)
 		}
 		l1.Close()
@@ -420,11 +320,11 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 		e := newEnv(t, mem)
 		l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
 		defer l.Close()
-		epoch := e.writer(l)
+		epoch := e.Writer(l)
 		for i := range 10 {
-			appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+			objlogtest.AppendN(t, l, epoch, fmt.Sprint("r", i), 20)
 		}
-		segs, err := e.store.Segments(context.Background(), "l")
+		segs, err := e.Store.Segments(context.Background(), "l")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +345,7 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
-				got := readAll(t, l, 0, 200)
+				got := objlogtest.ReadAll(t, l, 0, 200)
 				if len(got) != 200 || got[0] != "r0-0" || got[199] != "r9-19" {
 					t.Errorf("read during compaction: %d entries", len(got))
 				}
@@ -460,18 +360,18 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 		if n == 0 || after >= before {
 			t.Fatalf("compacted %d segments: %d objects before, %d after", n, before, after)
 		}
-		got := readAll(t, l, 0, 200)
+		got := objlogtest.ReadAll(t, l, 0, 200)
 		if len(got) != 200 || got[20] != "r1-0" {
 			t.Fatalf("after compaction: %d entries", len(got))
 		}
 
 		// Truncation deletes exactly the sealed segments wholly below.
-		segs, _ = e.store.Segments(context.Background(), "l")
+		segs, _ = e.Store.Segments(context.Background(), "l")
 		cut := segs[1].End // the end of the second segment
 		if err := l.Truncate(cut); err != nil {
 			t.Fatal(err)
 		}
-		left, _ := e.store.Segments(context.Background(), "l")
+		left, _ := e.Store.Segments(context.Background(), "l")
 		if len(left) != len(segs)-2 || left[0].Seq != segs[2].Seq {
 			t.Fatalf("after truncating at %d: %d segments from %d, had %d", cut, len(left), left[0].Seq, len(segs))
 		}
@@ -486,7 +386,7 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 		if _, err := l.NewReader(cut-1, false); !errors.Is(err, rpcerr.ErrTruncated) {
 			t.Fatalf("read below the start: %v", err)
 		}
-		if got := readAll(t, l, cut, 200); len(got) != int(200-cut) {
+		if got := objlogtest.ReadAll(t, l, cut, 200); len(got) != int(200-cut) {
 			t.Fatalf("read after truncation: %d", len(got))
 		}
 	})
@@ -496,18 +396,18 @@ func TestCloseSealsAndReopens(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
 		l := e.open(Options{})
-		epoch := e.writer(l)
-		appendN(t, l, epoch, "z", 30)
+		epoch := e.Writer(l)
+		objlogtest.AppendN(t, l, epoch, "z", 30)
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		segs, _ := e.store.Segments(context.Background(), "l")
+		segs, _ := e.Store.Segments(context.Background(), "l")
 		if len(segs) != 1 || !segs[0].Sealed || segs[0].End != 30 {
 			t.Fatalf("after Close: %+v", segs)
 		}
 		l = e.open(Options{})
 		defer l.Close()
-		wantSeq(t, readAll(t, l, 0, 30), "z", 30)
+		objlogtest.WantSeq(t, objlogtest.ReadAll(t, l, 0, 30), "z", 30)
 	})
 }
 
@@ -524,7 +424,7 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 	e := newEnv(t, b)
 	l := e.open(Options{FlushInterval: 2 * time.Millisecond, RetryTimeout: time.Minute})
 	defer l.Close()
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 
 	stop := make(chan struct{})
 	var mu sync.Mutex
@@ -540,7 +440,7 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 				default:
 				}
 				payload := fmt.Sprintf("p%d-%d", p, i)
-				pd, err := l.Append(epoch, entry(payload))
+				pd, err := l.Append(epoch, objlogtest.Entry(payload))
 				var off uint64
 				if err == nil {
 					off, err = pd.Wait(context.Background())
@@ -575,7 +475,7 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 		t.Fatalf("%d appends failed across a 2s outage, with a minute of retries", failed)
 	}
 	end := l.Stats().End
-	got := readAll(t, l, 0, end)
+	got := objlogtest.ReadAll(t, l, 0, end)
 	seen := map[string]bool{}
 	for off, p := range got {
 		if seen[p] {
@@ -599,25 +499,25 @@ func TestFencedByEpoch(t *testing.T) {
 		// One fragment per segment: every flush seals and starts one.
 		l1 := e.open(Options{FlushInterval: time.Millisecond, MaxFragments: 1})
 		defer l1.Close()
-		e1 := e.writer(l1)
-		appendN(t, l1, e1, "one", 3)
+		e1 := e.Writer(l1)
+		objlogtest.AppendN(t, l1, e1, "one", 3)
 
 		l2 := e.open(Options{})
 		defer l2.Close()
-		e2 := e.writer(l2)
-		p, err := l1.Append(e1, entry("stale"))
+		e2 := e.Writer(l2)
+		p, err := l1.Append(e1, objlogtest.Entry("stale"))
 		if err == nil {
 			_, err = p.Wait(context.Background())
 		}
 		if !errors.Is(err, rpcerr.ErrFenced) || !strings.Contains(err.Error(), "no longer the newest") {
 			t.Fatalf("the fenced writer's append: %v, want ErrFenced from the metadata", err)
 		}
-		appendN(t, l2, e2, "two", 1)
-		got := readAll(t, l2, 0, l2.Stats().End)
+		objlogtest.AppendN(t, l2, e2, "two", 1)
+		got := objlogtest.ReadAll(t, l2, 0, l2.Stats().End)
 		if len(got) != 4 || got[2] != "one-2" || got[3] != "two-0" {
 			t.Fatalf("read %q", got)
 		}
-		segs, err := e.store.Segments(context.Background(), "l")
+		segs, err := e.Store.Segments(context.Background(), "l")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -640,11 +540,11 @@ func TestTruncateRetriedAndStartKept(t *testing.T) {
 	e := newEnv(t, f)
 	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1})
 	defer l.Close()
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	for i := range 12 {
-		appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+		objlogtest.AppendN(t, l, epoch, fmt.Sprint("r", i), 20)
 	}
-	segs, err := e.store.Segments(context.Background(), "l")
+	segs, err := e.Store.Segments(context.Background(), "l")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +565,7 @@ func TestTruncateRetriedAndStartKept(t *testing.T) {
 	if err := l.Truncate(cut); err != nil {
 		t.Fatal(err)
 	}
-	left, err := e.store.Segments(context.Background(), "l")
+	left, err := e.Store.Segments(context.Background(), "l")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,11 +573,11 @@ func TestTruncateRetriedAndStartKept(t *testing.T) {
 		t.Fatalf("after the second truncation the first segment is %d, want %d", left[0].Seq, segs[2].Seq)
 	}
 	for _, s := range segs[:2] {
-		if infos, _ := e.bucket.List(context.Background(), fmt.Sprintf("7/%08d/", s.Seq)); len(infos) != 0 {
+		if infos, _ := e.Bucket.List(context.Background(), fmt.Sprintf("7/%08d/", s.Seq)); len(infos) != 0 {
 			t.Fatalf("segment %d still has %d objects", s.Seq, len(infos))
 		}
 	}
-	e.writer(l)
+	e.Writer(l)
 	if st := l.Stats(); st.Start != cut {
 		t.Fatalf("after a new writer's fence the start is %d, want %d", st.Start, cut)
 	}
@@ -721,26 +621,26 @@ func (r *replaceHook) ReplaceObjects(ctx context.Context, seq uint64, old, new [
 // the new objects, since compaction deletes the old ones next.
 func TestCompactWhileFenced(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	ml, err := e.store.Log(context.Background(), "l")
+	ml, err := e.Store.Log(context.Background(), "l")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm := &replaceHook{Meta: StoreMeta(e.store, "l")}
-	l, err := Open(context.Background(), Options{Bucket: e.bucket, Meta: rm, Prefix: "7/", Epoch: ml.Epoch,
+	rm := &replaceHook{Meta: StoreMeta(e.Store, "l")}
+	l, err := Open(context.Background(), Options{Bucket: e.Bucket, Meta: rm, Prefix: "7/", Epoch: ml.Epoch,
 		FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	for i := range 4 {
-		appendN(t, l, epoch, fmt.Sprint("r", i), 20)
+		objlogtest.AppendN(t, l, epoch, fmt.Sprint("r", i), 20)
 	}
-	rm.hook = func() { e.writer(l) }
+	rm.hook = func() { e.Writer(l) }
 	if n, err := l.Compact(context.Background()); n == 0 || err != nil {
 		t.Fatalf("Compact = %d, %v", n, err)
 	}
-	got := readAll(t, l, 0, 80)
+	got := objlogtest.ReadAll(t, l, 0, 80)
 	if len(got) != 80 || got[0] != "r0-0" || got[79] != "r3-19" {
 		t.Fatalf("after compaction: %d entries", len(got))
 	}
@@ -750,23 +650,23 @@ func TestCompactWhileFenced(t *testing.T) {
 // it: the old epoch's refused create must not fail the new writer's log.
 func TestFenceWaitsForCreate(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	ml, err := e.store.Log(context.Background(), "l")
+	ml, err := e.Store.Log(context.Background(), "l")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm := &blockCreate{Meta: StoreMeta(e.store, "l"), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	l, err := Open(context.Background(), Options{Bucket: e.bucket, Meta: bm, Prefix: "7/", Epoch: ml.Epoch, FlushInterval: time.Millisecond})
+	bm := &blockCreate{Meta: StoreMeta(e.Store, "l"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	l, err := Open(context.Background(), Options{Bucket: e.Bucket, Meta: bm, Prefix: "7/", Epoch: ml.Epoch, FlushInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	epoch := e.writer(l)
-	if _, err := l.Append(epoch, entry("old")); err != nil {
+	epoch := e.Writer(l)
+	if _, err := l.Append(epoch, objlogtest.Entry("old")); err != nil {
 		t.Fatal(err)
 	}
 	<-bm.entered
 	fenced := make(chan uint64, 1)
-	go func() { fenced <- e.writer(l) }()
+	go func() { fenced <- e.Writer(l) }()
 	// Let the Fence run ahead of the create if it can.
 	var newer uint64
 	select {
@@ -777,7 +677,7 @@ func TestFenceWaitsForCreate(t *testing.T) {
 	if newer == 0 {
 		newer = <-fenced
 	}
-	p, err := l.Append(newer, entry("new"))
+	p, err := l.Append(newer, objlogtest.Entry("new"))
 	if err != nil {
 		t.Fatalf("append of the new writer: %v", err)
 	}

@@ -10,22 +10,18 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
 
 // maxPlanObjects bounds the objects a catch-up reader plans to fetch before
 // it looks the log up again.
 const maxPlanObjects = 256
 
-// Reader reads a log in offset order from a starting offset and waits at the
-// tail for new acknowledged entries. It never returns an entry that was not
-// acknowledged. A Reader is not safe for concurrent use.
-//
-// The bytes of returned entries are the Reader's to give away: they are never
-// reused or modified.
+// Reader is the Source of a log's readers: it reads from the writer's
+// memory when that still holds the next offset, and from the bucket (or a
+// quorum segment's replicas) otherwise.
 type Reader struct {
-	wal.Cursor
 	l *Log
 	f *fetcher // the catch-up reads in flight, or nil
 }
@@ -33,70 +29,40 @@ type Reader struct {
 // NewReader returns a Reader positioned at from, which must lie between the
 // log's start and end (inclusive). With ticks, the Reader also returns the
 // time ticks appended from now on, in their places between the entries.
-func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.closed:
-		return nil, rpcerr.ErrClosed
-	case from < l.start:
-		return nil, &rpcerr.TruncatedError{Offset: from, Start: l.start}
-	case from > l.end:
-		return nil, fmt.Errorf("%w: offset %d, end %d", rpcerr.ErrOutOfRange, from, l.end)
-	}
-	r := &Reader{Cursor: wal.NewCursor(&l.mu, from), l: l}
-	if ticks {
-		l.tickReaders[r] = struct{}{}
-	}
-	return r, nil
+func (l *Log) NewReader(from uint64, ticks bool) (engine.Reader, error) {
+	return l.readers.Start(from, ticks, l.view, &Reader{l: l})
 }
 
-// Next returns the next entry or tick, waiting at the tail until ctx ends.
-func (r *Reader) Next(ctx context.Context) (wal.Entry, error) { return r.Cursor.Next(ctx, r.fill) }
-
-// NextBatch returns up to max entries (at least one), waiting at the tail
-// for the first one until ctx ends but not for the others.
-func (r *Reader) NextBatch(ctx context.Context, max int) ([]wal.Entry, error) {
-	return r.Cursor.NextBatch(ctx, max, r.fill)
+// view is the log as readers see it. The caller holds mu.
+func (l *Log) view() engine.View {
+	return engine.View{Start: l.start, End: l.end, Closed: l.closed, Advanced: l.advanced}
 }
 
-// fill decodes the batch holding the next offset into buf, from the
-// writer's memory when it still holds it and from the bucket otherwise. It
-// returns with buf empty when a tick at the next offset has arrived.
-func (r *Reader) fill(ctx context.Context, wait bool) error {
+// Fill decodes the batch holding c's next offset into c, from the writer's
+// memory when it still holds it and from the bucket otherwise. It returns
+// with nothing taken when a tick at the next offset has arrived.
+func (r *Reader) Fill(ctx context.Context, c *engine.Cursor, wait bool) error {
 	for lookups := 0; ; {
 		l := r.l
-		l.mu.Lock()
-		start, end, advanced, closed := l.start, l.end, l.advanced, l.closed
-		tick := r.TickDue()
-		next := r.Pos()
+		next := c.Pos()
 		var mem []byte
 		var plan []fetchObj
-		if next >= start && next < end {
-			if c, ok := l.cachedAt(next); ok {
-				mem = c.data
-			} else if r.f == nil || r.f.pos != next {
-				plan = l.plan(next)
+		var end uint64
+		ready, err := c.Await(ctx, wait, func() engine.View {
+			v := l.view()
+			end = v.End
+			mem, plan = nil, nil
+			if next >= v.Start && next < v.End {
+				if cd, ok := l.cachedAt(next); ok {
+					mem = cd.data
+				} else if r.f == nil || r.f.pos != next {
+					plan = l.plan(next)
+				}
 			}
-		}
-		l.mu.Unlock()
-		switch {
-		case closed:
-			return rpcerr.ErrClosed
-		case tick:
-			return nil
-		case next < start:
-			return &rpcerr.TruncatedError{Offset: next, Start: start}
-		case next >= end:
-			if !wait {
-				return wal.ErrWouldWait
-			}
-			select {
-			case <-advanced:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return v
+		})
+		if !ready {
+			return err
 		}
 		if mem != nil {
 			r.stopFetch()
@@ -104,7 +70,7 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 			if err != nil {
 				return fmt.Errorf("objlog: %s, offset %d in memory: %w", l.opts.Prefix, next, err)
 			}
-			_, err = r.Take(b)
+			_, err = c.Take(b)
 			return err
 		}
 		if plan != nil {
@@ -131,12 +97,12 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		case err != nil:
 			return err
 		}
-		took, err := r.Take(b)
+		took, err := c.Take(b)
 		if err != nil {
 			return r.f.corruptLast(err)
 		}
 		if took {
-			r.f.pos = r.Pos()
+			r.f.pos = c.Pos()
 			return nil
 		}
 	}
@@ -149,15 +115,8 @@ func (r *Reader) stopFetch() {
 	}
 }
 
-// Close releases the Reader's reads in flight and stops its ticks.
-func (r *Reader) Close() error {
-	r.stopFetch()
-	r.l.mu.Lock()
-	delete(r.l.tickReaders, r)
-	r.l.mu.Unlock()
-	r.Drop()
-	return nil
-}
+// Close releases the Reader's reads in flight.
+func (r *Reader) Close() { r.stopFetch() }
 
 // cachedAt returns the fragment in memory that holds off. The caller holds
 // mu.
@@ -217,7 +176,7 @@ type fetchObj struct {
 	key  string
 	size int64
 	end  uint64 // the offset after its last entry
-	src  ranger
+	src  Ranger
 }
 
 // chunk is one ranged GET of a fetcher.

@@ -3,145 +3,67 @@ package objlog
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
 
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
-	"github.com/ternwal/tern/internal/wal"
 )
-
-// group is a batch being built by appenders, committed as one, or a time
-// tick, which takes a place in the queue but writes nothing.
-type group struct {
-	b       *record.Builder // from builders; nil for a tick and once cut
-	isTick  bool
-	tick    uint64
-	epoch   uint64
-	maxTime int64
-	at      time.Time // when it was queued
-	wal.Outcome
-}
-
-var builders = sync.Pool{New: func() any { return new(record.Builder) }}
-
-func (g *group) finish(err error) {
-	g.Finish(err)
-	g.release()
-}
-
-// release recycles the group's buffer, once its bytes are copied or dropped.
-func (g *group) release() {
-	if g.b != nil {
-		g.b.Reset()
-		builders.Put(g.b)
-		g.b = nil
-	}
-}
 
 // frag is a fragment: the groups cut together, uploaded as one object.
 type frag struct {
 	seg     *seg // nil for a fragment of ticks only, which uploads nothing
 	n       int  // its number in seg
 	epoch   uint64
-	groups  []*group
+	groups  []*engine.Group
 	data    []byte
 	base    uint64
 	end     uint64
 	maxTime int64
 	done    bool
 	err     error
-	sent    time.Time // quorum mode: when it went to the replicas
-}
-
-// check refuses an append or tick from epoch. The caller holds mu.
-func (l *Log) check(epoch uint64) error {
-	switch {
-	case l.closed:
-		return rpcerr.ErrClosed
-	case l.failed != nil:
-		return l.failed
-	case epoch != l.epoch || l.fencing:
-		return rpcerr.ErrFenced
-	}
-	return nil
 }
 
 // Append queues entries, written by the writer of the given epoch, to be
 // uploaded together in one batch, and returns at once.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (wal.Pending, error) {
-	if len(entries) == 0 {
-		return wal.Pending{}, errors.New("objlog: append of no entries")
-	}
-	size := 0
-	for _, e := range entries {
-		size += record.EncodedBytes(e)
-	}
+func (l *Log) Append(epoch uint64, entries []record.Entry) (engine.Pending, error) {
 	l.mu.Lock()
-	if err := l.check(epoch); err != nil {
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
 		l.mu.Unlock()
-		return wal.Pending{}, err
+		return engine.Pending{}, err
 	}
-	var g *group
-	added := false
-	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
-		g = l.queue[n-1]
-	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
-		l.queue = append(l.queue, g)
-		added = true
-	}
-	p := g.Pending(uint64(g.b.Count()))
-	before := g.b.Bytes()
-	for _, e := range entries {
-		g.b.Add(e)
-		g.maxTime = max(g.maxTime, e.Time)
-	}
-	l.queueBytes += g.b.Bytes() - before
-	full := l.queueBytes >= l.opts.FlushBytes
+	p, started, err := l.queue.Add(epoch, entries, l.opts.Now())
+	full := l.queue.Bytes() >= l.opts.FlushBytes
 	l.mu.Unlock()
-	if added || full {
-		l.signal() // a new oldest group for the flush interval, or enough to flush
+	if started || full {
+		// a new oldest group for the flush interval, or enough to flush
+		engine.Wake(l.wake)
 	}
+	return p, err
+}
+
+// AppendTick queues a time tick from the writer of the given epoch (see
+// engine.Engine): it is delivered after every entry queued before it, and
+// writes nothing.
+func (l *Log) AppendTick(epoch, t uint64) (engine.Pending, error) {
+	l.mu.Lock()
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
+		l.mu.Unlock()
+		return engine.Pending{}, err
+	}
+	p := l.queue.AddTick(epoch, t, l.opts.Now())
+	l.mu.Unlock()
+	engine.Wake(l.wake)
 	return p, nil
 }
 
-// AppendTick queues a time tick from the writer of the given epoch, as
-// wal.Log.AppendTick does: it is delivered after every entry queued before
-// it, and writes nothing.
-func (l *Log) AppendTick(epoch, t uint64) (wal.Pending, error) {
-	l.mu.Lock()
-	if err := l.check(epoch); err != nil {
-		l.mu.Unlock()
-		return wal.Pending{}, err
-	}
-	g := &group{isTick: true, tick: t, epoch: epoch, at: l.opts.Now(), Outcome: wal.NewOutcome()}
-	l.queue = append(l.queue, g)
-	l.mu.Unlock()
-	l.signal()
-	return g.Pending(0), nil
-}
-
-func (l *Log) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
 // failQueued fails every queued group with err. The caller holds mu.
-func (l *Log) failQueued(err error) {
-	for _, g := range l.queue {
-		g.finish(err)
-	}
-	l.queue, l.queueBytes = nil, 0
-}
+func (l *Log) failQueued(err error) { l.queue.Fail(err) }
 
 // failLog makes every queued and later append fail with err until a new
 // writer recovers the log. The caller holds mu.
@@ -207,8 +129,12 @@ func (l *Log) flusher() {
 			switch {
 			case f.seg == nil:
 				l.complete(f)
-			case f.seg.ens != nil:
-				f.seg.ens.send(f) // in fragment order
+			case f.seg.stream != nil:
+				f.seg.stream.Send(f.n, f.data, func(err error) { // in fragment order
+					f.err = err
+					l.complete(f)
+					l.uploads.Done()
+				})
 			default:
 				go l.upload(f)
 			}
@@ -231,7 +157,7 @@ func (l *Log) idle() {
 // step decides the flusher's next move. The caller holds mu. For stepUpload
 // it has cut the fragment and queued it in inflight, with l.uploads counted.
 func (l *Log) step() (stepKind, *frag, time.Duration) {
-	if len(l.queue) == 0 {
+	if l.queue.Len() == 0 {
 		if l.closed {
 			return stepExit, nil, 0
 		}
@@ -240,9 +166,9 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 	if l.fencing {
 		return stepWait, nil, 0
 	}
-	ticks := l.queue[0].isTick
+	ticks := l.queue.Groups()[0].IsTick
 	if !ticks {
-		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.ens != nil && o.ens.mustRoll()) {
+		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.stream != nil && o.stream.Degraded()) {
 			if len(l.inflight) > 0 {
 				return stepWait, nil, 0
 			}
@@ -252,8 +178,8 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 			return stepCreate, nil, 0
 		}
 	}
-	if !ticks && !l.closed && l.queueBytes < l.opts.FlushBytes {
-		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue[0].at); wait > 0 {
+	if !ticks && !l.closed && l.queue.Bytes() < l.opts.FlushBytes {
+		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue.Groups()[0].Queued); wait > 0 {
 			return stepWait, nil, wait
 		}
 	}
@@ -261,7 +187,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 		return stepWait, nil, 0
 	}
 	if !ticks && l.owned != nil && !l.owned() {
-		l.failLog(fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", rpcerr.ErrFenced))
+		l.failLog(engine.NotOwned())
 		return stepWait, nil, 0
 	}
 	f := l.cut()
@@ -275,7 +201,7 @@ func (l *Log) step() (stepKind, *frag, time.Duration) {
 // mustRoll reports whether the open segment o is full or old. The caller
 // holds mu.
 func (l *Log) mustRoll(o *seg) bool {
-	return o.bytes+int64(l.queueBytes) > l.opts.SegmentBytes ||
+	return o.bytes+int64(l.queue.Bytes()) > l.opts.SegmentBytes ||
 		o.frags >= l.opts.MaxFragments ||
 		(l.opts.SegmentAge > 0 && l.opts.Now().Sub(o.m.Created) >= l.opts.SegmentAge)
 }
@@ -287,38 +213,34 @@ func (l *Log) mustRoll(o *seg) bool {
 // it is released.
 func (l *Log) cut() *frag {
 	f := &frag{epoch: l.epoch, base: l.next}
+	queued := l.queue.Groups()
 	n := 0
-	if l.queue[0].isTick {
-		for n < len(l.queue) && l.queue[n].isTick {
-			l.queue[n].Base = l.next
+	if queued[0].IsTick {
+		for n < len(queued) && queued[n].IsTick {
+			queued[n].Base = l.next
 			n++
 		}
 	} else {
 		size := 0
-		for n < len(l.queue) && size < l.opts.FlushBytes {
-			if g := l.queue[n]; !g.isTick {
-				size += g.b.Bytes()
+		for n < len(queued) && size < l.opts.FlushBytes {
+			if g := queued[n]; !g.IsTick {
+				size += g.B.Bytes()
 			}
 			n++
 		}
 		f.seg, f.n = l.open, l.open.frags
 		l.open.frags++
-		for _, g := range l.queue[:n] {
+		for _, g := range queued[:n] {
 			g.Base = l.next
-			if g.isTick {
+			if g.IsTick {
 				continue
 			}
-			l.next += uint64(g.b.Count())
-			f.maxTime = max(f.maxTime, g.maxTime)
-			l.queueBytes -= g.b.Bytes()
+			l.next += uint64(g.B.Count())
+			f.maxTime = max(f.maxTime, g.MaxTime)
 		}
 	}
 	f.end = l.next
-	f.groups = l.queue[:n:n]
-	l.queue = l.queue[n:]
-	if len(l.queue) == 0 {
-		l.queueBytes = 0
-	}
+	f.groups = l.queue.Take(n)
 	return f
 }
 
@@ -328,8 +250,8 @@ func (l *Log) cut() *frag {
 func (f *frag) join() {
 	batches := make([][]byte, 0, len(f.groups))
 	for _, g := range f.groups {
-		if !g.isTick {
-			batches = append(batches, g.b.FinishUnsummed(g.Base, g.epoch))
+		if !g.IsTick {
+			batches = append(batches, g.B.FinishUnsummed(g.Base, g.Epoch))
 		}
 	}
 	// Join copies them into a buffer it does not zero first; each batch is
@@ -341,7 +263,7 @@ func (f *frag) join() {
 		at += len(b)
 	}
 	for _, g := range f.groups {
-		g.release()
+		g.Release()
 	}
 }
 
@@ -353,14 +275,10 @@ func (l *Log) create() {
 		m.Seq = l.segs[n-1].m.Seq + 1
 	}
 	l.mu.Unlock()
-	var e *ensemble
-	if r := l.opts.Replicas; r != nil {
+	var st Stream
+	if p := l.opts.Placement; p != nil {
 		var err error
-		if m.Ensemble, err = l.chooseEnsemble(m.Seq); err == nil {
-			m.AckQuorum = r.Config.AckQuorum
-			e, err = l.openEnsemble(m)
-		}
-		if err != nil {
+		if st, err = p.Start(&m, func() { engine.Wake(l.wake) }); err != nil {
 			l.mu.Lock()
 			l.failQueued(err)
 			l.mu.Unlock()
@@ -380,27 +298,27 @@ func (l *Log) create() {
 	case err != nil:
 		l.failQueued(fmt.Errorf("objlog: start segment %d of %s: %w", m.Seq, l.opts.Prefix, err))
 	default:
-		s := &seg{m: m, end: m.Base, ens: e}
+		s := &seg{m: m, end: m.Base, stream: st}
 		l.segs = append(l.segs, s)
 		l.open = s
 		return
 	}
-	if e != nil {
-		go e.close()
+	if st != nil {
+		go st.Close()
 	}
 }
 
-// takeEnsemble detaches the ensemble of segment s, if it has one, for the
+// takeStream detaches the stream of segment s, if it has one, for the
 // caller to close.
-func (l *Log) takeEnsemble(s *seg) *ensemble {
+func (l *Log) takeStream(s *seg) Stream {
 	if s == nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := s.ens
-	s.ens = nil
-	return e
+	st := s.stream
+	s.stream = nil
+	return st
 }
 
 // seal records the open segment s, whose uploads have all completed, as
@@ -418,9 +336,9 @@ func (l *Log) seal(ctx context.Context, s *seg) error {
 	if l.open == s {
 		l.open = nil
 	}
-	if e := s.ens; e != nil {
-		s.ens = nil
-		go e.close()
+	if st := s.stream; st != nil {
+		s.stream = nil
+		go st.Close()
 	}
 	if stored.End != m.End || len(stored.Objects) != len(m.Objects) {
 		// A newer writer fenced and sealed the segment first.
@@ -494,7 +412,7 @@ func (l *Log) complete(f *frag) {
 		if err != nil {
 			l.failLog(err)
 			for _, g := range h.groups {
-				g.finish(err)
+				g.Finish(err)
 			}
 			continue
 		}
@@ -503,7 +421,7 @@ func (l *Log) complete(f *frag) {
 	close(l.advanced)
 	l.advanced = make(chan struct{})
 	l.mu.Unlock()
-	l.signal()
+	engine.Wake(l.wake)
 }
 
 // publish makes an uploaded fragment readable and acknowledges its appends.
@@ -525,243 +443,9 @@ func (l *Log) publish(f *frag) {
 		}
 	}
 	for _, g := range f.groups {
-		if g.isTick {
-			for r := range l.tickReaders {
-				r.AddTick(wal.Tick{Time: g.tick, Offset: g.Base})
-			}
+		if g.IsTick {
+			l.readers.Tick(engine.Tick{Time: g.Tick, Offset: g.Base})
 		}
-		g.finish(nil)
+		g.Finish(nil)
 	}
-}
-
-// Fence makes epoch the log's writer epoch; the caller has stored it durably
-// first. It waits for the uploads in flight (their appends are acknowledged
-// under the old epoch), fails the queued ones with ErrFenced, then fences
-// the open segment left by any earlier writer, here or in another process,
-// and seals it. When Fence returns no append of an older epoch will be
-// acknowledged, and a log that had failed works again.
-//
-// owned, if not nil, is asked before every upload and acknowledgement
-// whether the writer can still prove it holds epoch. It must be cheap.
-func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error {
-	l.mu.Lock()
-	switch {
-	case l.closed:
-		l.mu.Unlock()
-		return rpcerr.ErrClosed
-	case epoch <= l.epoch:
-		cur := l.epoch
-		l.mu.Unlock()
-		return fmt.Errorf("objlog: fence with epoch %d, which is not above the current %d", epoch, cur)
-	case l.fencing:
-		l.mu.Unlock()
-		return fmt.Errorf("objlog: another writer of %s is being opened; retry", l.opts.Prefix)
-	}
-	l.fencing = true
-	l.failQueued(rpcerr.ErrFenced)
-	for len(l.inflight) > 0 || l.busy {
-		advanced := l.advanced
-		l.mu.Unlock()
-		<-advanced
-		l.mu.Lock()
-	}
-	l.epoch, l.owned = epoch, owned
-	var ens *ensemble
-	if l.open != nil {
-		ens, l.open.ens = l.open.ens, nil
-	}
-	l.mu.Unlock()
-	if ens != nil {
-		ens.close() // the recovery below fences its replicas
-	}
-
-	// The flusher is idle now (fencing, nothing queued or in flight, no
-	// metadata call under way) and starts nothing until fencing ends.
-	err := l.load(ctx, true)
-	l.mu.Lock()
-	l.fencing = false
-	l.failed = nil
-	if err != nil {
-		l.failed = fmt.Errorf("objlog: recovering %s for writer epoch %d: %w", l.opts.Prefix, epoch, err)
-	}
-	close(l.advanced)
-	l.advanced = make(chan struct{})
-	l.mu.Unlock()
-	l.signal()
-	return err
-}
-
-// fenceSize is the size of a fence object: "TRNFENCE" and the epoch that
-// stored it. A fragment is never this small (a batch header alone is 48
-// bytes), so a listing tells them apart.
-const fenceSize = 16
-
-func fenceObject(epoch uint64) []byte {
-	return binary.LittleEndian.AppendUint64([]byte("TRNFENCE"), epoch)
-}
-
-// fenceSegment fences the open segment m, at the first fragment number with
-// no object, and seals it in metadata with the fragments before the fence.
-// It returns the segment as stored.
-func (l *Log) fenceSegment(ctx context.Context, m meta.Segment) (meta.Segment, error) {
-	for {
-		s, fenced, err := l.scan(ctx, m, l.opts.Bucket)
-		if err != nil {
-			return meta.Segment{}, err
-		}
-		if !fenced {
-			key := l.segPrefix(m.Seq) + fragKey(s.frags)
-			err := l.opts.Bucket.PutIfAbsent(ctx, key, fenceObject(l.epochNow()))
-			if errors.Is(err, blob.ErrExist) {
-				continue // a fragment got there first: the segment is longer
-			}
-			if err != nil {
-				return meta.Segment{}, fmt.Errorf("objlog: fence segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
-			}
-		}
-		stored, err := l.opts.Meta.SealSegment(ctx, s.sealedMeta())
-		if err != nil {
-			return meta.Segment{}, fmt.Errorf("objlog: seal segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
-		}
-		return stored, nil
-	}
-}
-
-func (l *Log) epochNow() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.epoch
-}
-
-// lister is what scan reads an open segment from: the bucket, or the
-// replicas of a quorum segment.
-type lister interface {
-	List(ctx context.Context, prefix string) ([]blob.Info, error)
-	GetRange(ctx context.Context, key string, off int64, p []byte) (int, error)
-	Get(ctx context.Context, key string) ([]byte, error)
-}
-
-// scan lists the open segment m's objects in src and reads the fragments'
-// headers (the last one whole, for where it ends). It reports whether a
-// fence ends the fragments.
-func (l *Log) scan(ctx context.Context, m meta.Segment, src lister) (*seg, bool, error) {
-	prefix := l.segPrefix(m.Seq)
-	infos, err := src.List(ctx, prefix)
-	if err != nil {
-		return nil, false, fmt.Errorf("objlog: list segment %d of %s: %w", m.Seq, l.opts.Prefix, err)
-	}
-	sizes := map[string]int64{}
-	for _, in := range infos {
-		sizes[in.Key[len(prefix):]] = in.Size
-	}
-	s := &seg{m: m, end: m.Base}
-	fenced := false
-	for {
-		size, ok := sizes[fragKey(s.frags)]
-		if !ok {
-			break
-		}
-		if size == fenceSize {
-			fenced = true
-			break
-		}
-		s.objs = append(s.objs, object{key: fragKey(s.frags), bytes: size})
-		s.frags++
-	}
-	if len(s.objs) == 0 {
-		return s, fenced, nil
-	}
-	// Each fragment's first offset, from its first batch header.
-	err = parallel(len(s.objs), 16, func(i int) error {
-		var h [record.HeaderBytes]byte
-		key := prefix + s.objs[i].key
-		if _, err := src.GetRange(ctx, key, 0, h[:]); err != nil {
-			return fmt.Errorf("objlog: read %s: %w", key, err)
-		}
-		hd, err := record.ParseHeader(h[:])
-		if err != nil {
-			return &rpcerr.CorruptError{Path: key, Pos: 0, Err: err}
-		}
-		s.objs[i].base = hd.BaseOffset
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	// Where the last fragment ends, and its newest entry.
-	last := &s.objs[len(s.objs)-1]
-	data, err := src.Get(ctx, prefix+last.key)
-	if err != nil {
-		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
-	}
-	end, maxTime, err := scanBatches(prefix+last.key, data, last.base)
-	if err != nil {
-		return nil, false, err
-	}
-	for i := range s.objs {
-		if i+1 < len(s.objs) {
-			s.objs[i].end = s.objs[i+1].base
-		} else {
-			s.objs[i].end = end
-		}
-		s.bytes += s.objs[i].bytes
-	}
-	// The first offsets come from headers whose CRC has not been checked:
-	// out of order, one of them is damaged.
-	if s.objs[0].base != m.Base {
-		return nil, false, &rpcerr.CorruptError{Path: prefix + s.objs[0].key, Pos: 0,
-			Err: fmt.Errorf("%w: segment %d starts at offset %d, its first fragment at %d", record.ErrCorrupt, m.Seq, m.Base, s.objs[0].base)}
-	}
-	for i := range s.objs {
-		if s.objs[i].end <= s.objs[i].base {
-			return nil, false, misordered(ctx, src, prefix, s.objs[i:min(i+2, len(s.objs))])
-		}
-	}
-	s.end, s.maxTime = end, maxTime
-	return s, fenced, nil
-}
-
-// misordered reports that the first offsets of objs, consecutive fragments,
-// are out of order: the fragment whose first batch fails its checks has the
-// damaged header.
-func misordered(ctx context.Context, src lister, prefix string, objs []object) error {
-	for _, o := range objs {
-		data, err := src.Get(ctx, prefix+o.key)
-		if err != nil {
-			return fmt.Errorf("objlog: read %s: %w", prefix+o.key, err)
-		}
-		if _, err := record.Decode(data); err != nil {
-			return &rpcerr.CorruptError{Path: prefix + o.key, Pos: 0, Err: err}
-		}
-	}
-	return &rpcerr.CorruptError{Path: prefix + objs[0].key, Pos: 0,
-		Err: fmt.Errorf("%w: fragments out of order: the next starts at offset %d, this one at %d", record.ErrCorrupt, objs[0].end, objs[0].base)}
-}
-
-// scanBatches checks the batches filling data, the object key, whose
-// offsets must run densely from base, and returns the offset after the last
-// one and the newest entry time. Damage is a *rpcerr.CorruptError.
-func scanBatches(key string, data []byte, base uint64) (end uint64, maxTime int64, err error) {
-	end = base
-	for pos := int64(0); len(data) > 0; {
-		b, err := record.Decode(data)
-		if err != nil {
-			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos, Err: err}
-		}
-		if b.BaseOffset != end {
-			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos,
-				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, end)}
-		}
-		err = b.Each(func(_ uint64, e record.Entry) error {
-			maxTime = max(maxTime, e.Time)
-			return nil
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		end = b.NextOffset()
-		data = data[b.Header.Length:]
-		pos += int64(b.Header.Length)
-	}
-	return end, maxTime, nil
 }

@@ -1,83 +1,33 @@
 package wal
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 )
 
-// group is a batch being built by appenders and then committed as one, or a
-// time tick, which takes a place in the queue but writes nothing.
-type group struct {
-	b       *record.Builder // from builders; returned once the batch is written; nil for a tick
-	isTick  bool
-	tick    uint64 // the tick's time, for a tick
-	epoch   uint64
-	maxTime int64
-	Outcome // Base: for a tick, its position, the tail when its turn came
-}
-
-// builders recycles batch buffers, which would otherwise be grown from
-// empty by every commit round.
-var builders = sync.Pool{New: func() any { return new(record.Builder) }}
-
-// finish records the outcome, wakes the waiters and recycles the buffer.
-func (g *group) finish(err error) {
-	g.Finish(err)
-	if g.b != nil {
-		g.b.Reset()
-		builders.Put(g.b)
-		g.b = nil
-	}
-}
-
 // Append queues entries, written by the writer of the given epoch, to be
 // committed together in one batch, and returns at once. It fails at once with
 // rpcerr.ErrFenced if a newer writer exists, and with rpcerr.ErrClosed after Close.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
-	if len(entries) == 0 {
-		return Pending{}, errors.New("wal: append of no entries")
-	}
-	size := 0
-	for _, e := range entries {
-		size += record.EncodedBytes(e)
-	}
+func (l *Log) Append(epoch uint64, entries []record.Entry) (engine.Pending, error) {
 	l.mu.Lock()
-	switch {
-	case l.closed:
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch); err != nil {
 		l.mu.Unlock()
-		return Pending{}, rpcerr.ErrClosed
-	case l.failed != nil:
-		l.mu.Unlock()
-		return Pending{}, l.failed
-	case epoch != l.epoch:
-		l.mu.Unlock()
-		return Pending{}, rpcerr.ErrFenced
+		return engine.Pending{}, err
 	}
-	var g *group
-	if n := len(l.queue); n > 0 && !l.queue[n-1].isTick && l.queue[n-1].b.Bytes()+size <= l.opts.MaxBatchBytes {
-		g = l.queue[n-1]
-	} else {
-		g = &group{b: builders.Get().(*record.Builder), epoch: epoch, Outcome: NewOutcome()}
-		l.queue = append(l.queue, g)
-	}
-	p := g.Pending(uint64(g.b.Count()))
-	for _, e := range entries {
-		g.b.Add(e)
-		g.maxTime = max(g.maxTime, e.Time)
-	}
-	wasIdle := len(l.queue) == 1 && p.rel == 0
+	p, started, err := l.queue.Add(epoch, entries, time.Time{})
+	wasIdle := started && l.queue.Len() == 1
 	l.mu.Unlock()
 	if wasIdle {
-		l.signal()
+		engine.Wake(l.wake)
 	}
-	return p, nil
+	return p, err
 }
 
 // AppendTick queues a time tick from the writer of the given epoch. Its
@@ -86,34 +36,19 @@ func (l *Log) Append(epoch uint64, entries []record.Entry) (Pending, error) {
 // before it and before every entry queued after it. Nothing is written; the
 // Pending completes when the tick has been delivered to the readers, with
 // its position as the offset.
-func (l *Log) AppendTick(epoch, t uint64) (Pending, error) {
+func (l *Log) AppendTick(epoch, t uint64) (engine.Pending, error) {
 	l.mu.Lock()
-	switch {
-	case l.closed:
+	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch); err != nil {
 		l.mu.Unlock()
-		return Pending{}, rpcerr.ErrClosed
-	case l.failed != nil:
-		l.mu.Unlock()
-		return Pending{}, l.failed
-	case epoch != l.epoch:
-		l.mu.Unlock()
-		return Pending{}, rpcerr.ErrFenced
+		return engine.Pending{}, err
 	}
-	g := &group{isTick: true, tick: t, epoch: epoch, Outcome: NewOutcome()}
-	l.queue = append(l.queue, g)
-	wasIdle := len(l.queue) == 1
+	p := l.queue.AddTick(epoch, t, time.Time{})
+	wasIdle := l.queue.Len() == 1
 	l.mu.Unlock()
 	if wasIdle {
-		l.signal()
+		engine.Wake(l.wake)
 	}
-	return g.Pending(0), nil
-}
-
-func (l *Log) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	return p, nil
 }
 
 // run is the committer: it takes every queued group and commits them in one
@@ -122,13 +57,12 @@ func (l *Log) run() {
 	defer close(l.finished)
 	for {
 		l.mu.Lock()
-		for len(l.queue) == 0 && !l.closed {
+		for l.queue.Len() == 0 && !l.closed {
 			l.mu.Unlock()
 			<-l.wake
 			l.mu.Lock()
 		}
-		groups := l.queue
-		l.queue = nil
+		groups := l.queue.Take(l.queue.Len())
 		l.mu.Unlock()
 		if len(groups) == 0 {
 			return
@@ -138,26 +72,26 @@ func (l *Log) run() {
 }
 
 // commit writes groups, syncs as the log's mode asks, and acknowledges them.
-func (l *Log) commit(groups []*group) {
+func (l *Log) commit(groups []*engine.Group) {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()
 	epoch, failed := l.epoch, l.failed
 	l.mu.Unlock()
 	if failed == nil && l.owned != nil && !l.owned() {
-		failed = fmt.Errorf("%w: the writer can no longer prove it owns the log (a newer writer was opened, or its metadata lease lapsed)", rpcerr.ErrFenced)
+		failed = engine.NotOwned()
 	}
 	live := groups[:0]
 	entries := false
 	for _, g := range groups {
 		switch {
 		case failed != nil:
-			g.finish(failed)
-		case g.epoch != epoch:
-			g.finish(rpcerr.ErrFenced)
+			g.Finish(failed)
+		case g.Epoch != epoch:
+			g.Finish(rpcerr.ErrFenced)
 		default:
 			live = append(live, g)
-			entries = entries || !g.isTick
+			entries = entries || !g.IsTick
 		}
 	}
 	if len(live) == 0 {
@@ -168,16 +102,16 @@ func (l *Log) commit(groups []*group) {
 			// The ticks of the round are still delivered, at the tail the
 			// failed entries leave.
 			for _, g := range live {
-				if g.isTick {
+				if g.IsTick {
 					g.Base = l.tail
 				} else {
-					g.finish(err)
+					g.Finish(err)
 				}
 			}
 			l.publish(live)
 			for _, g := range live {
-				if g.isTick {
-					g.finish(nil)
+				if g.IsTick {
+					g.Finish(nil)
 				}
 			}
 			return
@@ -189,34 +123,34 @@ func (l *Log) commit(groups []*group) {
 	}
 	l.publish(live)
 	for _, g := range live {
-		g.finish(nil)
+		g.Finish(nil)
 	}
 }
 
 // write appends the groups to the active segment, rolling it first if it is
 // due, and syncs in SyncAlways mode. On failure it restores the segment to
 // its state before the round, or marks the log failed.
-func (l *Log) write(groups []*group) error {
+func (l *Log) write(groups []*engine.Group) error {
 	incoming := 0
 	for _, g := range groups {
-		if !g.isTick {
-			incoming = g.b.Bytes()
+		if !g.IsTick {
+			incoming = g.B.Bytes()
 			break
 		}
 	}
-	if err := l.roll(groups[0].epoch, incoming); err != nil {
+	if err := l.roll(groups[0].Epoch, incoming); err != nil {
 		return err
 	}
 	mark, tail := l.w.Mark(), l.tail
 	err := func() error {
 		for _, g := range groups {
-			if g.isTick {
+			if g.IsTick {
 				g.Base = l.tail
 				continue
 			}
-			batch := g.b.Finish(l.tail, g.epoch)
-			h := record.Header{BaseOffset: l.tail, Count: uint32(g.b.Count())}
-			if err := l.w.Append(batch, h, g.maxTime); err != nil {
+			batch := g.B.Finish(l.tail, g.Epoch)
+			h := record.Header{BaseOffset: l.tail, Count: uint32(g.B.Count())}
+			if err := l.w.Append(batch, h, g.MaxTime); err != nil {
 				return err
 			}
 			g.Base, l.tail = l.tail, h.NextOffset()
@@ -278,17 +212,15 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 
 // publish makes the committed appends visible to readers, hands the round's
 // ticks to the readers that take them, and wakes the readers.
-func (l *Log) publish(round []*group) {
+func (l *Log) publish(round []*engine.Group) {
 	l.mu.Lock()
 	l.end = l.tail
 	if l.w != nil {
 		l.active = l.w.Info()
 	}
 	for _, g := range round {
-		if g.isTick && !g.Failed() {
-			for r := range l.tickReaders {
-				r.AddTick(Tick{Time: g.tick, Offset: g.Base})
-			}
+		if g.IsTick && !g.Failed() {
+			l.readers.Tick(engine.Tick{Time: g.Tick, Offset: g.Base})
 		}
 	}
 	close(l.advanced)
@@ -345,7 +277,7 @@ func (l *Log) Sync() error {
 // owned, if not nil, is asked before every commit round whether the writer
 // can still prove it holds epoch (its metadata claim); when it says no, the
 // round fails with rpcerr.ErrFenced and nothing of it is written. It must be cheap.
-func (l *Log) Fence(epoch uint64, owned func() bool) error {
+func (l *Log) Fence(_ context.Context, epoch uint64, owned func() bool) error {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()
@@ -357,9 +289,6 @@ func (l *Log) Fence(epoch uint64, owned func() bool) error {
 		return fmt.Errorf("wal: fence with epoch %d, which is not above the current %d", epoch, l.epoch)
 	}
 	l.epoch, l.owned = epoch, owned
-	for _, g := range l.queue {
-		g.finish(rpcerr.ErrFenced)
-	}
-	l.queue = nil
+	l.queue.Fail(rpcerr.ErrFenced)
 	return nil
 }

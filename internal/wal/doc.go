@@ -1,6 +1,10 @@
-// Package wal is the write path and read path of one log kept in local
-// segment files: group commit, writer fencing, segment rolling, recovery,
-// readers that follow the tail, truncation and retention.
+// Package wal is the local engine: the write path and read path of one log
+// kept in local segment files. It owns the committer (one write and one
+// fdatasync a round), writer fencing, segment rolling, recovery, the closed
+// record, and reading segment files. It meets engine.Engine; the
+// group-commit queue, the reader set-up (where a reader may start, what it
+// does at the tail, tick delivery) and the retention policy it applies are
+// package engine's, shared with the object and quorum engines.
 //
 // # Group commit
 //

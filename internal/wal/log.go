@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -54,12 +55,7 @@ func (o *Options) setDefaults() {
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 4 << 20
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
 }
 
 // Log is one log's write and read path. It is safe for concurrent use.
@@ -76,7 +72,7 @@ type Log struct {
 
 	// mu guards the state below, which readers and appenders see.
 	mu       sync.Mutex
-	queue    []*group // groups waiting for the committer; the last one still grows
+	queue    engine.Queue // appends waiting for the committer
 	epoch    uint64
 	closedAt uint64 // where the log ended at its last clean close, as recorded; 0 if not
 	start    uint64
@@ -87,8 +83,8 @@ type Log struct {
 	owned    func() bool    // the current writer's claim check; nil: always owned
 	closed   bool
 
-	tickReaders map[*Reader]struct{} // the readers that take ticks
-	failed      error
+	readers engine.Readers
+	failed  error
 
 	wake     chan struct{}
 	finished chan struct{} // closed when the committer exits
@@ -109,10 +105,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		epoch:    opts.Epoch,
 		advanced: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
-
-		tickReaders: map[*Reader]struct{}{},
-		finished:    make(chan struct{}),
+		finished: make(chan struct{}),
 	}
+	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.readers = engine.NewReaders(&l.mu)
 	if err := l.recover(); err != nil {
 		return nil, err
 	}
@@ -235,24 +231,11 @@ func (l *Log) segments() []segment.Info {
 	return all
 }
 
-// Stats describes a log.
-type Stats struct {
-	Start    uint64 // the first offset that can be read
-	End      uint64 // the offset the next append gets
-	Bytes    int64  // bytes of segment files
-	Segments int
-	Epoch    uint64
-	Syncs    uint64 // fdatasync calls on segments since Open
-	// Objects counts the objects that hold a log in object storage
-	// (fragments, or compacted objects); 0 for a local log.
-	Objects int
-}
-
 // Stats returns the log's current extent.
-func (l *Log) Stats() Stats {
+func (l *Log) Stats() engine.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Stats{Start: l.start, End: l.end, Epoch: l.epoch, Syncs: l.syncs.Load()}
+	s := engine.Stats{Start: l.start, End: l.end, Epoch: l.epoch, Syncs: l.syncs.Load()}
 	for _, seg := range l.segments() {
 		s.Bytes += seg.Size
 		s.Segments++
@@ -260,18 +243,24 @@ func (l *Log) Stats() Stats {
 	return s
 }
 
+// Truncate is engine.Engine's: the start is raised at once, and the
+// segments below it deleted after the commit round in flight.
+func (l *Log) Truncate(before uint64) error {
+	return engine.Truncate(&l.mu, &l.start, &l.end, before, l.ApplyRetention)
+}
+
 // Close finishes the queued appends, seals the active segment (or, if the
 // log has failed, syncs what it can), and closes the files. Readers waiting
 // at the tail return rpcerr.ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
+	already := l.closed
 	l.closed = true
 	l.mu.Unlock()
-	l.signal()
+	if already {
+		return nil
+	}
+	engine.Wake(l.wake)
 	<-l.finished
 	if l.stopSync != nil {
 		close(l.stopSync)

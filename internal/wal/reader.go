@@ -10,35 +10,15 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
-// Entry is an entry read from the log, or a time tick.
-type Entry struct {
-	Offset uint64
-	record.Entry
-	// IsTick marks a time tick, which is not an entry: Tick is its time and
-	// Offset its position (every entry below it comes before it).
-	IsTick bool
-	Tick   uint64
-}
-
-// Tick is a time tick at a position in the log.
-type Tick struct {
-	Time   uint64
-	Offset uint64 // every entry below Offset comes before the tick
-}
-
-// Reader reads a log in offset order from a starting offset, and waits at the
-// tail for new acknowledged entries. It never returns an entry that was not
-// acknowledged. A Reader is not safe for concurrent use.
-//
-// The bytes of returned entries are the Reader's to give away: they are never
-// reused or modified.
+// Reader is the Source of a log's readers: it reads the segment files,
+// keeping the one it reads open.
 type Reader struct {
-	Cursor
 	l   *Log
 	seg segment.Info // the segment the scanner reads
 	f   vfs.File
@@ -49,63 +29,32 @@ type Reader struct {
 // log's start and end (inclusive: a Reader at the end waits for the next
 // append). With ticks, the Reader also returns the time ticks appended from
 // now on, in their places between the entries.
-func (l *Log) NewReader(from uint64, ticks bool) (*Reader, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.closed:
-		return nil, rpcerr.ErrClosed
-	case from < l.start:
-		return nil, &rpcerr.TruncatedError{Offset: from, Start: l.start}
-	case from > l.end:
-		return nil, fmt.Errorf("%w: offset %d, end %d", rpcerr.ErrOutOfRange, from, l.end)
-	}
-	r := &Reader{Cursor: NewCursor(&l.mu, from), l: l}
-	if ticks {
-		l.tickReaders[r] = struct{}{}
-	}
-	return r, nil
+func (l *Log) NewReader(from uint64, ticks bool) (engine.Reader, error) {
+	return l.readers.Start(from, ticks, l.view, &Reader{l: l})
 }
 
-// Next returns the next entry or tick, waiting for one at the tail until ctx
-// ends.
-func (r *Reader) Next(ctx context.Context) (Entry, error) { return r.Cursor.Next(ctx, r.fill) }
-
-// NextBatch returns up to max entries (at least one), waiting at the tail for
-// the first one until ctx ends but not for the others.
-func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	return r.Cursor.NextBatch(ctx, max, r.fill)
+// view is the log as readers see it. The caller holds mu.
+func (l *Log) view() engine.View {
+	return engine.View{Start: l.start, End: l.end, Closed: l.closed, Advanced: l.advanced}
 }
 
-// fill decodes the batch holding the next offset into buf. It returns with
-// buf empty when a tick at the next offset has arrived.
-func (r *Reader) fill(ctx context.Context, wait bool) error {
+// Fill decodes the batch holding c's next offset into c. It returns with
+// nothing taken when a tick at the next offset has arrived.
+func (r *Reader) Fill(ctx context.Context, c *engine.Cursor, wait bool) error {
 	for retried := false; ; {
 		l := r.l
-		l.mu.Lock()
-		start, end, advanced, closed := l.start, l.end, l.advanced, l.closed
-		seg, found := l.locate(r.Pos())
-		tick := r.TickDue()
-		l.mu.Unlock()
-		switch {
-		case closed:
-			return rpcerr.ErrClosed
-		case tick:
-			return nil
-		case r.Pos() < start:
-			return &rpcerr.TruncatedError{Offset: r.Pos(), Start: start}
-		case r.Pos() >= end || !found:
-			if !wait {
-				return ErrWouldWait
-			}
-			select {
-			case <-advanced:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		var seg segment.Info
+		ready, err := c.Await(ctx, wait, func() engine.View {
+			v := l.view()
+			var found bool
+			seg, found = l.locate(c.Pos())
+			v.NotYet = !found
+			return v
+		})
+		if !ready {
+			return err
 		}
-		if err := r.scan(seg); err != nil {
+		if err := r.scan(seg, c.Pos()); err != nil {
 			if errors.Is(err, fs.ErrNotExist) && !retried {
 				retried = true
 				continue // deleted by truncation or retention: the start has moved
@@ -115,11 +64,11 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 		b, pos, err := r.sc.Next()
 		if err != nil {
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-				return &rpcerr.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", r.Pos(), err)}
+				return &rpcerr.CorruptError{Path: r.seg.Path, Pos: pos, Err: fmt.Errorf("reading offset %d: %w", c.Pos(), err)}
 			}
 			return err
 		}
-		took, err := r.Take(b)
+		took, err := c.Take(b)
 		if err != nil {
 			return &rpcerr.CorruptError{Path: r.seg.Path, Pos: pos, Err: err}
 		}
@@ -131,19 +80,19 @@ func (r *Reader) fill(ctx context.Context, wait bool) error {
 
 // scan points the scanner at seg, reusing the open file if seg is the one
 // already being read (it may have been sealed since).
-func (r *Reader) scan(seg segment.Info) error {
+func (r *Reader) scan(seg segment.Info, pos uint64) error {
 	if r.f != nil && r.seg.Path == seg.Path {
 		r.seg = seg
 		r.sc.SetLimit(seg.End)
 		return nil
 	}
-	r.closeFile()
+	r.Close()
 	f, err := r.l.opts.FS.Open(seg.Path)
 	if err != nil {
 		return err
 	}
 	r.f, r.seg = f, seg
-	r.sc = segment.NewScanner(f, seg.Find(r.Pos()), seg.End)
+	r.sc = segment.NewScanner(f, seg.Find(pos), seg.End)
 	return nil
 }
 
@@ -159,19 +108,10 @@ func (l *Log) locate(off uint64) (segment.Info, bool) {
 	return l.sealed[k], true
 }
 
-func (r *Reader) closeFile() {
+// Close releases the Reader's file.
+func (r *Reader) Close() {
 	if r.f != nil {
 		r.f.Close()
 		r.f, r.sc = nil, nil
 	}
-}
-
-// Close releases the Reader's file and stops its ticks.
-func (r *Reader) Close() error {
-	r.closeFile()
-	r.l.mu.Lock()
-	delete(r.l.tickReaders, r)
-	r.l.mu.Unlock()
-	r.Drop()
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -52,7 +53,7 @@ func tickWait(t *testing.T, l *Log, epoch, tick uint64) uint64 {
 }
 
 // describe renders what a reader returns: "e:<offset>" or "t:<time>@<offset>".
-func describe(es []Entry) string {
+func describe(es []engine.Entry) string {
 	var parts []string
 	for _, e := range es {
 		if e.IsTick {
@@ -64,11 +65,11 @@ func describe(es []Entry) string {
 	return strings.Join(parts, " ")
 }
 
-func readN(t *testing.T, r *Reader, n int, batch bool) []Entry {
+func readN(t *testing.T, r engine.Reader, n int, batch bool) []engine.Entry {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	var out []Entry
+	var out []engine.Entry
 	for len(out) < n {
 		if batch {
 			es, err := r.NextBatch(ctx, n-len(out))
@@ -140,7 +141,7 @@ func TestTickWakesAndFollowsQueuedAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	got := make(chan Entry, 1)
+	got := make(chan engine.Entry, 1)
 	go func() {
 		e, err := r.Next(t.Context())
 		if err != nil {
@@ -197,7 +198,7 @@ func TestTickFencedAndClosedReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Fence(2, nil); err != nil {
+	if err := l.Fence(t.Context(), 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.AppendTick(1, 5); !errors.Is(err, rpcerr.ErrFenced) {
@@ -206,7 +207,7 @@ func TestTickFencedAndClosedReader(t *testing.T) {
 	r.Close()
 	tickWait(t, l, 2, 6)
 	l.mu.Lock()
-	n := len(l.tickReaders)
+	n := l.readers.Ticking()
 	l.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d readers still registered for ticks after Close", n)

@@ -1,4 +1,4 @@
-package objlog
+package quorumlog
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/objlog/objlogtest"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/replica"
@@ -190,7 +192,7 @@ func newCluster(t *testing.T, e *env, n int) *cluster {
 	t.Helper()
 	c := &cluster{nodes: map[string]*faultNode{}}
 	for i := range n {
-		s, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "/replica", Bucket: e.bucket})
+		s, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "/replica", Bucket: e.Bucket})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,16 +227,6 @@ func (c *cluster) replicas(cfg quorum.Config) *Replicas {
 	return &Replicas{Config: cfg, Log: 7, Node: c.node, Live: c.live, LagTimeout: time.Minute}
 }
 
-// segments returns the log's segments from metadata.
-func (e *env) segments() []meta.Segment {
-	e.t.Helper()
-	segs, err := e.store.Segments(context.Background(), "l")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return segs
-}
-
 // TestQuorumAppendReadOffload appends through an ensemble of three, reads
 // back from memory and from the replicas, and checks that sealed segments
 // move to the bucket and leave the replicas.
@@ -243,22 +235,22 @@ func TestQuorumAppendReadOffload(t *testing.T) {
 	c := newCluster(t, e, 3)
 	c.hold.Store(true) // read from the replicas first
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), SegmentBytes: 2000, FlushBytes: 300, MaxBatchBytes: 100, CacheBytes: 1})
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	var want []string
 	for r := range 30 {
 		prefix := fmt.Sprintf("r%d", r)
-		for i, off := range appendN(t, l, epoch, prefix, 10) {
+		for i, off := range objlogtest.AppendN(t, l, epoch, prefix, 10) {
 			if off != uint64(len(want)) {
 				t.Fatalf("append %d of round %d got offset %d, want %d", i, r, off, len(want))
 			}
 			want = append(want, fmt.Sprintf("%s-%d", prefix, i))
 		}
 	}
-	if got := readAll(t, l, 0, 300); !slices.Equal(got, want) {
+	if got := objlogtest.ReadAll(t, l, 0, 300); !slices.Equal(got, want) {
 		t.Fatalf("read %q, want %q", got, want)
 	}
 
-	segs := e.segments()
+	segs := e.Segments()
 	if len(segs) < 3 {
 		t.Fatalf("%d segments of at most 2000 bytes for 300 appends", len(segs))
 	}
@@ -280,7 +272,7 @@ func TestQuorumAppendReadOffload(t *testing.T) {
 	if _, err := l.Offload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range e.segments() {
+	for _, s := range e.Segments() {
 		if !s.Sealed || len(s.Ensemble) != 0 || len(s.Objects) != 1 || s.Objects[0].Key != "c00000000" {
 			t.Fatalf("segment %d after offload: sealed %v, ensemble %v, objects %+v", s.Seq, s.Sealed, s.Ensemble, s.Objects)
 		}
@@ -290,17 +282,17 @@ func TestQuorumAppendReadOffload(t *testing.T) {
 			t.Errorf("replica %s still holds %d segments after the offload", id, len(segs))
 		}
 	}
-	if got := readAll(t, l, 0, 300); !slices.Equal(got, want) {
+	if got := objlogtest.ReadAll(t, l, 0, 300); !slices.Equal(got, want) {
 		t.Fatalf("read after the offload %q, want %q", got, want)
 	}
 }
 
 // openEnsemble returns the open segment's sequence number and ensemble.
 func (e *env) openEnsemble() (uint64, []string) {
-	e.t.Helper()
-	segs := e.segments()
+	e.T.Helper()
+	segs := e.Segments()
 	if len(segs) == 0 || segs[len(segs)-1].Sealed {
-		e.t.Fatalf("no open segment in %+v", segs)
+		e.T.Fatalf("no open segment in %+v", segs)
 	}
 	s := segs[len(segs)-1]
 	return s.Seq, s.Ensemble
@@ -314,14 +306,14 @@ func TestQuorumReplicaKilledRolls(t *testing.T) {
 	c := newCluster(t, e, 4)
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
 	defer l.Close()
-	epoch := e.writer(l)
-	appendN(t, l, epoch, "a", 100)
+	epoch := e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "a", 100)
 	seq, ens := e.openEnsemble()
 	dead := ens[1]
 	c.nodes[dead].kill()
-	appendN(t, l, epoch, "b", 100)
+	objlogtest.AppendN(t, l, epoch, "b", 100)
 
-	segs := e.segments()
+	segs := e.Segments()
 	i := slices.IndexFunc(segs, func(s meta.Segment) bool { return s.Seq == seq })
 	if !segs[i].Sealed || i == len(segs)-1 {
 		t.Fatalf("the segment with the dead replica is not sealed and followed: %+v", segs)
@@ -331,9 +323,9 @@ func TestQuorumReplicaKilledRolls(t *testing.T) {
 			t.Fatalf("segment %d has the dead replica %s in its ensemble %v", s.Seq, dead, s.Ensemble)
 		}
 	}
-	got := readAll(t, l, 0, 200)
-	wantSeq(t, got[:100], "a", 100)
-	wantSeq(t, got[100:], "b", 100)
+	got := objlogtest.ReadAll(t, l, 0, 200)
+	objlogtest.WantSeq(t, got[:100], "a", 100)
+	objlogtest.WantSeq(t, got[100:], "b", 100)
 }
 
 // TestQuorumLaggingReplicaRolls pauses a replica: once it stays behind the
@@ -345,14 +337,14 @@ func TestQuorumLaggingReplicaRolls(t *testing.T) {
 	r.LagTimeout = 20 * time.Millisecond
 	l := e.open(Options{Replicas: r})
 	defer l.Close()
-	epoch := e.writer(l)
-	appendN(t, l, epoch, "a", 10)
+	epoch := e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "a", 10)
 	seq, ens := e.openEnsemble()
 	c.nodes[ens[0]].pause()
 	deadline := time.Now().Add(20 * time.Second)
 	n := 10
 	for {
-		appendN(t, l, epoch, fmt.Sprintf("b%d", n), 1)
+		objlogtest.AppendN(t, l, epoch, fmt.Sprintf("b%d", n), 1)
 		n++
 		if s, _ := e.openEnsemble(); s != seq {
 			break
@@ -364,7 +356,7 @@ func TestQuorumLaggingReplicaRolls(t *testing.T) {
 	if _, ens2 := e.openEnsemble(); slices.Contains(ens2, ens[0]) {
 		t.Fatalf("the new ensemble %v has the paused replica %s", ens2, ens[0])
 	}
-	if got := readAll(t, l, 0, uint64(n)); len(got) != n {
+	if got := objlogtest.ReadAll(t, l, 0, uint64(n)); len(got) != n {
 		t.Fatalf("read %d entries, want %d", len(got), n)
 	}
 }
@@ -376,19 +368,19 @@ func TestQuorumTooFewReplicasFails(t *testing.T) {
 	c := newCluster(t, e, 3)
 	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer l.Close()
-	epoch := e.writer(l)
-	appendN(t, l, epoch, "a", 10)
+	epoch := e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "a", 10)
 	_, ens := e.openEnsemble()
 	c.nodes[ens[0]].kill()
 	c.nodes[ens[1]].kill()
-	p, err := l.Append(epoch, entry("lost"))
+	p, err := l.Append(epoch, objlogtest.Entry("lost"))
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
 	if err == nil {
 		t.Fatal("an append with one replica of three left was acknowledged")
 	}
-	p, err = l.Append(epoch, entry("later"))
+	p, err = l.Append(epoch, objlogtest.Entry("later"))
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
@@ -405,23 +397,17 @@ func TestQuorumRecovery(t *testing.T) {
 	c := newCluster(t, e, 3)
 	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer a.Close()
-	ea := e.writer(a)
-	appendN(t, a, ea, "a", 100)
+	ea := e.Writer(a)
+	objlogtest.AppendN(t, a, ea, "a", 100)
 
 	b := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
 	defer b.Close()
-	eb := e.writer(b)
-	p, err := a.Append(ea, entry("fenced"))
-	if err == nil {
-		_, err = p.Wait(context.Background())
-	}
-	if !errors.Is(err, rpcerr.ErrFenced) {
-		t.Fatalf("the fenced writer's append: %v, want ErrFenced", err)
-	}
-	appendN(t, b, eb, "b", 50)
-	got := readAll(t, b, 0, 150)
-	wantSeq(t, got[:100], "a", 100)
-	wantSeq(t, got[100:], "b", 50)
+	eb := e.Writer(b)
+	objlogtest.WantFenced(t, a, ea)
+	objlogtest.AppendN(t, b, eb, "b", 50)
+	got := objlogtest.ReadAll(t, b, 0, 150)
+	objlogtest.WantSeq(t, got[:100], "a", 100)
+	objlogtest.WantSeq(t, got[100:], "b", 50)
 }
 
 // TestQuorumRecoveryCopiesForward recovers a segment whose replicas hold
@@ -438,15 +424,15 @@ func TestQuorumRecoveryCopiesForward(t *testing.T) {
 
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
 	defer l.Close()
-	e.writer(l)
-	segs := e.segments()
+	e.Writer(l)
+	segs := e.Segments()
 	if !segs[0].Sealed || segs[0].End != 50 || len(segs[0].Objects) != 5 {
 		t.Fatalf("recovered segment: %+v, want sealed at 50 with 5 fragments", segs[0])
 	}
 	if sizes, err := c.nodes["n1"].store.List(id); err != nil || len(sizes) != 5 {
 		t.Fatalf("n1 after recovery holds %d fragments (%v), want 5 copied forward", len(sizes), err)
 	}
-	got := readAll(t, l, 0, 50)
+	got := objlogtest.ReadAll(t, l, 0, 50)
 	for i, g := range got {
 		if want := fmt.Sprintf("f-%d", i); g != want {
 			t.Fatalf("entry %d is %q, want %q", i, g, want)
@@ -477,12 +463,12 @@ func TestQuorumSegmentNeverSent(t *testing.T) {
 	}
 	w := e.open(Options{Replicas: c.replicas(quorum.Default)})
 	defer w.Close()
-	epoch := e.writer(w)
-	if segs := e.segments(); !segs[0].Sealed || segs[0].End != 0 {
+	epoch := e.Writer(w)
+	if segs := e.Segments(); !segs[0].Sealed || segs[0].End != 0 {
 		t.Fatalf("the segment never sent: %+v, want sealed empty", segs[0])
 	}
-	appendN(t, w, epoch, "after", 3)
-	if got := readAll(t, w, 0, 3); len(got) != 3 || got[0] != "after-0" {
+	objlogtest.AppendN(t, w, epoch, "after", 3)
+	if got := objlogtest.ReadAll(t, w, 0, 3); len(got) != 3 || got[0] != "after-0" {
 		t.Fatalf("read %q after recovery", got)
 	}
 }
@@ -491,15 +477,15 @@ func TestQuorumSegmentNeverSent(t *testing.T) {
 // ensemble with ackQuorum, and returns the epoch: the segment is open, as
 // the writer's death leaves it.
 func (e *env) leftOpen(ensemble []string, ackQuorum int) uint64 {
-	e.t.Helper()
+	e.T.Helper()
 	ctx := context.Background()
-	epoch, err := e.store.BumpEpoch(ctx, "l")
+	epoch, err := e.Store.BumpEpoch(ctx, "l")
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	m := meta.Segment{Seq: 1, Epoch: epoch, Created: time.Now(), Ensemble: ensemble, AckQuorum: ackQuorum}
-	if err := e.store.CreateSegment(ctx, "l", m); err != nil {
-		e.t.Fatal(err)
+	if err := e.Store.CreateSegment(ctx, "l", m); err != nil {
+		e.T.Fatal(err)
 	}
 	return epoch
 }
@@ -536,13 +522,13 @@ func (c *cluster) addFragments(t *testing.T, id replica.SegmentID, epoch uint64,
 // with o's tuning, and then offloads the segment through another handle, as
 // an earlier owner would: b's segment list still points at the replicas,
 // which have dropped it. b cannot offload through its replicas itself.
-func offloadedElsewhere(t *testing.T, o Options) *Log {
+func offloadedElsewhere(t *testing.T, o Options) *objlog.Log {
 	t.Helper()
 	e := newEnv(t, blob.NewMem())
 	c := newCluster(t, e, 3)
 	a := e.open(Options{Replicas: c.replicas(quorum.Default)})
-	epoch := e.writer(a)
-	appendN(t, a, epoch, "a", 50)
+	epoch := e.Writer(a)
+	objlogtest.AppendN(t, a, epoch, "a", 50)
 	c.hold.Store(true) // a leaves the sealed segment to the others
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -567,7 +553,7 @@ func offloadedElsewhere(t *testing.T, o Options) *Log {
 // the bucket.
 func TestQuorumReadAfterOffloadElsewhere(t *testing.T) {
 	b := offloadedElsewhere(t, Options{CacheBytes: 1})
-	wantSeq(t, readAll(t, b, 0, 50), "a", 50)
+	objlogtest.WantSeq(t, objlogtest.ReadAll(t, b, 0, 50), "a", 50)
 }
 
 // A handle whose segment list is stale does not try the segment again and
@@ -596,14 +582,14 @@ func TestQuorumDeadNodeStillListed(t *testing.T) {
 	c.stale = true
 	c.nodes["n1"].kill()
 	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
-	epoch := e.writer(l)
+	epoch := e.Writer(l)
 	for r := range 5 {
-		appendN(t, l, epoch, fmt.Sprintf("r%d", r), 10)
+		objlogtest.AppendN(t, l, epoch, fmt.Sprintf("r%d", r), 10)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if segs := e.segments(); len(segs) != 1 {
+	if segs := e.Segments(); len(segs) != 1 {
 		t.Fatalf("%d segments for 50 appends with a dead node listed live, want 1", len(segs))
 	}
 }
@@ -622,8 +608,8 @@ func TestQuorumHangingNodeLeftOut(t *testing.T) {
 	l := e.open(Options{Replicas: r})
 	defer l.Close()
 	defer close(hang) // before Close, should a stream still wait
-	epoch := e.writer(l)
-	p, err := l.Append(epoch, entry("a"))
+	epoch := e.Writer(l)
+	p, err := l.Append(epoch, objlogtest.Entry("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,12 +634,12 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	r.LagTimeout = 20 * time.Millisecond
 	l := e.open(Options{Replicas: r})
 	defer l.Close()
-	epoch := e.writer(l)
-	appendN(t, l, epoch, "a", 10)
+	epoch := e.Writer(l)
+	objlogtest.AppendN(t, l, epoch, "a", 10)
 	_, ens := e.openEnsemble()
 	c.nodes[ens[0]].pause()
 	c.nodes[ens[1]].pause()
-	p, err := l.Append(epoch, entry("stalled"))
+	p, err := l.Append(epoch, objlogtest.Entry("stalled"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,7 +650,7 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	}
 
 	// Until a new writer recovers it, the log refuses appends, saying why.
-	if _, err := l.Append(epoch, entry("refused")); err == nil || !strings.Contains(err.Error(), "fewer than the ack quorum") {
+	if _, err := l.Append(epoch, objlogtest.Entry("refused")); err == nil || !strings.Contains(err.Error(), "fewer than the ack quorum") {
 		t.Fatalf("append to the failed log: %v, want the ensemble's failure", err)
 	}
 
@@ -672,8 +658,8 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	// three nodes (there are no others): every acknowledged entry is kept.
 	c.nodes[ens[0]].resume()
 	c.nodes[ens[1]].resume()
-	epoch = e.writer(l)
-	p, err = l.Append(epoch, entry("back"))
+	epoch = e.Writer(l)
+	p, err = l.Append(epoch, objlogtest.Entry("back"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,8 +667,8 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	if err != nil {
 		t.Fatalf("append by the new writer: %v", err)
 	}
-	offs := appendN(t, l, epoch, "b", 10)
-	got := readAll(t, l, 0, offs[9]+1)
+	offs := objlogtest.AppendN(t, l, epoch, "b", 10)
+	got := objlogtest.ReadAll(t, l, 0, offs[9]+1)
 	want := []string{"a-0", "a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7", "a-8", "a-9"}
 	// The failed append may have reached a replica that the roll's recovery
 	// read: its outcome was unknown, so it may be in the log, once.

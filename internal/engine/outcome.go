@@ -1,4 +1,4 @@
-package wal
+package engine
 
 import "context"
 

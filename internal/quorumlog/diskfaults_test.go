@@ -1,4 +1,4 @@
-package objlog
+package quorumlog
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog/objlogtest"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/vfs"
@@ -39,7 +40,7 @@ func journalCluster(t *testing.T, e *env, n int, memBytes int64) (*cluster, map[
 func (c *cluster) journalNode(t *testing.T, e *env, memBytes int64) (*faultNode, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: e.bucket, MemBytes: memBytes})
+	s, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: e.Bucket, MemBytes: memBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +126,11 @@ func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
 				MaxInFlight: 1, CacheBytes: 1, Logger: logger}
 			w := e.open(opts)
 			defer func() { w.Close() }()
-			epoch := e.writer(w)
+			epoch := e.Writer(w)
 			var want []string
 			round := func() {
 				prefix := fmt.Sprintf("r%d", len(want)/10)
-				appendN(t, w, epoch, prefix, 10)
+				objlogtest.AppendN(t, w, epoch, prefix, 10)
 				for i := range 10 {
 					want = append(want, fmt.Sprintf("%s-%d", prefix, i))
 				}
@@ -145,9 +146,9 @@ func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
 			var node string
 			for tries := 0; node == ""; tries++ {
 				if tries == 20 {
-					t.Fatalf("no segment fits the test: %+v", e.segments())
+					t.Fatalf("no segment fits the test: %+v", e.Segments())
 				}
-				segs := e.segments()
+				segs := e.Segments()
 				for _, m := range segs {
 					if m.Sealed == open || (open && m.Seq != segs[len(segs)-1].Seq) {
 						continue
@@ -166,7 +167,7 @@ func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
 
 			r := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1, Logger: logger})
 			defer func() { r.Close() }()
-			if got := readAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
+			if got := objlogtest.ReadAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
 				t.Fatalf("read %q, want %q", got, want)
 			}
 			if s := logged.String(); !strings.Contains(s, "damaged") || !strings.Contains(s, node) || !strings.Contains(s, journal) {
@@ -190,13 +191,13 @@ func TestQuorumReadRepairsDamagedReplica(t *testing.T) {
 			if s := logged.String()[before:]; !strings.Contains(s, node) || !strings.Contains(s, journal) {
 				t.Fatalf("the offload did not log the replica it could not offload from; the log says:\n%s", s)
 			}
-			for _, s := range e.segments() {
+			for _, s := range e.Segments() {
 				if len(s.Ensemble) != 0 {
 					t.Fatalf("segment %d is still on replicas %v after the offload", s.Seq, s.Ensemble)
 				}
 			}
 			r = e.open(Options{CacheBytes: 1})
-			if got := readAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
+			if got := objlogtest.ReadAll(t, r, 0, uint64(len(want))); !slices.Equal(got, want) {
 				t.Fatalf("read from the bucket %q, want %q", got, want)
 			}
 		})
@@ -224,11 +225,11 @@ func TestQuorumRecoveryReadsAroundDamagedCopy(t *testing.T) {
 	var logged syncBuffer
 	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	defer l.Close()
-	e.writer(l)
-	if segs := e.segments(); !segs[0].Sealed || segs[0].End != 50 {
+	e.Writer(l)
+	if segs := e.Segments(); !segs[0].Sealed || segs[0].End != 50 {
 		t.Fatalf("recovered segment: %+v, want sealed at 50", segs[0])
 	}
-	for i, g := range readAll(t, l, 0, 50) {
+	for i, g := range objlogtest.ReadAll(t, l, 0, 50) {
 		if want := fmt.Sprintf("f-%d", i); g != want {
 			t.Fatalf("entry %d is %q, want %q", i, g, want)
 		}
