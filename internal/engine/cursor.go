@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/record"
 )
 

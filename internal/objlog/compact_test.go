@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
 )

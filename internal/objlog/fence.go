@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 )

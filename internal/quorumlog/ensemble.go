@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/replica"

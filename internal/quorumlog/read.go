@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"

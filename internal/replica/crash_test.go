@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/vfs"
 )
 

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/vfs"
 )

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/vfs"
 )
 

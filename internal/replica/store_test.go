@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/vfs"
 )

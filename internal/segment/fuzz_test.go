@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 )

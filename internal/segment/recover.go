@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )

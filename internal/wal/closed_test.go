@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"

@@ -9,7 +9,6 @@ import (
 	"sort"
 
 	"github.com/ternwal/tern/client/rpcerr"
-
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
