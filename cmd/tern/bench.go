@@ -20,7 +20,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
-	"github.com/ternwal/tern/internal/physical"
+	"github.com/ternwal/tern/bench/physical"
 	"github.com/ternwal/tern/internal/quorum"
 )
 

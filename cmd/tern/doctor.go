@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern/bench/loadgen"
-	"github.com/ternwal/tern/internal/physical"
+	"github.com/ternwal/tern/bench/physical"
 )
 
 // The thresholds the doctor holds figures against; docs/doctor.md gives
@@ -241,7 +241,7 @@ func diskSteps(dir string, d time.Duration) []step {
 
 // s3Bucket checks the S3 URL u (s3://BUCKET[/PREFIX]?endpoint=...),
 // connects with the AWS_* credentials, makes sure the bucket is there, and
-// returns a client and the BUCKET/PREFIX path that internal/physical takes.
+// returns a client and the BUCKET/PREFIX path that bench/physical takes.
 // With create, a missing bucket is made.
 func (a *app) s3Bucket(cmd *cobra.Command, u *url.URL, create bool) (*minio.Client, string, error) {
 	const form = "s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/internal/miniotest"
-	"github.com/ternwal/tern/internal/physical"
+	"github.com/ternwal/tern/bench/physical"
 )
 
 // brief is how long each timed measurement runs: long enough for a few
