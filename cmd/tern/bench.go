@@ -22,6 +22,7 @@ import (
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/bench/physical"
 	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // benchFlags are what tern bench and tern bench disk share.
@@ -405,7 +406,7 @@ result with its name, as "tern bench disk" does:
 			if err != nil || u.Scheme != "s3" {
 				return usagef(cmd, "%q is not an s3:// URL: use s3://BUCKET[/PREFIX]?endpoint=HOST:PORT", args[0])
 			}
-			n, err := parseBytes(size)
+			n, err := units.ParseBytes(size)
 			if err != nil || n == 0 || n > 1<<30 {
 				return usagef(cmd, "--size %q: use an object size from 1 byte to 1GiB, such as 4KiB or 4MiB", size)
 			}
@@ -437,7 +438,7 @@ result with its name, as "tern bench disk" does:
 			if err != nil {
 				return err
 			}
-			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", formatBytes(n), concurrency), Kind: loadgen.KindAppend,
+			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", units.FormatBytes(n), concurrency), Kind: loadgen.KindAppend,
 				EntryBytes: int(n), Batch: 1, Producers: concurrency, Logs: 1, Duration: duration}
 			var rs []*loadgen.Result
 			if workload != "" && ws.Kind == loadgen.KindCatchUp {

@@ -16,6 +16,7 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // objectFlags are tern bench's flags for logs in object storage.
@@ -27,8 +28,8 @@ type objectFlags struct {
 
 func (o *objectFlags) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
-	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", formatDuration(tern.DefaultFlushInterval)))
+	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
+	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
 	f.IntVar(&o.opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
 }
 
@@ -50,7 +51,7 @@ func (o *objectFlags) check(cmd *cobra.Command, a *app, grpcLoopback bool) error
 	case cmd.Flags().Changed("fsync"):
 		return usagef(cmd, "--fsync applies to local logs: an object log acknowledges an append once its object is stored")
 	case o.flushBytes > math.MaxInt:
-		return usagef(cmd, "--flush-bytes %s is too large", formatBytes(o.flushBytes))
+		return usagef(cmd, "--flush-bytes %s is too large", units.FormatBytes(o.flushBytes))
 	}
 	o.opts.Mode, o.opts.FlushBytes = tern.ModeObject, int(o.flushBytes)
 	return nil
@@ -60,8 +61,8 @@ func (o *objectFlags) check(cmd *cobra.Command, a *app, grpcLoopback bool) error
 // shows them: "object 4MiB/20ms x4".
 func (o *objectFlags) variant() string {
 	return fmt.Sprintf("object %s/%s x%d",
-		formatBytes(int64(cmp.Or(o.opts.FlushBytes, tern.DefaultFlushBytes))),
-		formatDuration(cmp.Or(o.opts.FlushInterval, tern.DefaultFlushInterval)),
+		units.FormatBytes(int64(cmp.Or(o.opts.FlushBytes, tern.DefaultFlushBytes))),
+		units.FormatDuration(cmp.Or(o.opts.FlushInterval, tern.DefaultFlushInterval)),
 		cmp.Or(o.opts.UploadsInFlight, tern.DefaultUploadsInFlight))
 }
 
@@ -111,7 +112,7 @@ func (a *app) benchObject(ctx context.Context, cmd *cobra.Command, dir string, s
 	if spec.Kind == loadgen.KindCatchUp && r.StorageBytes > 0 {
 		mem := min(objlog.DefaultCacheBytes, r.StorageBytes)
 		r.Notes = append(r.Notes, fmt.Sprintf("the read came from the object store but for the last %s (%.0f%%) at most, which the writer still held in memory",
-			formatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
+			units.FormatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
 	}
 	return r, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/bench/physical"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // The thresholds the doctor holds figures against; docs/doctor.md gives
@@ -377,7 +378,7 @@ func judgeObjectLatency(r *loadgen.Result) (figure, verdict, threshold string) {
 }
 
 // micros formats a threshold in microseconds as a duration: "10ms", "2s".
-func micros(us int64) string { return formatDuration(time.Duration(us) * time.Microsecond) }
+func micros(us int64) string { return units.FormatDuration(time.Duration(us) * time.Microsecond) }
 
 // atLeast judges a rate: ok at ok or above, warn at low or above, else FAIL.
 func atLeast(v, ok, low float64) string {
