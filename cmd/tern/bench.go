@@ -83,7 +83,7 @@ peers and writes docs/benchmarks.md.`,
   tern bench --workload conc-1k --grpc
   tern bench --workload conc-4k --duration 30s --json results.jsonl
   tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms
-  tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000'`,
+  tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000&tls=false'`,
 		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := f.resolve(cmd)
@@ -309,12 +309,14 @@ func (a *app) benchS3Cmd() *cobra.Command {
 		workload     string
 	)
 	cmd := &cobra.Command{
-		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]",
+		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false]",
 		Short: "Measure an object store's own limit: PUT and GET at a size and concurrency",
 		Long: `Measure PUT, then GET, of objects of --size by --concurrency workers for
 --duration each, against an S3-compatible store: the limit that object-storage
-logs are held against. Credentials come from AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY. The objects are written under a new prefix and removed
+logs are held against. The URL has the form of tern serve --storage: HTTPS
+unless it says tls=false. Credentials come from TERN_STORAGE_ACCESS_KEY and
+TERN_STORAGE_SECRET_KEY, or else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+as for tern serve. The objects are written under a new prefix and removed
 afterwards.
 
 With --workload, measure only what that workload run on object logs (tern
@@ -327,8 +329,8 @@ result with its name, as "tern bench disk" does:
   others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
 
 --size and --concurrency override these.`,
-		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --size 4MiB --concurrency 8
-  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --workload obj-put`,
+		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&tls=false' --size 4MiB --concurrency 8
+  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&tls=false' --workload obj-put`,
 		Args: exactArgs("URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := url.Parse(args[0])
@@ -356,7 +358,7 @@ result with its name, as "tern bench disk" does:
 			if l.Concurrency < 1 || l.Duration <= 0 {
 				return usagef(cmd, "--concurrency and --duration must be positive")
 			}
-			client, path, err := a.s3Bucket(cmd, u, createBucket)
+			client, path, err := a.s3Bucket(cmd, args[0], createBucket)
 			if err != nil {
 				return err
 			}

@@ -177,7 +177,7 @@ func TestBenchS3(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", s.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretKey)
 	out := filepath.Join(t.TempDir(), "r.jsonl")
-	target := "s3://bench-new/p?endpoint=" + s.Endpoint + "&secure=false"
+	target := "s3://bench-new/p?endpoint=" + s.Endpoint + "&tls=false"
 	fails(t, 1, t.TempDir(), "", []string{"bench", "s3", target, "--duration", "100ms"}, `bucket "bench-new" does not exist`)
 	must(t, t.TempDir(), "", "bench", "s3", target, "--create-bucket", "--size", "4KiB", "--concurrency", "2", "--duration", "200ms", "--json", out)
 	rs := readResults(t, out)

@@ -28,9 +28,10 @@ serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
 pprof on /debug/pprof/.
 
 Logs are local (segment files under --data) or, with --storage, in an object
-store: an S3 bucket or a directory standing in for one.
+store: an S3 bucket or a directory standing in for one. An s3:// URL speaks
+HTTPS unless it says tls=false, as here for a local MinIO:
 
-  tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000' --mode object
+  tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000&tls=false' --mode object
 
 With --node-id the server is a node of a cluster: nodes that share an etcd
 cluster (--etcd) and an object store (--storage) serve the logs between
