@@ -10,8 +10,8 @@ import (
 // StorageOptions name the object store of the logs in object mode.
 type StorageOptions struct {
 	// URL is the store: "s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R"
-	// for S3 or an S3-compatible store such as MinIO (add tls=true for
-	// HTTPS, ca=FILE to trust other roots, sse=s3 or sse=c for server-side
+	// for S3 or an S3-compatible store such as MinIO (HTTPS unless
+	// tls=false; ca=FILE to trust other roots, sse=s3 or sse=c for server-side
 	// encryption), or "dir:///PATH" for a local directory standing in for
 	// one. Empty: no object store.
 	URL string

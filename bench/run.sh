@@ -160,7 +160,7 @@ read -r endpoint minio_pid access secret < <(scripts/minio-server "$minio_dir")
 export AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret
 for args in "--size 1KiB --concurrency 1" "--size 4MiB --concurrency 8"; do
 	# shellcheck disable=SC2086
-	if ! "$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" --create-bucket $args \
+	if ! "$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&tls=false" --create-bucket $args \
 		--duration "$duration" --json "$results" 2>>"$log" | tee -a "$log"; then
 		echo "run.sh: tern bench s3 $args failed: see $log" >&2
 		failed+=("s3 $args: failed")
@@ -171,15 +171,15 @@ done
 # or GETs of the same object size and requests in flight (tern bench s3
 # --workload says which), on the same MinIO. Tern's metadata is in bbolt in
 # a directory under $data; each run writes under a prefix of its own and
-# deletes its objects. Tern's URL speaks plain HTTP unless it says tls=true;
-# tern bench s3's unless it says secure=true.
+# deletes its objects. Every s3:// URL speaks HTTPS unless it says tls=false,
+# and this MinIO speaks plain HTTP.
 for w in obj-put obj-1k catchup-1g; do
 	# shellcheck disable=SC2046
-	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&secure=false" --create-bucket --workload "$w" $(objsizes "$w") \
+	"$tern" bench s3 "s3://tern-bench?endpoint=$endpoint&tls=false" --create-bucket --workload "$w" $(objsizes "$w") \
 		--duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("s3 --workload $w: failed")
 	# shellcheck disable=SC2046
-	"$tern" bench --dir "$data" --storage "s3://tern-bench?endpoint=$endpoint" --workload "$w" \
+	"$tern" bench --dir "$data" --storage "s3://tern-bench?endpoint=$endpoint&tls=false" --workload "$w" \
 		--duration "$duration" --warmup "$warmup" $(objsizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern --storage $w: failed")
 done

@@ -156,7 +156,7 @@ func (rep *report) settings(sys string) string {
 			"quorum E/Q, N nodes: a log in quorum mode on N tern serve nodes on this machine (tern bench --cluster, tern bench failover), " +
 			"an append is acknowledged once Q of the E replicas of its segment hold it on disk"
 	case "disk", "s3":
-		return "the physical limit, measured by internal/physical: the variant says what was done"
+		return "the physical limit, measured by bench/physical: the variant says what was done"
 	}
 	if rep.peersLink != "" {
 		return "see bench/peers/README.md"

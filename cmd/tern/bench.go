@@ -1,27 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/url"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/bench/driver"
 	"github.com/ternwal/tern/bench/loadgen"
-	"github.com/ternwal/tern/internal/physical"
-	"github.com/ternwal/tern/internal/quorum"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // benchFlags are what tern bench and tern bench disk share.
@@ -88,7 +83,7 @@ peers and writes docs/benchmarks.md.`,
   tern bench --workload conc-1k --grpc
   tern bench --workload conc-4k --duration 30s --json results.jsonl
   tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms
-  tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000'`,
+  tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000&tls=false'`,
 		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := f.resolve(cmd)
@@ -112,8 +107,12 @@ peers and writes docs/benchmarks.md.`,
 				if err := cl.check(cmd, 3); err != nil {
 					return err
 				}
-				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-					return single(a.benchQuorum(ctx, cmd, dir, spec, cl))
+				c, err := a.cluster(cmd, cl)
+				if err != nil {
+					return err
+				}
+				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					return single(driver.Quorum(ctx, env, spec, c))
 				})
 			}
 			if flag := changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"); flag != "" {
@@ -123,8 +122,12 @@ peers and writes docs/benchmarks.md.`,
 				return err
 			}
 			if obj.storage != "" {
-				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-					return single(a.benchObject(ctx, cmd, dir, spec, obj))
+				logs, err := obj.logs(a)
+				if err != nil {
+					return err
+				}
+				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					return single(driver.Objects(ctx, env, spec, logs))
 				})
 			}
 			if pairs < 0 {
@@ -137,19 +140,19 @@ peers and writes docs/benchmarks.md.`,
 				case spec.Kind != loadgen.KindAppend || spec.Rate > 0:
 					return usagef(cmd, "--pairs compares throughput: it needs a closed-loop append workload (no --rate), such as conc-1k")
 				}
-				return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-					return benchPairs(ctx, cmd.ErrOrStderr(), dir, spec, fsync, pairs)
+				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					return driver.Pairs(ctx, env, spec, fsync, pairs)
 				})
 			}
-			mode := embedded
+			mode := driver.Embedded
 			switch {
 			case grpcLoopback:
-				mode = loopbackGRPC
+				mode = driver.Loopback
 			case a.server != "":
-				mode = serverAt(a.server)
+				mode = driver.ServerAt(a.server)
 			}
-			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				return single(benchTern(ctx, cmd.ErrOrStderr(), dir, spec, fsync, mode))
+			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				return single(driver.Tern(ctx, env, spec, fsync, mode))
 			})
 		},
 	}
@@ -198,7 +201,7 @@ func single(r *loadgen.Result, err error) ([]*loadgen.Result, error) {
 }
 
 // runBench runs measure on a fresh directory and reports what it returns.
-func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx context.Context, dir string) ([]*loadgen.Result, error)) error {
+func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error)) error {
 	parent := os.TempDir()
 	if cmd.Flags().Changed("dir") {
 		parent = a.dir
@@ -219,7 +222,7 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx contex
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rs, err := measure(cmd.Context(), dir)
+	rs, err := measure(cmd.Context(), driver.Env{Dir: dir, Progress: cmd.ErrOrStderr(), Version: version()})
 	if err != nil {
 		return err
 	}
@@ -286,86 +289,13 @@ fresh file inside --dir (default: the system's temporary directory):
 			if err != nil {
 				return err
 			}
-			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				return diskLimits(ctx, dir, spec)
+			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				return driver.DiskLimits(ctx, env.Dir, spec)
 			})
 		},
 	}
 	f.addFlags(cmd)
 	return cmd
-}
-
-// diskLimits measures what the disk under dir can do for spec.
-func diskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.Result, error) {
-	d := spec.Duration
-	const mib = 1 << 20
-	var runs []func() (*loadgen.Result, error)
-	switch spec.Kind {
-	case loadgen.KindAppend, loadgen.KindEndToEnd:
-		size := spec.EntryBytes * spec.Batch
-		switch {
-		case spec.Kind == loadgen.KindEndToEnd:
-			// A steady rate: the floor is one entry made durable.
-		case spec.InFlight > 0:
-			size = mib
-		case spec.Producers > 1:
-			size *= spec.Producers
-		}
-		runs = append(runs,
-			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Growing, d) },
-			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Preallocated, d) })
-		if spec.Kind == loadgen.KindAppend && spec.InFlight > 0 {
-			// Past MaxFileBytes the growing file is overwritten, which a
-			// fast disk reaches in a second; a log's segments and journals
-			// are new files, whose every fdatasync commits growth.
-			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.NewFiles, d) })
-		}
-		if spec.Kind == loadgen.KindAppend && spec.Producers > 1 && spec.InFlight == 0 {
-			// The group commit the producers' appends make, alone and
-			// behind gRPC: how much of it gRPC leaves on this machine.
-			entry := spec.EntryBytes * spec.Batch
-			for _, overGRPC := range []bool{false, true} {
-				runs = append(runs, func() (*loadgen.Result, error) {
-					return physical.GroupCommit(ctx, dir, entry, spec.Producers, overGRPC, d)
-				})
-			}
-		}
-		if spec.Producers > 1 || spec.InFlight > 0 { // O_DIRECT needs 4 KiB blocks
-			aligned := (size + 4095) &^ 4095 // O_DIRECT writes whole blocks
-			runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskDirect(ctx, dir, aligned, true, d) })
-		}
-		if strings.HasPrefix(spec.Name, "quorum-") {
-			// As many records in flight as the workload has bytes.
-			inFlight := max(spec.InFlight*spec.EntryBytes/size, 1)
-			q := quorum.Default
-			runs = append(runs, func() (*loadgen.Result, error) {
-				r, err := physical.Pipeline(ctx, dir, size, q.Ensemble, q.AckQuorum, inFlight, d)
-				if r != nil {
-					r.SetExtra("replicas_per_disk", float64(q.Ensemble))
-				}
-				return r, err
-			})
-		}
-	case loadgen.KindCatchUp:
-		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskRead(ctx, dir, mib, spec.TotalBytes) })
-	case loadgen.KindPubSub:
-		runs = append(runs, func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, mib, physical.Growing, d) })
-	}
-	var rs []*loadgen.Result
-	for _, run := range runs {
-		r, err := run()
-		if err != nil {
-			return nil, err
-		}
-		// What each operation wrote or read, for the report to show.
-		r.SetExtra("op_bytes", float64(r.Bytes/max(r.Entries, 1)))
-		r.Workload, r.Spec = spec.Name, spec
-		rs = append(rs, r)
-	}
-	if len(rs) == 0 {
-		return nil, errors.New("no disk limit for this workload")
-	}
-	return rs, nil
 }
 
 func (a *app) benchS3Cmd() *cobra.Command {
@@ -379,12 +309,14 @@ func (a *app) benchS3Cmd() *cobra.Command {
 		workload     string
 	)
 	cmd := &cobra.Command{
-		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]",
+		Use:   "s3 s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false]",
 		Short: "Measure an object store's own limit: PUT and GET at a size and concurrency",
 		Long: `Measure PUT, then GET, of objects of --size by --concurrency workers for
 --duration each, against an S3-compatible store: the limit that object-storage
-logs are held against. Credentials come from AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY. The objects are written under a new prefix and removed
+logs are held against. The URL has the form of tern serve --storage: HTTPS
+unless it says tls=false. Credentials come from TERN_STORAGE_ACCESS_KEY and
+TERN_STORAGE_SECRET_KEY, or else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+as for tern serve. The objects are written under a new prefix and removed
 afterwards.
 
 With --workload, measure only what that workload run on object logs (tern
@@ -397,67 +329,42 @@ result with its name, as "tern bench disk" does:
   others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
 
 --size and --concurrency override these.`,
-		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --size 4MiB --concurrency 8
-  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&secure=false' --workload obj-put`,
+		Example: `  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&tls=false' --size 4MiB --concurrency 8
+  tern bench s3 's3://bench?endpoint=127.0.0.1:9000&tls=false' --workload obj-put`,
 		Args: exactArgs("URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := url.Parse(args[0])
 			if err != nil || u.Scheme != "s3" {
 				return usagef(cmd, "%q is not an s3:// URL: use s3://BUCKET[/PREFIX]?endpoint=HOST:PORT", args[0])
 			}
-			n, err := parseBytes(size)
+			n, err := units.ParseBytes(size)
 			if err != nil || n == 0 || n > 1<<30 {
 				return usagef(cmd, "--size %q: use an object size from 1 byte to 1GiB, such as 4KiB or 4MiB", size)
 			}
-			type op func(context.Context, *minio.Client, string, int, int, time.Duration) (*loadgen.Result, error)
-			ops := []op{physical.ObjectPut, physical.ObjectGet}
-			var ws loadgen.Spec
+			l := driver.S3Limits{Size: n, Concurrency: concurrency, Duration: duration, TotalBytes: totalBytes}
 			if workload != "" {
-				ws, err = loadgen.Preset(workload)
+				l.Workload, err = loadgen.Preset(workload)
 				if err != nil {
 					return usagef(cmd, "--workload: %v", strings.TrimPrefix(err.Error(), "loadgen: "))
 				}
-				lsize, lconc, get := objectLimit(ws)
+				lsize, lconc, _ := driver.ObjectLimit(l.Workload)
 				if !cmd.Flags().Changed("size") {
-					n = lsize
+					l.Size = lsize
 				}
 				if !cmd.Flags().Changed("concurrency") {
-					concurrency = lconc
-				}
-				if get {
-					ops = ops[1:]
-				} else {
-					ops = ops[:1]
+					l.Concurrency = lconc
 				}
 			}
-			if concurrency < 1 || duration <= 0 {
+			if l.Concurrency < 1 || l.Duration <= 0 {
 				return usagef(cmd, "--concurrency and --duration must be positive")
 			}
-			client, path, err := a.s3Bucket(cmd, u, createBucket)
+			client, path, err := a.s3Bucket(cmd, args[0], createBucket)
 			if err != nil {
 				return err
 			}
-			spec := loadgen.Spec{Name: fmt.Sprintf("s3-%s-x%d", formatBytes(n), concurrency), Kind: loadgen.KindAppend,
-				EntryBytes: int(n), Batch: 1, Producers: concurrency, Logs: 1, Duration: duration}
-			var rs []*loadgen.Result
-			if workload != "" && ws.Kind == loadgen.KindCatchUp {
-				// A catch-up reads its log once: read as much, cold, of
-				// distinct objects.
-				total := cmp.Or(totalBytes, ws.TotalBytes)
-				r, err := physical.ObjectGetCold(cmd.Context(), client, path, int(n), concurrency, total)
-				if err != nil {
-					return err
-				}
-				r.Workload = workload
-				return a.report(cmd, f, []*loadgen.Result{r})
-			}
-			for _, measure := range ops {
-				r, err := measure(cmd.Context(), client, path, int(n), concurrency, duration)
-				if err != nil {
-					return err
-				}
-				r.Workload, r.Spec = cmp.Or(workload, spec.Name), spec
-				rs = append(rs, r)
+			rs, err := driver.S3(cmd.Context(), client, path, l)
+			if err != nil {
+				return err
 			}
 			return a.report(cmd, f, rs)
 		},
@@ -470,21 +377,4 @@ result with its name, as "tern bench disk" does:
 	cmd.Flags().StringVar(&workload, "workload", "", "measure only what this workload on object logs is held against, under its name (see above)")
 	cmd.Flags().Int64Var(&totalBytes, "total-bytes", 0, "with a catch-up --workload: the bytes written as distinct objects and read once, cold (default: the workload's)")
 	return cmd
-}
-
-// objectLimit is what a workload run on object logs with the default flush
-// settings is held against (see tern bench s3 --help): the object size, the
-// requests in flight, and whether they are GETs rather than PUTs.
-func objectLimit(s loadgen.Spec) (size int64, concurrency int, get bool) {
-	switch {
-	case s.Kind == loadgen.KindCatchUp:
-		// A catch-up reader's ranged GETs and read-ahead
-		// (docs/object-storage.md, "Reads").
-		return 4 << 20, 4, true
-	case s.Rate > 0:
-		entries := math.Round(s.Rate*tern.DefaultFlushInterval.Seconds()) * float64(s.Batch)
-		size := min(max(int64(entries), 1)*int64(s.EntryBytes), tern.DefaultFlushBytes)
-		return max(size, 1), 1, false
-	}
-	return tern.DefaultFlushBytes, tern.DefaultUploadsInFlight, false
 }

@@ -184,7 +184,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EtcdRoot, "etcd-root", d.EtcdRoot, "the key `prefix` of the metadata in etcd; $TERN_ETCD_ROOT")
 	fs.StringVar(&f.config, "config", "", "a YAML configuration `file`, overridden by $TERN_* and flags")
 	fs.StringVar(&f.LogLevel, "log-level", d.LogLevel, "the lowest `level` logged: debug, info, warn or error; $TERN_LOG_LEVEL")
-	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=true&ca=FILE&sse=s3|c) or dir:///PATH; $TERN_STORAGE (default: none)")
+	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=false&ca=FILE&sse=s3|c; HTTPS unless tls=false) or dir:///PATH; $TERN_STORAGE (default: none)")
 	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local, object (needs --storage) or quorum (needs --node-id); $TERN_MODE (default: local, or quorum on a node of a cluster)")
 	fs.StringVar(&f.StorageSSECKeyFile, "storage-ssec-key-file", d.StorageSSECKeyFile, "a `file` holding the SSE-C key of sse=c: 32 bytes, or 64 hex digits; $TERN_STORAGE_SSEC_KEY_FILE")
 	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
@@ -308,7 +308,7 @@ func (c serveConfig) checkStorage() error {
 		}
 		return nil
 	}
-	noStore := "set --storage (or $TERN_STORAGE, or storage: in the config file), such as --storage 's3://tern/wal?endpoint=127.0.0.1:9000'"
+	noStore := "set --storage (or $TERN_STORAGE, or storage: in the config file), such as --storage 's3://tern/wal?endpoint=127.0.0.1:9000&tls=false'"
 	switch {
 	case mode == tern.ModeObject:
 		return configErrorf("mode object keeps the logs in an object store, and none is set: %s, or use --mode local", noStore)

@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
+	"path"
 	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-	"github.com/minio/minio-go/v7/pkg/s3utils"
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern/bench/loadgen"
-	"github.com/ternwal/tern/internal/physical"
+	"github.com/ternwal/tern/bench/physical"
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // The thresholds the doctor holds figures against; docs/doctor.md gives
@@ -86,7 +86,7 @@ func (a *app) doctorCmd() *cobra.Command {
 	var (
 		d        time.Duration
 		jsonOut  bool
-		argNames = "PATH|s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]"
+		argNames = "PATH|s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false]"
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor " + argNames,
@@ -98,11 +98,13 @@ published guidance (docs/doctor.md says whose, and what to do about a miss):
   4 KiB appends, durable 4 KiB writes per second, and sequential O_DIRECT
   write and read bandwidth in 1 MiB blocks. Its files are removed after.
 
-  s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false], an existing bucket:
-  PUT and GET latency of 4 KiB objects, and PUT and GET bandwidth of 4 MiB
-  objects, 8 at a time. Credentials come from $AWS_ACCESS_KEY_ID and
-  $AWS_SECRET_ACCESS_KEY ($AWS_SESSION_TOKEN if set); HTTPS unless
-  secure=false. The objects are written under PREFIX and removed after.
+  s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false], an existing bucket,
+  in the URL form of tern serve --storage (region=, ca= too): PUT and GET
+  latency of 4 KiB objects, and PUT and GET bandwidth of 4 MiB objects, 8 at
+  a time. HTTPS unless tls=false. Credentials come from
+  $TERN_STORAGE_ACCESS_KEY and $TERN_STORAGE_SECRET_KEY, or else
+  $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY ($AWS_SESSION_TOKEN if set),
+  as for tern serve. The objects are written under PREFIX and removed after.
 
 Each figure gets a verdict: ok, warn or FAIL. The exit code is 1 if any
 check fails.`,
@@ -193,7 +195,7 @@ func (a *app) doctorSteps(cmd *cobra.Command, target string, d time.Duration) ([
 		if u.Scheme != "s3" {
 			return nil, usagef(cmd, "%q: the doctor checks a directory (a plain path) or an S3 bucket (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT); scheme %q is neither", target, u.Scheme)
 		}
-		return a.objectSteps(cmd, u, d)
+		return a.objectSteps(cmd, target, d)
 	}
 	info, err := os.Stat(target)
 	switch {
@@ -239,66 +241,51 @@ func diskSteps(dir string, d time.Duration) []step {
 	}
 }
 
-// s3Bucket checks the S3 URL u (s3://BUCKET[/PREFIX]?endpoint=...),
-// connects with the AWS_* credentials, makes sure the bucket is there, and
-// returns a client and the BUCKET/PREFIX path that internal/physical takes.
-// With create, a missing bucket is made.
-func (a *app) s3Bucket(cmd *cobra.Command, u *url.URL, create bool) (*minio.Client, string, error) {
-	const form = "s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&secure=false]"
-	bucket := u.Host
-	if bucket == "" {
-		return nil, "", usagef(cmd, "%q names no bucket: use %s", u.String(), form)
-	}
-	if err := s3utils.CheckValidBucketName(bucket); err != nil {
-		return nil, "", usagef(cmd, "bucket %q: %v", bucket, err)
-	}
-	q := u.Query()
-	endpoint := q.Get("endpoint")
-	if endpoint == "" {
-		return nil, "", usagef(cmd, "%q names no endpoint: add ?endpoint=HOST:PORT (for AWS, ?endpoint=s3.amazonaws.com)", u.String())
-	}
-	secure := true
-	for k, vs := range q {
-		switch k {
-		case "endpoint":
-		case "secure":
-			v, err := strconv.ParseBool(vs[0])
-			if err != nil {
-				return nil, "", usagef(cmd, "secure=%s: use secure=true (HTTPS, the default) or secure=false (plain HTTP)", vs[0])
-			}
-			secure = v
-		default:
-			return nil, "", usagef(cmd, "%q: unknown parameter %q: use %s", u.String(), k, form)
-		}
-	}
-	id, secret := a.getenv("AWS_ACCESS_KEY_ID"), a.getenv("AWS_SECRET_ACCESS_KEY")
-	if id == "" || secret == "" {
-		return nil, "", errors.New("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to a key that may write to the bucket")
-	}
-	client, err := minio.New(endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(id, secret, a.getenv("AWS_SESSION_TOKEN")),
-		Secure: secure,
-	})
+// s3Bucket checks the S3 URL raw (blob.ParseS3URL's form), connects with
+// the credentials tern serve takes from the environment, makes sure the
+// bucket is there, and returns a client and the BUCKET/PREFIX path that
+// bench/physical takes. With create, a missing bucket is made.
+func (a *app) s3Bucket(cmd *cobra.Command, raw string, create bool) (*minio.Client, string, error) {
+	o, err := a.s3Options(raw)
 	if err != nil {
-		return nil, "", usagef(cmd, "endpoint=%s: %v", endpoint, err)
+		return nil, "", usagef(cmd, "%s", strings.TrimPrefix(err.Error(), "blob: "))
+	}
+	if o.AccessKey == "" && (a.getenv("AWS_ACCESS_KEY_ID") == "" || a.getenv("AWS_SECRET_ACCESS_KEY") == "") {
+		return nil, "", errors.New("no S3 credentials: set TERN_STORAGE_ACCESS_KEY and TERN_STORAGE_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, to a key that may write to the bucket")
+	}
+	client, err := blob.NewS3Client(o)
+	if err != nil {
+		return nil, "", usagef(cmd, "%s", strings.TrimPrefix(err.Error(), "blob: "))
 	}
 	if create {
-		if ok, err := client.BucketExists(cmd.Context(), bucket); err == nil && !ok {
-			if err := client.MakeBucket(cmd.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
-				return nil, "", fmt.Errorf("create bucket %q: %w", bucket, err)
+		if ok, err := client.BucketExists(cmd.Context(), o.Bucket); err == nil && !ok {
+			if err := client.MakeBucket(cmd.Context(), o.Bucket, minio.MakeBucketOptions{Region: o.Region}); err != nil {
+				return nil, "", fmt.Errorf("create bucket %q: %w", o.Bucket, err)
 			}
 		}
 	}
-	if err := probeBucket(cmd.Context(), client, endpoint, bucket, secure); err != nil {
+	if err := probeBucket(cmd.Context(), client, o.Endpoint, o.Bucket, o.TLS); err != nil {
 		return nil, "", err
 	}
-	return client, bucket + strings.TrimSuffix(u.Path, "/"), nil
+	return client, path.Join(o.Bucket, o.Prefix), nil
 }
 
-// objectSteps checks the S3 URL u, connects to it, makes sure the bucket is
-// there, and returns the checks to run on it.
-func (a *app) objectSteps(cmd *cobra.Command, u *url.URL, d time.Duration) ([]step, error) {
-	client, path, err := a.s3Bucket(cmd, u, false)
+// s3Options are the options of the S3 URL raw, with the credentials from
+// the environment that tern serve reads: $TERN_STORAGE_ACCESS_KEY and
+// $TERN_STORAGE_SECRET_KEY, or, when they are unset, the AWS_* variables
+// (which blob reads itself).
+func (a *app) s3Options(raw string) (blob.S3Options, error) {
+	id, secret := a.getenv("TERN_STORAGE_ACCESS_KEY"), a.getenv("TERN_STORAGE_SECRET_KEY")
+	if (id == "") != (secret == "") {
+		return blob.S3Options{}, errors.New("TERN_STORAGE_ACCESS_KEY and TERN_STORAGE_SECRET_KEY go together: set both, or neither to use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	}
+	return blob.ParseS3URL(raw, blob.S3Options{AccessKey: id, SecretKey: secret})
+}
+
+// objectSteps checks the S3 URL raw, connects to it, makes sure the bucket
+// is there, and returns the checks to run on it.
+func (a *app) objectSteps(cmd *cobra.Command, raw string, d time.Duration) ([]step, error) {
+	client, path, err := a.s3Bucket(cmd, raw, false)
 	if err != nil {
 		return nil, err
 	}
@@ -335,11 +322,11 @@ func probeBucket(ctx context.Context, client *minio.Client, endpoint, bucket str
 	}
 	switch minio.ToErrorResponse(err).Code {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
-		return fmt.Errorf("S3 at %s://%s refused the credentials (%v): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", scheme, endpoint, err)
+		return fmt.Errorf("S3 at %s://%s refused the credentials (%v): check TERN_STORAGE_ACCESS_KEY and TERN_STORAGE_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", scheme, endpoint, err)
 	}
 	hint := "check that the server is running and that endpoint= is right"
 	if secure {
-		hint += "; for a server without TLS add &secure=false"
+		hint += "; for a server without TLS add &tls=false"
 	}
 	return fmt.Errorf("cannot reach S3 at %s://%s: %v: %s", scheme, endpoint, err, hint)
 }
@@ -377,7 +364,7 @@ func judgeObjectLatency(r *loadgen.Result) (figure, verdict, threshold string) {
 }
 
 // micros formats a threshold in microseconds as a duration: "10ms", "2s".
-func micros(us int64) string { return formatDuration(time.Duration(us) * time.Microsecond) }
+func micros(us int64) string { return units.FormatDuration(time.Duration(us) * time.Microsecond) }
 
 // atLeast judges a rate: ok at ok or above, warn at low or above, else FAIL.
 func atLeast(v, ok, low float64) string {

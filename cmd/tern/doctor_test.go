@@ -91,7 +91,7 @@ func TestDoctorS3(t *testing.T) {
 	s := miniotest.Start(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", s.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretKey)
-	target := "s3://" + s.Bucket + "/doctor?endpoint=" + s.Endpoint + "&secure=false"
+	target := "s3://" + s.Bucket + "/doctor?endpoint=" + s.Endpoint + "&tls=false"
 	out := doctor(t, target)
 	for _, want := range []string{"PUT 4KiB", "GET 4MiB x8", "p50", "(AWS)"} {
 		if !strings.Contains(out, want) {
@@ -107,7 +107,14 @@ func TestDoctorS3(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	fails(t, 1, t.TempDir(), "", []string{"doctor", target}, "refused the credentials", "AWS_SECRET_ACCESS_KEY")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretKey)
-	fails(t, 1, t.TempDir(), "", []string{"doctor", "s3://nope?endpoint=" + s.Endpoint + "&secure=false"}, `bucket "nope" does not exist`, "create it first")
+	fails(t, 1, t.TempDir(), "", []string{"doctor", "s3://nope?endpoint=" + s.Endpoint + "&tls=false"}, `bucket "nope" does not exist`, "create it first")
+
+	// The credentials tern serve reads come first, as they do for it.
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("TERN_STORAGE_ACCESS_KEY", s.AccessKey)
+	t.Setenv("TERN_STORAGE_SECRET_KEY", s.SecretKey)
+	checkReport(t, doctor(t, "--json", target), "s3", "PUT 4KiB", "GET 4KiB", "PUT 4MiB x8", "GET 4MiB x8")
 }
 
 func TestDoctorErrors(t *testing.T) {
@@ -134,22 +141,25 @@ func TestDoctorErrors(t *testing.T) {
 		{1, []string{filepath.Join(dir, "missing")}, []string{"missing does not exist", "give a directory on the disk to check"}},
 		{1, []string{file}, []string{"is not a directory"}},
 		{2, []string{"http://example.com/x"}, []string{`scheme "http"`, "s3://BUCKET"}},
-		{2, []string{"s3://bucket"}, []string{"names no endpoint", "?endpoint=HOST:PORT"}},
-		{2, []string{"s3://b?endpoint=" + dead}, []string{`bucket "b"`, "shorter than 3"}},
-		{2, []string{"s3://?endpoint=" + dead}, []string{"names no bucket"}},
-		{2, []string{"s3://bucket?endpoint=" + dead + "&secure=maybe"}, []string{"secure=maybe", "secure=false"}},
-		{2, []string{"s3://bucket?endpoint=" + dead + "&region=x"}, []string{`unknown parameter "region"`}},
+		{2, []string{"s3://bucket"}, []string{"no endpoint", "?endpoint=HOST:PORT"}},
+		{2, []string{"s3://b?endpoint=" + dead}, []string{`Bucket "b"`, "shorter than 3"}},
+		{2, []string{"s3://?endpoint=" + dead}, []string{"no bucket"}},
+		{2, []string{"s3://bucket?endpoint=" + dead + "&tls=maybe"}, []string{`tls="maybe"`, "tls=false"}},
+		{2, []string{"s3://bucket?endpoint=" + dead + "&secure=false"}, []string{`unknown parameter "secure": use tls=false`, "endpoint, region, tls, ca, sse"}},
+		{2, []string{"s3://bucket?endpoint=" + dead + "&nope=x"}, []string{`unknown parameter "nope"`, "endpoint, region, tls, ca, sse"}},
 		{2, []string{"s3://b\x7f?endpoint=x"}, []string{"is not a URL"}},
 		{2, []string{dir, "--duration", "0s"}, []string{"--duration 0s"}},
 		{2, []string{}, []string{"needs PATH|s3://BUCKET"}},
-		{1, []string{"s3://bucket?endpoint=" + dead + "&secure=false"}, []string{"cannot reach S3 at http://" + dead, "check that the server is running"}},
-		{1, []string{"s3://bucket?endpoint=" + dead}, []string{"cannot reach S3 at https://" + dead, "&secure=false"}},
+		{1, []string{"s3://bucket?endpoint=" + dead + "&tls=false"}, []string{"cannot reach S3 at http://" + dead, "check that the server is running"}},
+		{1, []string{"s3://bucket?endpoint=" + dead}, []string{"cannot reach S3 at https://" + dead, "&tls=false"}},
 	} {
 		fails(t, tc.code, dir, "", append([]string{"doctor"}, tc.args...), tc.wants...)
 	}
 
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	fails(t, 1, dir, "", []string{"doctor", "s3://bucket?endpoint=" + dead}, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	fails(t, 1, dir, "", []string{"doctor", "s3://bucket?endpoint=" + dead}, "set TERN_STORAGE_ACCESS_KEY and TERN_STORAGE_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	t.Setenv("TERN_STORAGE_ACCESS_KEY", "id")
+	fails(t, 2, dir, "", []string{"doctor", "s3://bucket?endpoint=" + dead}, "TERN_STORAGE_ACCESS_KEY and TERN_STORAGE_SECRET_KEY go together")
 }
 
 var listAll = minio.ListObjectsOptions{Recursive: true}

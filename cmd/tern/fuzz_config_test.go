@@ -108,18 +108,3 @@ func wantConfigError(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v (%T), want a *configError", what, err, err)
 	}
 }
-
-// FuzzFormatDuration checks that every duration the CLI prints parses back
-// to itself, as the flags and the config file parse it.
-func FuzzFormatDuration(f *testing.F) {
-	for _, d := range []time.Duration{0, 1, time.Hour, 90 * time.Minute, 20 * time.Millisecond, -time.Second, 1<<63 - 1, -1 << 63} {
-		f.Add(int64(d))
-	}
-	f.Fuzz(func(t *testing.T, n int64) {
-		s := formatDuration(time.Duration(n))
-		d, err := time.ParseDuration(s)
-		if err != nil || d != time.Duration(n) {
-			t.Fatalf("formatDuration(%d) = %q, which parses to %d, %v", n, s, d, err)
-		}
-	})
-}

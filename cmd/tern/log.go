@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/units"
 )
 
 func (a *app) logCmd() *cobra.Command {
@@ -89,7 +90,7 @@ disk; sealed segments move to the object store.`,
 			}
 			switch f := opts.Fsync; f.Mode {
 			case tern.FsyncInterval:
-				fmt.Fprintf(a.stderr, "tern: warning: log %q acknowledges entries before they are synced (fsync %s): a power failure or kernel crash can lose up to %s of acknowledged entries\n", args[0], f, formatDuration(f.Interval))
+				fmt.Fprintf(a.stderr, "tern: warning: log %q acknowledges entries before they are synced (fsync %s): a power failure or kernel crash can lose up to %s of acknowledged entries\n", args[0], f, units.FormatDuration(f.Interval))
 			case tern.FsyncNever:
 				fmt.Fprintf(a.stderr, "tern: warning: log %q acknowledges entries before they are synced (fsync never): a power failure or kernel crash can lose any acknowledged entry of the segment being written\n", args[0])
 			}
@@ -98,18 +99,18 @@ disk; sealed segments move to the object store.`,
 	}
 	f := cmd.Flags()
 	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory), object (the object store) or quorum (the nodes of a cluster, then the object store) (default: the server's --mode, or local)")
-	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
-	f.DurationVar(&opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", formatDuration(tern.DefaultFlushInterval)))
+	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
+	f.DurationVar(&opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
 	f.IntVar(&opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
 	f.IntVar(&opts.Ensemble, "ensemble", 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
 	f.IntVar(&opts.AckQuorum, "ack-quorum", 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
 	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "local mode: when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
-	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", formatBytes(tern.DefaultSegmentBytes)))
-	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", formatDuration(tern.DefaultSegmentAge)))
+	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", units.FormatBytes(tern.DefaultSegmentBytes)))
+	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", units.FormatDuration(tern.DefaultSegmentAge)))
 	f.DurationVar(&opts.RetentionAge, "retention-age", 0, "delete segments whose newest entry is older than this, e.g. 72h (default: keep all)")
 	f.Var(sizeFlag{&opts.RetentionBytes}, "retention-bytes", "delete the oldest segments while the log is larger (default: keep all)")
 	f.Int64Var(&opts.RetentionEntries, "retention-entries", 0, "delete the oldest segments while the log has more than `N` entries (default: keep all)")
-	f.Var(sizeFlag{&maxEntryBytes}, "max-entry-bytes", fmt.Sprintf("the largest entry, payload and properties (default %s)", formatBytes(tern.DefaultMaxEntryBytes)))
+	f.Var(sizeFlag{&maxEntryBytes}, "max-entry-bytes", fmt.Sprintf("the largest entry, payload and properties (default %s)", units.FormatBytes(tern.DefaultMaxEntryBytes)))
 	return cmd
 }
 
@@ -161,11 +162,11 @@ UPLOADS (in flight) to object logs.`,
 				fsync, flush, uploads := o.Fsync.String(), "-", "-"
 				if modeOf(o) == tern.ModeObject {
 					fsync = "-"
-					flush = formatBytes(int64(o.FlushBytes)) + "/" + formatDuration(o.FlushInterval)
+					flush = units.FormatBytes(int64(o.FlushBytes)) + "/" + units.FormatDuration(o.FlushInterval)
 					uploads = strconv.Itoa(o.UploadsInFlight)
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n",
-					i.Name, i.Start, i.End, i.End-i.Start, formatBytes(i.Bytes), i.Segments, fsync, modeOf(o), flush, uploads)
+					i.Name, i.Start, i.End, i.End-i.Start, units.FormatBytes(i.Bytes), i.Segments, fsync, modeOf(o), flush, uploads)
 			}
 			return tw.Flush()
 		},
@@ -216,23 +217,23 @@ func describe(w io.Writer, i tern.LogInfo) error {
 	fmt.Fprintf(tw, "Start:\t%d\n", i.Start)
 	fmt.Fprintf(tw, "End:\t%d\n", i.End)
 	fmt.Fprintf(tw, "Entries:\t%d\n", i.End-i.Start)
-	fmt.Fprintf(tw, "Bytes:\t%d (%s)\n", i.Bytes, formatBytes(i.Bytes))
+	fmt.Fprintf(tw, "Bytes:\t%d (%s)\n", i.Bytes, units.FormatBytes(i.Bytes))
 	fmt.Fprintf(tw, "Segments:\t%d\n", i.Segments)
 	fmt.Fprintf(tw, "Writer epoch:\t%d\n", i.Epoch)
 	fmt.Fprintf(tw, "Mode:\t%s\n", modeOf(o))
 	if modeOf(o) == tern.ModeObject {
-		fmt.Fprintf(tw, "Flush bytes:\t%s\n", formatBytes(int64(o.FlushBytes)))
-		fmt.Fprintf(tw, "Flush interval:\t%s\n", formatDuration(o.FlushInterval))
+		fmt.Fprintf(tw, "Flush bytes:\t%s\n", units.FormatBytes(int64(o.FlushBytes)))
+		fmt.Fprintf(tw, "Flush interval:\t%s\n", units.FormatDuration(o.FlushInterval))
 		fmt.Fprintf(tw, "Uploads in flight:\t%d\n", o.UploadsInFlight)
 	} else {
 		fmt.Fprintf(tw, "Fsync:\t%s\n", o.Fsync)
 	}
-	fmt.Fprintf(tw, "Segment bytes:\t%s\n", formatBytes(o.SegmentBytes))
-	fmt.Fprintf(tw, "Segment age:\t%s\n", formatDuration(o.SegmentAge))
-	fmt.Fprintf(tw, "Retention age:\t%s\n", keep(formatDuration(o.RetentionAge), o.RetentionAge == 0))
-	fmt.Fprintf(tw, "Retention bytes:\t%s\n", keep(formatBytes(o.RetentionBytes), o.RetentionBytes == 0))
+	fmt.Fprintf(tw, "Segment bytes:\t%s\n", units.FormatBytes(o.SegmentBytes))
+	fmt.Fprintf(tw, "Segment age:\t%s\n", units.FormatDuration(o.SegmentAge))
+	fmt.Fprintf(tw, "Retention age:\t%s\n", keep(units.FormatDuration(o.RetentionAge), o.RetentionAge == 0))
+	fmt.Fprintf(tw, "Retention bytes:\t%s\n", keep(units.FormatBytes(o.RetentionBytes), o.RetentionBytes == 0))
 	fmt.Fprintf(tw, "Retention entries:\t%s\n", keep(strconv.FormatInt(o.RetentionEntries, 10), o.RetentionEntries == 0))
-	fmt.Fprintf(tw, "Max entry bytes:\t%s\n", formatBytes(int64(o.MaxEntryBytes)))
+	fmt.Fprintf(tw, "Max entry bytes:\t%s\n", units.FormatBytes(int64(o.MaxEntryBytes)))
 	return tw.Flush()
 }
 
@@ -279,15 +280,15 @@ func infoJSON(i tern.LogInfo) logJSON {
 	o := i.Options
 	j.Options.Fsync = o.Fsync.String()
 	j.Options.SegmentBytes = o.SegmentBytes
-	j.Options.SegmentAge = formatDuration(o.SegmentAge)
-	j.Options.RetentionAge = formatDuration(o.RetentionAge)
+	j.Options.SegmentAge = units.FormatDuration(o.SegmentAge)
+	j.Options.RetentionAge = units.FormatDuration(o.RetentionAge)
 	j.Options.RetentionBytes = o.RetentionBytes
 	j.Options.RetentionEntries = o.RetentionEntries
 	j.Options.MaxEntryBytes = o.MaxEntryBytes
 	j.Options.Mode = string(modeOf(o))
 	if modeOf(o) == tern.ModeObject {
 		j.Options.FlushBytes = o.FlushBytes
-		j.Options.FlushInterval = formatDuration(o.FlushInterval)
+		j.Options.FlushInterval = units.FormatDuration(o.FlushInterval)
 		j.Options.UploadsInFlight = o.UploadsInFlight
 	}
 	return j

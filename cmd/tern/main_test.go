@@ -113,7 +113,7 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 	out = must(t, dir, "", "serve", "--help")
-	for _, want := range []string{"tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000' --mode object", "$AWS_ACCESS_KEY_ID", "$TERN_STORAGE_SECRET_KEY", "leaving out\nstorage_secret_key", "--storage-ssec-key-file file"} {
+	for _, want := range []string{"tern serve --storage 's3://tern/wal?endpoint=127.0.0.1:9000&tls=false' --mode object", "$AWS_ACCESS_KEY_ID", "$TERN_STORAGE_SECRET_KEY", "leaving out\nstorage_secret_key", "--storage-ssec-key-file file"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tern serve --help lacks %q:\n%s", want, out)
 		}

@@ -55,8 +55,8 @@ func FuzzParseURL(f *testing.F) {
 			if s.Region != "" {
 				q.Set("region", s.Region)
 			}
-			if s.TLS {
-				q.Set("tls", strconv.FormatBool(s.TLS))
+			if !s.TLS {
+				q.Set("tls", strconv.FormatBool(s.TLS)) // HTTPS is the default
 			}
 			if s.CAFile != "" {
 				q.Set("ca", s.CAFile)

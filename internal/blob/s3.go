@@ -80,27 +80,11 @@ func OpenS3(ctx context.Context, o S3Options) (*S3, error) {
 		}
 		s.get = s.put
 	}
-	if s.transport, err = minio.DefaultTransport(o.TLS); err != nil {
-		return nil, fmt.Errorf("blob: s3: %w", err)
+	mo, from, err := o.minioOptions()
+	if err != nil {
+		return nil, err
 	}
-	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("blob: s3: CAFile: %w", err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("blob: s3: CAFile %s holds no PEM certificate", o.CAFile)
-		}
-		s.transport.TLSClientConfig.RootCAs = roots
-	}
-	creds, from := o.credentials()
-	mo := minio.Options{
-		Creds:     creds,
-		Secure:    o.TLS,
-		Region:    o.Region,
-		Transport: s.transport,
-	}
+	s.transport = mo.Transport.(*http.Transport)
 	if s.client, err = minio.New(o.Endpoint, &mo); err != nil {
 		return nil, fmt.Errorf("blob: s3: Endpoint %q: %w", o.Endpoint, err)
 	}
@@ -122,6 +106,47 @@ func OpenS3(ctx context.Context, o S3Options) (*S3, error) {
 		return nil, fmt.Errorf("blob: s3: bucket %q does not exist at %s", o.Bucket, o.Endpoint)
 	}
 	return s, nil
+}
+
+// NewS3Client returns a minio-go client of the store o names, reached as
+// OpenS3 reaches it (TLS, CA roots, region, credentials), without checking
+// the bucket: for a program that measures the store itself, such as tern
+// doctor. o.SSE is not applied.
+func NewS3Client(o S3Options) (*minio.Client, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	mo, _, err := o.minioOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := minio.New(o.Endpoint, &mo)
+	if err != nil {
+		return nil, fmt.Errorf("blob: s3: Endpoint %q: %w", o.Endpoint, err)
+	}
+	return c, nil
+}
+
+// minioOptions are the options of a client of the store o names, with a
+// transport of its own, and where its credentials come from.
+func (o *S3Options) minioOptions() (minio.Options, string, error) {
+	transport, err := minio.DefaultTransport(o.TLS)
+	if err != nil {
+		return minio.Options{}, "", fmt.Errorf("blob: s3: %w", err)
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return minio.Options{}, "", fmt.Errorf("blob: s3: CAFile: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return minio.Options{}, "", fmt.Errorf("blob: s3: CAFile %s holds no PEM certificate", o.CAFile)
+		}
+		transport.TLSClientConfig.RootCAs = roots
+	}
+	creds, from := o.credentials()
+	return minio.Options{Creds: creds, Secure: o.TLS, Region: o.Region, Transport: transport}, from, nil
 }
 
 // normalize checks o and adds the slash to its prefix.

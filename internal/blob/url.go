@@ -12,14 +12,12 @@ import (
 
 // OpenURL opens the bucket that raw names:
 //
-//	s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R&tls=true&ca=FILE&sse=s3
+//	s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R&tls=false&ca=FILE&sse=s3
 //	dir:///absolute/path
 //	mem://
 //
-// For s3, o supplies the credentials, the SSE-C key and defaults for the
-// query parameters, which override them; the bucket and prefix are the
-// URL's. The endpoint is required, from o or the URL. mem:// is a new empty
-// Mem, for tests.
+// An s3 URL speaks HTTPS unless it says tls=false; see ParseS3URL for its
+// parameters. mem:// is a new empty Mem, for tests.
 func OpenURL(ctx context.Context, raw string, o S3Options) (Bucket, error) {
 	t, err := parseURL(raw, o)
 	if err != nil {
@@ -42,8 +40,37 @@ type target struct {
 	dir    string    // for dir
 }
 
+// ParseS3URL returns the options of the s3 URL raw, the one form every
+// command takes:
+//
+//	s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&tls=false][&ca=FILE][&sse=s3|c]
+//
+// endpoint is the store's host:port (for AWS, s3.amazonaws.com); region the
+// bucket's (empty asks the store); tls=false selects plain HTTP, HTTPS being
+// the default; ca a PEM file of the roots to trust; sse the server-side
+// encryption of new objects. o supplies the credentials and the SSE-C key,
+// and defaults for endpoint, region, ca and sse, which the URL overrides;
+// o.TLS is not used: the URL alone says whether to use TLS. The bucket and
+// prefix are the URL's. Any other parameter is an error that names these.
+func ParseS3URL(raw string, o S3Options) (S3Options, error) {
+	t, err := parseURL(raw, o)
+	if err != nil {
+		return S3Options{}, err
+	}
+	if t.scheme != "s3" {
+		return S3Options{}, fmt.Errorf("blob: bucket URL %q: want s3://BUCKET/PREFIX?endpoint=HOST:PORT", raw)
+	}
+	return t.s3, nil
+}
+
 // s3Params are the query parameters of an s3 URL.
 var s3Params = []string{"endpoint", "region", "tls", "ca", "sse"}
+
+// s3Renamed are parameters that other tools (and Tern's commands before
+// they shared this parser) spell differently, with what to write instead.
+var s3Renamed = map[string]string{
+	"secure": "tls=false for plain HTTP (HTTPS is the default)",
+}
 
 func parseURL(raw string, o S3Options) (target, error) {
 	u, err := url.Parse(raw)
@@ -68,6 +95,9 @@ func parseURL(raw string, o S3Options) (target, error) {
 			return bad("%v", err)
 		}
 		for name, values := range q {
+			if use, ok := s3Renamed[name]; ok {
+				return bad("unknown parameter %q: use %s (known: %s)", name, use, strings.Join(s3Params, ", "))
+			}
 			if !slices.Contains(s3Params, name) {
 				return bad("unknown parameter %q (known: %s)", name, strings.Join(s3Params, ", "))
 			}
@@ -81,9 +111,10 @@ func parseURL(raw string, o S3Options) (target, error) {
 		if q.Has("region") {
 			o.Region = q.Get("region")
 		}
+		o.TLS = true // HTTPS unless the URL says otherwise
 		if q.Has("tls") {
 			if o.TLS, err = strconv.ParseBool(q.Get("tls")); err != nil {
-				return bad("tls=%q is not true or false", q.Get("tls"))
+				return bad("tls=%q is not true or false: HTTPS is the default; tls=false selects plain HTTP", q.Get("tls"))
 			}
 		}
 		if q.Has("ca") {

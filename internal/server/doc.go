@@ -1,7 +1,11 @@
 // Package server is the gRPC service of tern serve: the Tern API of
-// api/ternpb, implemented on an embedded tern.Client.
+// api/ternpb, implemented on an embedded tern.Client; and the assembly of a
+// whole server around it (run.go): Start opens etcd (embedded or external),
+// the data directory and its object store, joins a cluster, and serves
+// gRPC and HTTP (metrics, health, pprof) until Close. tern serve is a
+// Config and a call to Start; a test can start a server the same way.
 //
-// The caller builds and runs the grpc.Server with grpcopts.Server(), and
+// To serve the API alone, the caller builds and runs the grpc.Server with grpcopts.Server(), and
 // calls Register. A gRPC server receives messages of at most 4 MiB by
 // default, less than one entry may be (tern.DefaultMaxEntryBytes, 8 MiB);
 // grpcopts.Server and grpcopts.Dial raise the limit to

@@ -78,7 +78,7 @@ func startShared(t *testing.T) (*testCluster, func(data, addr string, args ...st
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
 	start := func(data, addr string, args ...string) *server {
 		return startServerAt(t, data, addr, env, append([]string{"--node-ttl", nodeTTL,
-			"--etcd", strings.Join(through, ","), "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + s3.Endpoint}, args...)...)
+			"--etcd", strings.Join(through, ","), "--storage", "s3://" + m.Bucket + "/cluster?endpoint=" + s3.Endpoint + "&tls=false"}, args...)...)
 	}
 	c.etcd, c.minio, c.s3 = cli, m, s3
 	return c, start

@@ -26,7 +26,7 @@ func TestServerKill9(t *testing.T) {
 		m := miniotest.Start(t)
 		srv := startServerEnv(t, t.TempDir(),
 			[]string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey},
-			"--storage", "s3://"+m.Bucket+"/e2e?endpoint="+m.Endpoint)
+			"--storage", "s3://"+m.Bucket+"/e2e?endpoint="+m.Endpoint+"&tls=false")
 		testServerKill9(t, srv, tern.LogOptions{Mode: tern.ModeObject, SegmentBytes: 64 << 10, FlushInterval: 2 * time.Millisecond})
 	})
 }

@@ -85,7 +85,7 @@ func TestObjectStoreErrors(t *testing.T) {
 	m := miniotest.Start(t)
 	s3 := startS3Faults(t, m.Endpoint)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
-	srv := startServerEnv(t, t.TempDir(), env, "--storage", "s3://"+m.Bucket+"/errors?endpoint="+s3.Endpoint)
+	srv := startServerEnv(t, t.TempDir(), env, "--storage", "s3://"+m.Bucket+"/errors?endpoint="+s3.Endpoint+"&tls=false")
 	c := openClient(t, srv.addr)
 	ctx := deadline(t)
 	l, err := c.CreateLog(ctx, "obj", tern.LogOptions{Mode: tern.ModeObject, SegmentBytes: 4 << 10})

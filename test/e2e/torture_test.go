@@ -558,7 +558,7 @@ func TestTortureStandalone(t *testing.T) {
 	s3 := startS3Faults(t, m.Endpoint)
 	env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
 	data := t.TempDir()
-	srv := startServerEnv(t, data, env, "--storage", "s3://"+m.Bucket+"/torture?endpoint="+s3.Endpoint)
+	srv := startServerEnv(t, data, env, "--storage", "s3://"+m.Bucket+"/torture?endpoint="+s3.Endpoint+"&tls=false")
 
 	// The embedded etcd keeps its ports across restarts, in its directory.
 	ports, err := os.ReadFile(filepath.Join(data, "etcd", "tern-etcd-ports"))

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -31,16 +31,14 @@ type clusterNode struct {
 // startNode opens the replica store under data/replica and joins the
 // cluster as id at addr. A node restarted at once after a crash finds its
 // old lease still there: it waits up to ttl for it to lapse.
-func startNode(ctx context.Context, cfg serveConfig, cli *clientv3.Client, addr string, logger *slog.Logger) (*clusterNode, error) {
-	ttl, err := time.ParseDuration(cfg.NodeTTL)
-	if err != nil {
-		return nil, err
-	}
-	bucket, err := blob.OpenURL(ctx, cfg.Storage, blob.S3Options{
-		AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
+func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, logger *slog.Logger) (*clusterNode, error) {
+	ttl := cfg.NodeTTL
+	st := cfg.Storage
+	bucket, err := blob.OpenURL(ctx, st.URL, blob.S3Options{
+		AccessKey: st.AccessKey, SecretKey: st.SecretKey, SessionToken: st.SessionToken, SSECKey: st.SSECKey,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", cfg.Storage, err)
+		return nil, fmt.Errorf("object store %s: %w", st.URL, err)
 	}
 	dir := filepath.Join(cfg.Data, "replica")
 	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger})

@@ -1,10 +1,9 @@
-package main
+package driver
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,22 +14,28 @@ import (
 	"github.com/ternwal/tern/bench/loadgen"
 )
 
-// ternMode is where tern bench measures Tern: embedded (the zero value),
-// through a server it starts in this process, or through a running server.
-type ternMode struct {
+// Mode is where Tern is measured: embedded (the zero value), through a
+// server started in this process, or through a running server.
+type Mode struct {
 	loopback bool
 	server   string
 }
 
 var (
-	embedded     = ternMode{}
-	loopbackGRPC = ternMode{loopback: true}
+	// Embedded measures the library in this process.
+	Embedded = Mode{}
+	// Loopback measures a server started in this process, as tern serve
+	// runs (embedded etcd, gRPC on loopback), through the remote client.
+	Loopback = Mode{loopback: true}
 )
 
-func serverAt(addr string) ternMode { return ternMode{server: addr} }
+// ServerAt measures the tern serve at addr, on logs created for the run
+// and deleted afterwards.
+func ServerAt(addr string) Mode { return Mode{server: addr} }
 
-// benchTern measures spec on Tern in mode, with its data in dir.
-func benchTern(ctx context.Context, progress io.Writer, dir string, spec loadgen.Spec, fsync tern.Fsync, mode ternMode) (*loadgen.Result, error) {
+// Tern measures spec on Tern in mode, with its data in env.Dir.
+func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mode Mode) (*loadgen.Result, error) {
+	dir := env.Dir
 	copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
 	storage := dir
 	switch {
@@ -49,14 +54,14 @@ func benchTern(ctx context.Context, progress io.Writer, dir string, spec loadgen
 	if err != nil {
 		return nil, err
 	}
-	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: progress, StorageDir: storage})
+	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress, StorageDir: storage})
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.System, r.Version = "tern", version()
+	r.System, r.Version = "tern", env.Version
 	r.Variant = variant
 	if fsync.Mode != tern.FsyncAlways {
 		r.Variant = "fsync=" + fsync.String() + " (unsafe)"
@@ -67,17 +72,17 @@ func benchTern(ctx context.Context, progress io.Writer, dir string, spec loadgen
 	return r, nil
 }
 
-// benchPairs measures spec n times embedded and n times through a server in
+// Pairs measures spec n times embedded and n times through a server in
 // this process, alternating which of a pair goes first, each run in a fresh
-// directory. The host's share of the CPU (steal) moves from one run to the
+// directory under env.Dir. The host's share of the CPU (steal) moves from one run to the
 // next, so one pair can say little about the server's cost; the median of
 // several says more. It returns the median pair (see medianPair), with
 // every pair's ratio and steal in its notes.
-func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadgen.Spec, fsync tern.Fsync, n int) ([]*loadgen.Result, error) {
+func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n int) ([]*loadgen.Result, error) {
 	ps := make([]pair, n)
 	described := make([]string, n) // each pair's ratio and steal, in order
 	for i := range ps {
-		modes := []ternMode{embedded, loopbackGRPC}
+		modes := []Mode{Embedded, Loopback}
 		if i%2 == 1 {
 			slices.Reverse(modes)
 		}
@@ -86,11 +91,13 @@ func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadge
 			if m.loopback {
 				name = "grpc"
 			}
-			run := filepath.Join(dir, fmt.Sprintf("pair%d-%s", i+1, name))
+			run := filepath.Join(env.Dir, fmt.Sprintf("pair%d-%s", i+1, name))
 			if err := os.Mkdir(run, 0o755); err != nil {
 				return nil, err
 			}
-			r, err := benchTern(ctx, progress, run, spec, fsync, m)
+			runEnv := env
+			runEnv.Dir = run
+			r, err := Tern(ctx, runEnv, spec, fsync, m)
 			if err != nil {
 				return nil, err
 			}
@@ -105,7 +112,7 @@ func benchPairs(ctx context.Context, progress io.Writer, dir string, spec loadge
 		}
 		p := ps[i]
 		described[i] = fmt.Sprintf("%.2f (steal %s, %s)", p.ratio(), stealOf(p.grpc), stealOf(p.emb))
-		fmt.Fprintf(progress, "pair %d of %d: %.0f appends/s through the server, %.0f embedded: %s\n",
+		fmt.Fprintf(env.Progress, "pair %d of %d: %.0f appends/s through the server, %.0f embedded: %s\n",
 			i+1, n, p.grpc.EntriesPerSec, p.emb.EntriesPerSec, described[i])
 	}
 	m, quiet := medianPair(ps)

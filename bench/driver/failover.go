@@ -1,4 +1,4 @@
-package main
+package driver
 
 import (
 	"context"
@@ -7,65 +7,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
 )
 
-func (a *app) benchFailoverCmd() *cobra.Command {
-	var (
-		f     benchFlags
-		cl    clusterFlags
-		kills int
-	)
-	cmd := &cobra.Command{
-		Use:   "failover",
-		Short: "Measure fail-over: kill -9 the node serving a quorum log, and time the next acknowledged append",
-		Long: `Start a cluster of --cluster tern serve nodes on this machine (an embedded
-etcd, the nodes' data in a fresh directory inside --dir, sealed data in a
-directory there or under a new prefix of --storage), create a quorum log, and
-append 1 KiB entries to it, one at a time, through a node that does not serve
-it. Then --kills times: kill -9 the node that serves the log, time from the
-kill to the acknowledgement of the first append sent after it, start the
-node again and let the appends settle.
-
-The time is bounded below by --node-ttl: until the dead node's lease lapses,
-the others still see it as the log's owner. A client that cannot reach a log's
-owner tries again every 20ms. Appends that failed meanwhile are counted as
-errors; none of them was acknowledged.`,
-		Example: `  tern bench failover
-  tern bench failover --cluster 4 --kills 10 --node-ttl 2s --json results.jsonl`,
-		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cl.check(cmd, cl.ensemble+1); err != nil {
-				return err
-			}
-			if kills < 1 {
-				return usagef(cmd, "--kills %d: kill at least once", kills)
-			}
-			return a.runBench(cmd, f, func(ctx context.Context, dir string) ([]*loadgen.Result, error) {
-				return single(a.benchFailover(ctx, cmd, dir, cl, kills))
-			})
-		},
-	}
-	cmd.Flags().IntVar(&cl.nodes, "cluster", 4, "the nodes of the cluster: one more than --ensemble, so that a segment can start while a node is dead")
-	cmd.Flags().IntVar(&kills, "kills", 5, "how many times to kill the log's node")
-	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
-	cl.addFlags(cmd, " (the fail-over waits for it)")
-	return cmd
-}
-
 // failoverName is the log of tern bench failover.
 const failoverName = "failover"
 
-// benchFailover runs tern bench failover on a cluster started under dir.
-func (a *app) benchFailover(ctx context.Context, cmd *cobra.Command, dir string, cl clusterFlags, kills int) (*loadgen.Result, error) {
-	storage, err := a.clusterStorage(cmd)
-	if err != nil {
-		return nil, err
-	}
-	c, err := startBenchCluster(ctx, dir, cl.nodes, cl.ttl, storage)
+// Failover starts a cluster cl under env.Dir, creates a quorum log and
+// appends 1 KiB entries to it, one at a time, through a node that does not
+// serve it; then, kills times, kills the node that serves the log (kill -9),
+// times from the kill to the acknowledgement of the first append sent
+// after it, and starts the node again. The result's latencies are those
+// times; its errors, the appends that failed meanwhile.
+func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Result, error) {
+	c, err := cl.start(ctx, env.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +37,10 @@ func (a *app) benchFailover(ctx context.Context, cmd *cobra.Command, dir string,
 	}
 
 	hist := loadgen.NewHistogram()
-	r := &loadgen.Result{System: "tern", Version: version(), Variant: fmt.Sprintf("%s, ttl %v", cl.variant(), cl.ttl),
+	r := &loadgen.Result{System: "tern", Version: env.Version, Variant: fmt.Sprintf("%s, ttl %v", cl.variant(), cl.TTL),
 		Workload: failoverName, Started: time.Now().UTC()}
 	for k := range kills {
-		d, failed, err := c.failover(ctx, cl.ttl)
+		d, failed, err := c.failover(ctx, cl.TTL)
 		if err != nil {
 			return nil, fmt.Errorf("kill %d of %d: %w", k+1, kills, err)
 		}
@@ -93,7 +49,7 @@ func (a *app) benchFailover(ctx context.Context, cmd *cobra.Command, dir string,
 		if r.FirstError == "" && failed.first != nil {
 			r.FirstError = failed.first.Error()
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "kill %d of %d: the next append was acknowledged %v after it\n", k+1, kills, d.Round(time.Millisecond))
+		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it\n", k+1, kills, d.Round(time.Millisecond))
 	}
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Latency, r.Percentiles = hist.Summary()
@@ -102,7 +58,7 @@ func (a *app) benchFailover(ctx context.Context, cmd *cobra.Command, dir string,
 	if err != nil {
 		return nil, err
 	}
-	r.SetExtra("node_ttl_s", cl.ttl.Seconds()) // the kills are Spec.Count
+	r.SetExtra("node_ttl_s", cl.TTL.Seconds()) // the kills are Spec.Count
 	r.Notes = append(r.Notes, fmt.Sprintf("fail-over over %d kills: p50 %s, max %s; the latency columns are the fail-over times, the errors the appends that failed meanwhile (none acknowledged)",
 		kills, loadgen.Micros(r.Latency.P50), loadgen.Micros(r.Latency.Max)))
 	return r, nil

@@ -1,4 +1,4 @@
-package main
+package driver
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -22,9 +21,8 @@ import (
 	"github.com/ternwal/tern/internal/meta"
 )
 
-// benchCluster is a cluster of tern serve processes on loopback, for tern
-// bench --cluster and tern bench failover: an embedded etcd in this
-// process, and nodes n0, n1, ... each with a data directory of its own
+// benchCluster is a cluster of tern serve processes on loopback, for
+// Quorum and Failover: an embedded etcd in this process, and nodes n0, n1, ... each with a data directory of its own
 // under dir (so all on one disk) and the same object store.
 type benchCluster struct {
 	dir     string
@@ -46,15 +44,14 @@ type benchNode struct {
 // etcdRoot is the default prefix of Tern's keys in etcd, which the nodes use.
 const etcdRoot = "/tern/"
 
+// etcdTimeout bounds the etcd client's dial.
+const etcdTimeout = 5 * time.Second
+
 // startBenchCluster starts n nodes, with a lease of ttl each, storing
 // sealed data at storage (a dir:// store under dir when empty). The
-// nodes are this program run as tern serve; they inherit its environment
+// nodes are exe run as tern serve; they inherit this process's environment
 // (the object store's credentials).
-func startBenchCluster(ctx context.Context, dir string, n int, ttl time.Duration, storage string) (_ *benchCluster, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find this program, to run its nodes: %w", err)
-	}
+func startBenchCluster(ctx context.Context, exe, dir string, n int, ttl time.Duration, storage string) (_ *benchCluster, err error) {
 	if storage == "" {
 		storage = "dir://" + filepath.Join(dir, "objects")
 	}
@@ -208,95 +205,73 @@ func (c *benchCluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// clusterFlags are tern bench's flags for logs in quorum mode, on a
-// cluster it starts.
-type clusterFlags struct {
-	nodes               int
-	ensemble, ackQuorum int
-	ttl                 time.Duration
-}
-
-func (f *clusterFlags) addFlags(cmd *cobra.Command, what string) {
-	cmd.Flags().IntVar(&f.ensemble, "ensemble", 3, "the nodes that hold each segment of a quorum log")
-	cmd.Flags().IntVar(&f.ackQuorum, "ack-quorum", 2, "the nodes that must hold an append before it is acknowledged")
-	cmd.Flags().DurationVar(&f.ttl, "node-ttl", 10*time.Second, "the nodes' lease: a dead node's logs move after it"+what)
-}
-
-// check refuses a cluster the logs cannot run on.
-func (f *clusterFlags) check(cmd *cobra.Command, min int) error {
-	switch {
-	case f.nodes == 0:
-		return usagef(cmd, "quorum logs need a cluster: add --cluster N (%d or more)", min)
-	case f.nodes < min:
-		return usagef(cmd, "--cluster %d: a cluster here has at least %d nodes", f.nodes, min)
-	case f.ackQuorum < 1 || f.ackQuorum > f.ensemble:
-		return usagef(cmd, "--ack-quorum %d: use 1 to --ensemble (%d)", f.ackQuorum, f.ensemble)
-	case f.ensemble > f.nodes:
-		return usagef(cmd, "--ensemble %d needs as many nodes: use --cluster %d or more", f.ensemble, f.ensemble)
-	case f.ttl < time.Second:
-		return usagef(cmd, "--node-ttl %v: use 1s or more", f.ttl)
-	}
-	return nil
+// Cluster is a cluster of tern serve nodes started on this machine for a
+// measure, and the quorum logs measured on it.
+type Cluster struct {
+	// Nodes is the number of nodes; Ensemble and AckQuorum are the logs'.
+	Nodes, Ensemble, AckQuorum int
+	// TTL is the nodes' lease (tern serve --node-ttl).
+	TTL time.Duration
+	// Storage is the URL of the object store the nodes offload sealed
+	// segments to (see CheckStore), under a new prefix of the run's own;
+	// empty, a directory in the run's.
+	Storage string
+	// Program is the tern binary: each node runs as "Program serve ...",
+	// with this process's environment.
+	Program string
 }
 
 // logOptions are the options of the quorum logs measured.
-func (f *clusterFlags) logOptions() tern.LogOptions {
-	return tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: f.ensemble, AckQuorum: f.ackQuorum}
+func (c Cluster) logOptions() tern.LogOptions {
+	return tern.LogOptions{Mode: tern.ModeQuorum, Ensemble: c.Ensemble, AckQuorum: c.AckQuorum}
 }
 
 // variant names the logs measured as the report shows them: "quorum 3/2,
 // 3 nodes".
-func (f *clusterFlags) variant() string {
-	return fmt.Sprintf("quorum %d/%d, %d nodes", f.ensemble, f.ackQuorum, f.nodes)
+func (c Cluster) variant() string {
+	return fmt.Sprintf("quorum %d/%d, %d nodes", c.Ensemble, c.AckQuorum, c.Nodes)
 }
 
-// clusterStorage is the object store of a cluster run: under a prefix of
-// its own in the store that --storage names, or "" for a directory of the
-// run's.
-func (a *app) clusterStorage(cmd *cobra.Command) (string, error) {
-	if !cmd.Root().PersistentFlags().Changed("storage") {
-		return "", nil
+// start starts the cluster in dir.
+func (c Cluster) start(ctx context.Context, dir string) (*benchCluster, error) {
+	storage := ""
+	if c.Storage != "" {
+		var err error
+		if storage, err = runStore(c.Storage); err != nil {
+			return nil, err
+		}
 	}
-	u, err := withPrefix(a.storage, fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err != nil {
-		return "", usagef(cmd, "--storage: %v", err)
-	}
-	return u, nil
+	return startBenchCluster(ctx, c.Program, dir, c.Nodes, c.TTL, storage)
 }
 
-// benchQuorum runs spec on quorum logs on a cluster of f.nodes nodes
-// started under dir.
-func (a *app) benchQuorum(ctx context.Context, cmd *cobra.Command, dir string, spec loadgen.Spec, f clusterFlags) (*loadgen.Result, error) {
-	storage, err := a.clusterStorage(cmd)
+// Quorum runs spec on quorum logs on a cluster c started under env.Dir.
+func Quorum(ctx context.Context, env Env, spec loadgen.Spec, c Cluster) (*loadgen.Result, error) {
+	bc, err := c.start(ctx, env.Dir)
 	if err != nil {
 		return nil, err
 	}
-	c, err := startBenchCluster(ctx, dir, f.nodes, f.ttl, storage)
+	defer bc.Close()
+	t, err := openTernTarget(ctx, tern.Options{Server: bc.nodes[0].addr}, "bench-", spec.Logs, c.logOptions())
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	t, err := openTernTarget(ctx, tern.Options{Server: c.nodes[0].addr}, "bench-", spec.Logs, f.logOptions())
-	if err != nil {
-		return nil, err
-	}
-	pids := c.pids()
-	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr(), PID: pids[0], PIDs: pids[1:]})
+	pids := bc.pids()
+	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress, PID: pids[0], PIDs: pids[1:]})
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.System, r.Version, r.Variant = "tern", version(), f.variant()
+	r.System, r.Version, r.Variant = "tern", env.Version, c.variant()
 	// Every replica journals to the one disk under dir: the disk's
 	// bandwidth is shared by this many.
-	r.SetExtra("replicas_per_disk", float64(f.ensemble))
-	r.Notes = append(r.Notes, fmt.Sprintf("%d tern serve nodes on this machine, their journals on one disk, the client on gRPC over loopback; CPU s and peak RSS add up the nodes'", f.nodes))
-	if storage == "" {
+	r.SetExtra("replicas_per_disk", float64(c.Ensemble))
+	r.Notes = append(r.Notes, fmt.Sprintf("%d tern serve nodes on this machine, their journals on one disk, the client on gRPC over loopback; CPU s and peak RSS add up the nodes'", c.Nodes))
+	if c.Storage == "" {
 		r.Notes = append(r.Notes, "sealed segments offloaded to a directory on the journals' disk, a fourth write of every byte")
 	} else {
-		r.Notes = append(r.Notes, "sealed segments offloaded to "+a.storage)
+		r.Notes = append(r.Notes, "sealed segments offloaded to "+c.Storage)
 	}
 	return r, nil
 }

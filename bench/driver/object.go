@@ -1,95 +1,66 @@
-package main
+package driver
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/internal/objlog"
+	"github.com/ternwal/tern/internal/units"
 )
 
-// objectFlags are tern bench's flags for logs in object storage.
-type objectFlags struct {
-	storage    string // the store's URL, from --storage; empty for local logs
-	flushBytes int64
-	opts       tern.LogOptions // FlushInterval and UploadsInFlight from the flags
+// ObjectLogs are the object logs a measure runs on.
+type ObjectLogs struct {
+	// Storage is the object store: an s3:// or dir:// URL (see CheckStore)
+	// and its credentials. The run keeps its objects under a new prefix of
+	// the URL's, bench-PID-NANOS, and deletes them afterwards.
+	Storage tern.StorageOptions
+	// Log sets the logs' uploads (FlushBytes, FlushInterval,
+	// UploadsInFlight); Mode is object whatever it says.
+	Log tern.LogOptions
 }
 
-func (o *objectFlags) addFlags(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", formatBytes(tern.DefaultFlushBytes)))
-	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", formatDuration(tern.DefaultFlushInterval)))
-	f.IntVar(&o.opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
-}
-
-// check refuses the flags that do not go together, and takes the store's
-// URL from --storage. $TERN_STORAGE is not used: a benchmark of local logs
-// should not turn into one of object logs because of the environment.
-func (o *objectFlags) check(cmd *cobra.Command, a *app, grpcLoopback bool) error {
-	if cmd.Root().PersistentFlags().Changed("storage") {
-		o.storage = a.storage
-	}
-	flush := changedFlag(cmd, "flush-bytes", "flush-interval", "uploads-in-flight")
-	switch {
-	case o.storage == "" && flush != "":
-		return usagef(cmd, "--%s applies to logs in object storage: add --storage URL", flush)
-	case o.storage == "":
-		return nil
-	case grpcLoopback || a.server != "":
-		return usagef(cmd, "--storage measures object logs embedded in this process; it does not combine with --grpc or --server (or $TERN_SERVER) yet")
-	case cmd.Flags().Changed("fsync"):
-		return usagef(cmd, "--fsync applies to local logs: an object log acknowledges an append once its object is stored")
-	case o.flushBytes > math.MaxInt:
-		return usagef(cmd, "--flush-bytes %s is too large", formatBytes(o.flushBytes))
-	}
-	o.opts.Mode, o.opts.FlushBytes = tern.ModeObject, int(o.flushBytes)
-	return nil
-}
-
-// variant names the settings of the object logs measured, as the report
+// Variant names the settings of the object logs measured, as the report
 // shows them: "object 4MiB/20ms x4".
-func (o *objectFlags) variant() string {
+func (o ObjectLogs) Variant() string {
 	return fmt.Sprintf("object %s/%s x%d",
-		formatBytes(int64(cmp.Or(o.opts.FlushBytes, tern.DefaultFlushBytes))),
-		formatDuration(cmp.Or(o.opts.FlushInterval, tern.DefaultFlushInterval)),
-		cmp.Or(o.opts.UploadsInFlight, tern.DefaultUploadsInFlight))
+		units.FormatBytes(int64(cmp.Or(o.Log.FlushBytes, tern.DefaultFlushBytes))),
+		units.FormatDuration(cmp.Or(o.Log.FlushInterval, tern.DefaultFlushInterval)),
+		cmp.Or(o.Log.UploadsInFlight, tern.DefaultUploadsInFlight))
 }
 
-// benchObject runs spec on object logs kept in the store o names, under a
-// prefix of their own, with their metadata in dir; then closes the client,
-// reopens it, counts and compacts the logs' objects, and deletes the logs.
-func (a *app) benchObject(ctx context.Context, cmd *cobra.Command, dir string, spec loadgen.Spec, o objectFlags) (*loadgen.Result, error) {
-	storage, err := a.storageOptions()
-	if err != nil {
+// Objects runs spec on object logs kept in the store o names, under a
+// prefix of their own, with their metadata in env.Dir; then closes the
+// client, reopens it, counts and compacts the logs' objects, and deletes
+// the logs.
+func Objects(ctx context.Context, env Env, spec loadgen.Spec, o ObjectLogs) (*loadgen.Result, error) {
+	storage := o.Storage
+	var err error
+	if storage.URL, err = runStore(o.Storage.URL); err != nil {
 		return nil, err
-	}
-	run := fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano())
-	if storage.URL, err = withPrefix(o.storage, run); err != nil {
-		return nil, usagef(cmd, "--storage: %v", err)
 	}
 	// No compaction in the background during the run: it would add GETs and
 	// PUTs to the figures, and leave nothing to count before compaction.
-	copts := tern.Options{Dir: dir, Storage: storage, RetentionInterval: 24 * time.Hour}
+	copts := tern.Options{Dir: env.Dir, Storage: storage, RetentionInterval: 24 * time.Hour}
 	const prefix = "bench-"
 	names := make([]string, spec.Logs)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%d", prefix, i)
 	}
+	lopts := o.Log
+	lopts.Mode = tern.ModeObject
 
-	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, o.opts)
+	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, lopts)
 	var r *loadgen.Result
 	if err == nil {
-		r, err = loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: cmd.ErrOrStderr()})
+		r, err = loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress})
 		// Closing the client seals the open segments.
 		if cerr := t.Close(); err == nil && cerr != nil {
 			err = cerr
@@ -107,18 +78,31 @@ func (a *app) benchObject(ctx context.Context, cmd *cobra.Command, dir string, s
 	if err != nil {
 		return nil, err
 	}
-	r.System, r.Version, r.Variant = "tern", version(), o.variant()
+	r.System, r.Version, r.Variant = "tern", env.Version, o.Variant()
 	if spec.Kind == loadgen.KindCatchUp && r.StorageBytes > 0 {
 		mem := min(objlog.DefaultCacheBytes, r.StorageBytes)
 		r.Notes = append(r.Notes, fmt.Sprintf("the read came from the object store but for the last %s (%.0f%%) at most, which the writer still held in memory",
-			formatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
+			units.FormatBytes(mem), 100*float64(mem)/float64(r.StorageBytes)))
 	}
 	return r, nil
 }
 
+// CheckStore refuses a store URL a run cannot use. Only s3:// and dir://
+// stores will do: a run keeps its objects under a prefix of its own, and
+// reopens the store after closing it.
+func CheckStore(raw string) error {
+	_, err := withPrefix(raw, "bench")
+	return err
+}
+
+// runStore is the store URL raw under a new prefix, bench-PID-NANOS, so
+// that a run meets no objects but its own.
+func runStore(raw string) (string, error) {
+	return withPrefix(raw, fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()))
+}
+
 // withPrefix returns the store URL raw with a path segment added to its
-// prefix, so that a run meets no objects but its own. Only s3:// and dir://
-// stores will do: the run reopens the store after closing it.
+// prefix.
 func withPrefix(raw, segment string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/bench/physical"
 	"github.com/ternwal/tern/internal/miniotest"
-	"github.com/ternwal/tern/internal/physical"
 )
 
 // brief is how long each timed measurement runs: long enough for a few

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/bench/driver"
+	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/units"
+)
+
+// objectFlags are tern bench's flags for logs in object storage.
+type objectFlags struct {
+	storage    string // the store's URL, from --storage; empty for local logs
+	flushBytes int64
+	opts       tern.LogOptions // FlushInterval and UploadsInFlight from the flags
+}
+
+func (o *objectFlags) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
+	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	f.IntVar(&o.opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+}
+
+// check refuses the flags that do not go together, and takes the store's
+// URL from --storage. $TERN_STORAGE is not used: a benchmark of local logs
+// should not turn into one of object logs because of the environment.
+func (o *objectFlags) check(cmd *cobra.Command, a *app, grpcLoopback bool) error {
+	if cmd.Root().PersistentFlags().Changed("storage") {
+		o.storage = a.storage
+	}
+	flush := changedFlag(cmd, "flush-bytes", "flush-interval", "uploads-in-flight")
+	switch {
+	case o.storage == "" && flush != "":
+		return usagef(cmd, "--%s applies to logs in object storage: add --storage URL", flush)
+	case o.storage == "":
+		return nil
+	case grpcLoopback || a.server != "":
+		return usagef(cmd, "--storage measures object logs embedded in this process; it does not combine with --grpc or --server (or $TERN_SERVER) yet")
+	case cmd.Flags().Changed("fsync"):
+		return usagef(cmd, "--fsync applies to local logs: an object log acknowledges an append once its object is stored")
+	case o.flushBytes > math.MaxInt:
+		return usagef(cmd, "--flush-bytes %s is too large", units.FormatBytes(o.flushBytes))
+	}
+	if err := driver.CheckStore(o.storage); err != nil {
+		return usagef(cmd, "--storage: %v", err)
+	}
+	o.opts.Mode, o.opts.FlushBytes = tern.ModeObject, int(o.flushBytes)
+	return nil
+}
+
+// logs are the object logs the flags describe, with the credentials from
+// the environment.
+func (o *objectFlags) logs(a *app) (driver.ObjectLogs, error) {
+	storage, err := a.storageOptions()
+	if err != nil {
+		return driver.ObjectLogs{}, err
+	}
+	return driver.ObjectLogs{Storage: storage, Log: o.opts}, nil
+}
+
+// clusterFlags are tern bench's flags for logs in quorum mode, on a
+// cluster it starts.
+type clusterFlags struct {
+	nodes               int
+	ensemble, ackQuorum int
+	ttl                 time.Duration
+}
+
+func (f *clusterFlags) addFlags(cmd *cobra.Command, what string) {
+	cmd.Flags().IntVar(&f.ensemble, "ensemble", 3, "the nodes that hold each segment of a quorum log")
+	cmd.Flags().IntVar(&f.ackQuorum, "ack-quorum", 2, "the nodes that must hold an append before it is acknowledged")
+	cmd.Flags().DurationVar(&f.ttl, "node-ttl", 10*time.Second, "the nodes' lease: a dead node's logs move after it"+what)
+}
+
+// check refuses a cluster the logs cannot run on.
+func (f *clusterFlags) check(cmd *cobra.Command, min int) error {
+	switch {
+	case f.nodes == 0:
+		return usagef(cmd, "quorum logs need a cluster: add --cluster N (%d or more)", min)
+	case f.nodes < min:
+		return usagef(cmd, "--cluster %d: a cluster here has at least %d nodes", f.nodes, min)
+	case f.ackQuorum < 1 || f.ackQuorum > f.ensemble:
+		return usagef(cmd, "--ack-quorum %d: use 1 to --ensemble (%d)", f.ackQuorum, f.ensemble)
+	case f.ensemble > f.nodes:
+		return usagef(cmd, "--ensemble %d needs as many nodes: use --cluster %d or more", f.ensemble, f.ensemble)
+	case f.ttl < time.Second:
+		return usagef(cmd, "--node-ttl %v: use 1s or more", f.ttl)
+	}
+	return nil
+}
+
+// cluster is the cluster the flags describe: its nodes are this program,
+// and its object store --storage (not $TERN_STORAGE), or a directory of
+// the run's.
+func (a *app) cluster(cmd *cobra.Command, f clusterFlags) (driver.Cluster, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return driver.Cluster{}, fmt.Errorf("find this program, to run its nodes: %w", err)
+	}
+	c := driver.Cluster{Nodes: f.nodes, Ensemble: f.ensemble, AckQuorum: f.ackQuorum, TTL: f.ttl, Program: exe}
+	if cmd.Root().PersistentFlags().Changed("storage") {
+		if err := driver.CheckStore(a.storage); err != nil {
+			return driver.Cluster{}, usagef(cmd, "--storage: %v", err)
+		}
+		c.Storage = a.storage
+	}
+	return c, nil
+}
+
+func (a *app) benchFailoverCmd() *cobra.Command {
+	var (
+		f     benchFlags
+		cl    clusterFlags
+		kills int
+	)
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Measure fail-over: kill -9 the node serving a quorum log, and time the next acknowledged append",
+		Long: `Start a cluster of --cluster tern serve nodes on this machine (an embedded
+etcd, the nodes' data in a fresh directory inside --dir, sealed data in a
+directory there or under a new prefix of --storage), create a quorum log, and
+append 1 KiB entries to it, one at a time, through a node that does not serve
+it. Then --kills times: kill -9 the node that serves the log, time from the
+kill to the acknowledgement of the first append sent after it, start the
+node again and let the appends settle.
+
+The time is bounded below by --node-ttl: until the dead node's lease lapses,
+the others still see it as the log's owner. A client that cannot reach a log's
+owner tries again every 20ms. Appends that failed meanwhile are counted as
+errors; none of them was acknowledged.`,
+		Example: `  tern bench failover
+  tern bench failover --cluster 4 --kills 10 --node-ttl 2s --json results.jsonl`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cl.check(cmd, cl.ensemble+1); err != nil {
+				return err
+			}
+			if kills < 1 {
+				return usagef(cmd, "--kills %d: kill at least once", kills)
+			}
+			c, err := a.cluster(cmd, cl)
+			if err != nil {
+				return err
+			}
+			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				return single(driver.Failover(ctx, env, c, kills))
+			})
+		},
+	}
+	cmd.Flags().IntVar(&cl.nodes, "cluster", 4, "the nodes of the cluster: one more than --ensemble, so that a segment can start while a node is dead")
+	cmd.Flags().IntVar(&kills, "kills", 5, "how many times to kill the log's node")
+	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
+	cl.addFlags(cmd, " (the fail-over waits for it)")
+	return cmd
+}

@@ -1,0 +1,412 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/replica"
+)
+
+// Time limits of a running server.
+const (
+	// readyTimeout bounds the metadata check of /readyz.
+	readyTimeout = 2 * time.Second
+	// streamGrace is how long a shutdown lets unary calls finish before it
+	// ends the open streams, which (following a log, or a subscription)
+	// never end by themselves.
+	streamGrace = 2 * time.Second
+	// drainTimeout bounds the wait for the calls still running after the
+	// streams were ended; the rest are cut.
+	drainTimeout = 10 * time.Second
+	// httpShutdownTimeout bounds the wait for HTTP requests (a pprof
+	// profile can take 30s) at shutdown.
+	httpShutdownTimeout = 2 * time.Second
+	// DefaultShutdownTimeout bounds the whole shutdown, unless
+	// Config.ShutdownTimeout is set.
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config is what Start assembles a server from: tern serve's settings
+// (docs/server.md), checked by the caller.
+type Config struct {
+	// Data is the data directory: the logs, the embedded etcd's data in
+	// Data/etcd when Etcd is empty, and a node's replica store in
+	// Data/replica.
+	Data string
+	// Listen and HTTP are the addresses (host:port; port 0 for one the
+	// system picks) of the gRPC service and of /metrics, /healthz, /readyz
+	// and /debug/pprof/.
+	Listen, HTTP string
+	// Etcd lists the endpoints of an external etcd cluster; empty starts
+	// an embedded etcd in Data/etcd.
+	Etcd []string
+	// EtcdRoot is the key prefix of Tern's metadata in etcd.
+	EtcdRoot string
+	// Storage is the object store of object logs, and of a node's sealed
+	// segments; its URL is empty for none.
+	Storage tern.StorageOptions
+	// DefaultMode is the mode of the logs created without one.
+	DefaultMode tern.Mode
+	// NodeID makes the server a node of a cluster that shares Etcd and
+	// Storage; empty, a standalone server. Advertise is the address the
+	// other nodes and the clients reach it at (empty: the gRPC listener's),
+	// and NodeTTL its lease.
+	NodeID, Advertise string
+	NodeTTL           time.Duration
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Running is a server started by Start: etcd (embedded or a client of an
+// external one), the data directory, the cluster membership of a node, the
+// gRPC service and the HTTP listener. Close stops it.
+type Running struct {
+	cfg      Config
+	logger   *slog.Logger
+	grpcAddr net.Addr
+	httpAddr net.Addr
+	ready    *readiness
+	served   chan error      // the gRPC server's end
+	lost     <-chan struct{} // closed when a node loses its lease; nil outside a cluster
+	undo     undoStack
+	once     sync.Once
+	closeErr error
+}
+
+// Start assembles and starts a server, and returns once it serves and is
+// ready: the listeners come first, so that a port in use fails before the
+// data directory is touched. On an error everything started is stopped
+// again; an error after ctx ended means the start-up was interrupted. ctx
+// bounds only the start-up.
+func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Running{cfg: cfg, logger: logger, served: make(chan error, 1), ready: &readiness{reason: "starting"}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.undo.run(cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)))
+		}
+	}()
+
+	grpcLis, err := listen(cfg.Listen, "--listen")
+	if err != nil {
+		return nil, err
+	}
+	r.undo.push("", func() error { grpcLis.Close(); return nil }) // after grpc.Server.Stop, a no-op
+	httpLis, err := listen(cfg.HTTP, "--http")
+	if err != nil {
+		return nil, err
+	}
+	r.grpcAddr, r.httpAddr = grpcLis.Addr(), httpLis.Addr()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	httpSrv := &http.Server{Handler: httpMux(reg, r.ready), ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server failed", "addr", httpLis.Addr(), "err", err)
+		}
+	}()
+	logger.Info("http listening", "addr", httpLis.Addr().String())
+	r.undo.push("stop the HTTP server", func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+		defer cancel()
+		if httpSrv.Shutdown(sctx) != nil {
+			httpSrv.Close()
+		}
+		<-httpDone
+		return nil
+	})
+
+	endpoints := cfg.Etcd
+	if len(endpoints) == 0 {
+		dir := filepath.Join(cfg.Data, "etcd")
+		etcd, err := meta.StartEtcd(ctx, dir, logger)
+		if err != nil {
+			return nil, fmt.Errorf("start the embedded etcd in %s: %w", dir, err)
+		}
+		r.undo.push("stop the embedded etcd", etcd.Close)
+		endpoints = etcd.Endpoints()
+		logger.Info("etcd embedded", "dir", dir, "endpoints", strings.Join(endpoints, ","))
+	} else {
+		logger.Info("etcd external", "endpoints", strings.Join(endpoints, ","))
+	}
+	etcdCli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
+	}
+	r.undo.push("", func() error { etcdCli.Close(); return nil })
+	probe := func(ctx context.Context) error {
+		_, err := etcdCli.Get(ctx, cfg.EtcdRoot+"readyz", clientv3.WithCountOnly())
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, etcdTimeout) // bounds the first answer too
+	err = probe(pctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("etcd at %s did not answer within %s (%v): is it running, and reachable from here? check --etcd (or $TERN_ETCD, or etcd: in the config file)",
+			strings.Join(endpoints, ","), etcdTimeout, err)
+	}
+
+	var node *clusterNode
+	var clusterOpt tern.Cluster
+	if cfg.NodeID != "" {
+		addr := cmp.Or(cfg.Advertise, DialAddr(grpcLis.Addr()))
+		if node, err = startNode(ctx, cfg, etcdCli, addr, logger); err != nil {
+			return nil, err
+		}
+		r.undo.push("leave the cluster", node.close)
+		clusterOpt = node.set
+		r.lost = node.node.Lost()
+		logger.Info("cluster node", "id", cfg.NodeID, "addr", addr, "ttl", cfg.NodeTTL)
+	}
+
+	c, err := tern.Open(ctx, tern.Options{
+		Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, Logger: logger,
+		Storage:     cfg.Storage,
+		DefaultMode: cfg.DefaultMode,
+		Cluster:     clusterOpt,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
+	}
+	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
+
+	sopts := Options{Logger: logger, Registerer: reg}
+	gopts := grpcopts.Server()
+	if node != nil {
+		sopts.Cluster = node.node
+		gopts = append(gopts, replica.ServerOptions()...)
+	}
+	srv := New(c, sopts)
+	gs := grpc.NewServer(gopts...)
+	srv.Register(gs)
+	lis := grpcLis
+	if node != nil {
+		rs := replica.NewServer(node.store)
+		rs.Register(gs)
+		lis = rs.Listen(grpcLis)  // the add streams come to the same port
+		r.undo.push("", rs.Close) // after the gRPC service has stopped
+	}
+	go func() { r.served <- gs.Serve(lis) }()
+	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
+	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
+	r.ready.set("", probe)
+	return r, nil
+}
+
+// Addr is the address the gRPC service listens on.
+func (r *Running) Addr() net.Addr { return r.grpcAddr }
+
+// HTTPAddr is the address of /metrics, /healthz, /readyz and /debug/pprof/.
+func (r *Running) HTTPAddr() net.Addr { return r.httpAddr }
+
+// Wait returns nil when ctx ends, or an error once the server can serve no
+// more: its gRPC listener failed, or, on a node of a cluster, it lost its
+// lease and the other nodes have taken its logs over. Either way the
+// server still runs until Close.
+func (r *Running) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		r.logger.Info("shutting down", "reason", "interrupted")
+		return nil
+	case <-r.lost:
+		r.logger.Error("this node lost its cluster lease; shutting down so that it can be restarted")
+		return fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s): restart it", r.cfg.NodeID, r.cfg.NodeTTL)
+	case err := <-r.served:
+		r.logger.Error("grpc server failed; shutting down", "err", err)
+		return fmt.Errorf("serve gRPC on %s: %w", r.grpcAddr, err)
+	}
+}
+
+// Close shuts the server down gracefully, within Config.ShutdownTimeout:
+// it stops taking calls, ends the open streams, closes the data directory
+// (syncing the logs and committing the subscriptions' cursors), leaves the
+// cluster and stops etcd. It logs "stopped" when all went well. Later calls
+// return the first's result.
+func (r *Running) Close() error {
+	r.once.Do(func() {
+		r.ready.set("shutting down", nil)
+		r.closeErr = r.undo.run(cmp.Or(r.cfg.ShutdownTimeout, DefaultShutdownTimeout))
+		if r.closeErr == nil {
+			r.logger.Info("stopped")
+		}
+	})
+	return r.closeErr
+}
+
+// readiness is what /readyz reports: why the server is not ready, or, when
+// it is, whether the metadata store answers.
+type readiness struct {
+	mu     sync.Mutex
+	reason string                          // why not ready; empty when ready
+	probe  func(ctx context.Context) error // checks the metadata store; set when ready
+}
+
+func (r *readiness) set(reason string, probe func(context.Context) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reason, r.probe = reason, probe
+}
+
+func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	reason, probe := r.reason, r.probe
+	r.mu.Unlock()
+	if reason == "" {
+		ctx, cancel := context.WithTimeout(req.Context(), readyTimeout)
+		defer cancel()
+		if err := probe(ctx); err != nil {
+			reason = "metadata store does not answer: " + err.Error()
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if reason != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, reason+"\n")
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+// undoStack is what Start has started, to be stopped in reverse order.
+type undoStack []undoStep
+
+type undoStep struct {
+	what string // for the error; empty for a step that cannot fail
+	fn   func() error
+}
+
+func (u *undoStack) push(what string, fn func() error) { *u = append(*u, undoStep{what, fn}) }
+
+// run stops everything, newest first, within timeout: a step that hangs (a
+// metadata store that does not answer) must not keep the process from
+// exiting.
+func (u undoStack) run(timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := len(u) - 1; i >= 0; i-- {
+			if serr := u[i].fn(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("%s: %w", u[i].what, serr))
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("shutdown did not finish within %s: the metadata store may not answer; acknowledged entries are durable, the last subscription acknowledgements may be delivered again", timeout)
+	}
+}
+
+// stopGRPC stops gs gracefully within bounds, and srv with it.
+func stopGRPC(gs *grpc.Server, srv *Server, logger *slog.Logger) error {
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop() // refuses new calls at once, then waits for the running ones
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(streamGrace):
+	}
+	err := srv.Close() // ends the streams with UNAVAILABLE, closes the writers
+	select {
+	case <-stopped:
+	case <-time.After(drainTimeout):
+		logger.Warn("calls still running; cutting them", "waited", streamGrace+drainTimeout)
+		gs.Stop()
+		<-stopped
+	}
+	if err != nil {
+		return fmt.Errorf("stop the gRPC service: %w", err)
+	}
+	return nil
+}
+
+// storageForLog is an object store's URL as logged: "none" when empty, and
+// without a password in case one was put in it (tern.Open refuses those).
+func storageForLog(raw string) string {
+	if raw == "" {
+		return "none"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// listen listens on addr, which flag sets, saying what to do if the port is
+// taken.
+func listen(addr, flag string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("listen %s: address already in use: is another tern serve running? use %s", addr, flag)
+	case err != nil:
+		return nil, fmt.Errorf("listen %s: %w: check %s", addr, err, flag)
+	}
+	return l, nil
+}
+
+// DialAddr is an address to reach a listener at: its own, or loopback for
+// a listener on every interface.
+func DialAddr(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+}
+
+// httpMux serves the metrics of reg, the health checks and pprof.
+func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/readyz", ready)
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the profiles by name: heap, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
