@@ -70,8 +70,9 @@ type Options struct {
 	Cluster Cluster
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
-	// it is set, the client works on the server's logs over gRPC, and the
-	// other options are not used.
+	// it is set, the client works on the server's logs over gRPC (through
+	// the client module), Dir must be empty, and the other options are not
+	// used.
 	Server string
 
 	fs vfs.FS // the filesystem under the logs; tests swap it

@@ -963,3 +963,11 @@ func TestModeUnsupported(t *testing.T) {
 		}
 	})
 }
+
+// A client is of a data directory or of a server, never both at once.
+func TestOpenDirAndServer(t *testing.T) {
+	_, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir(), Server: "127.0.0.1:1"})
+	if !errors.Is(err, tern.ErrInvalid) {
+		t.Fatalf("Open with both Dir and Server: %v, want ErrInvalid", err)
+	}
+}
