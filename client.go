@@ -147,9 +147,8 @@ func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if _, err := opts.WithDefaults(); err != nil {
-		return nil, err
-	}
+	// The options are checked by the implementation, once it has given an
+	// empty Mode its default: which settings apply depends on the mode.
 	return newLog(c.impl.CreateLog(ctx, name, opts))
 }
 

@@ -77,3 +77,27 @@ func TestRetentionSkipsLogsServedElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// The options of a log created with no mode are checked against the mode
+// the client gives it: quorum settings are a quorum log's, also when quorum
+// is only the client's default (tern serve --mode quorum).
+func TestCreateLogChecksOptionsOfTheDefaultMode(t *testing.T) {
+	c, err := Open(t.Context(), Options{
+		Dir: t.TempDir(), Storage: StorageOptions{URL: "dir://" + t.TempDir()},
+		DefaultMode: ModeQuorum, Cluster: serving{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.CreateLog(t.Context(), "q", LogOptions{Ensemble: 1, AckQuorum: 1})
+	if err != nil {
+		t.Fatalf("a log of the default mode, quorum, with quorum settings: %v", err)
+	}
+	if o := l.Options(); o.Mode != ModeQuorum || o.Ensemble != 1 || o.AckQuorum != 1 {
+		t.Fatalf("the log's options are %+v", o)
+	}
+	if _, err := c.CreateLog(t.Context(), "f", LogOptions{FlushBytes: 1 << 20}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a quorum log with a flush size: %v, want ErrInvalid", err)
+	}
+}
