@@ -184,7 +184,7 @@ func (o LogOptions) WithDefaults() (LogOptions, error) {
 	switch {
 	case o.Mode == ModeQuorum && (o.FlushBytes != 0 || o.FlushInterval != 0 || o.UploadsInFlight != 0):
 		return o, fmt.Errorf("%w: flush size, flush interval and uploads in flight apply to object logs; a quorum log sends each append at once", ErrInvalid)
-	case o.Mode != ModeQuorum && (o.Ensemble != 0 || o.AckQuorum != 0):
+	case (o.Mode == ModeLocal || o.Mode == ModeObject) && (o.Ensemble != 0 || o.AckQuorum != 0):
 		return o, fmt.Errorf("%w: ensemble and ack quorum apply to quorum logs, and this log is %s", ErrInvalid, o.Mode)
 	case o.Mode == ModeQuorum && o.Fsync.Mode != FsyncAlways:
 		return o, fmt.Errorf("%w: fsync %s applies to local logs; a quorum log acknowledges once its ack quorum has fsynced", ErrInvalid, o.Fsync)
