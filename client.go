@@ -125,9 +125,6 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	case opts.Dir == "":
 		return nil, errors.New("tern: Options.Dir and Options.Server are empty: set the data directory, or the server's address")
 	}
-	if _, err := ParseMode(string(opts.DefaultMode)); err != nil {
-		return nil, err
-	}
 	c, err := openEmbedded(ctx, opts)
 	if err != nil {
 		return nil, err
