@@ -152,11 +152,11 @@ func (l *embeddedLog) OpenWriter(ctx context.Context) (writerImpl, error) {
 	return &embeddedWriter{l: l, epoch: claim.Epoch(), claim: claim}, nil
 }
 
-func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, o client.ReadOptions) (readerImpl, error) {
+func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := l.eng.NewReader(uint64(from), o.Ticks)
+	r, err := l.eng.NewReader(uint64(from), client.NewReadOptions(opts...).Ticks)
 	if err != nil {
 		return nil, err // says which offset, and where the log starts or ends
 	}

@@ -207,7 +207,8 @@ type embeddedSubscriber struct {
 	err       error  // set when the embeddedSubscriber is closed or superseded
 }
 
-func (l *embeddedLog) Subscribe(ctx context.Context, name string, o client.ReadOptions) (subscriberImpl, error) {
+func (l *embeddedLog) Subscribe(ctx context.Context, name string, opts ...ReadOption) (subscriberImpl, error) {
+	o := client.NewReadOptions(opts...)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package tern
 
 import (
 	"context"
-
-	"github.com/ternwal/tern/client"
 )
 
 // Log is a handle on an open log. It is safe for concurrent use.
@@ -16,7 +14,7 @@ type logImpl interface {
 	Options() LogOptions
 	Info(ctx context.Context) (LogInfo, error)
 	OpenWriter(ctx context.Context) (writerImpl, error)
-	OpenReader(ctx context.Context, from Offset, o client.ReadOptions) (readerImpl, error)
+	OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error)
 	Truncate(ctx context.Context, before Offset) error
 	Compact(ctx context.Context) error
 	CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error)
@@ -24,7 +22,7 @@ type logImpl interface {
 	Subscriptions(ctx context.Context) ([]SubInfo, error)
 	DeleteSubscription(ctx context.Context, name string) error
 	Seek(ctx context.Context, name string, to Offset) error
-	Subscribe(ctx context.Context, name string, o client.ReadOptions) (subscriberImpl, error)
+	Subscribe(ctx context.Context, name string, opts ...ReadOption) (subscriberImpl, error)
 }
 
 // Name is the log's name.
@@ -56,7 +54,7 @@ func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
 // log's Start and End (inclusive). A from below Start fails with a
 // *TruncatedError.
 func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (*Reader, error) {
-	r, err := l.impl.OpenReader(ctx, from, client.NewReadOptions(opts...))
+	r, err := l.impl.OpenReader(ctx, from, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +123,7 @@ func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*
 	if err := ValidateSubName(name); err != nil {
 		return nil, err
 	}
-	s, err := l.impl.Subscribe(ctx, name, client.NewReadOptions(opts...))
+	s, err := l.impl.Subscribe(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -51,16 +51,16 @@ func (l remoteLog) OpenWriter(ctx context.Context) (writerImpl, error) {
 	return remoteWriter{w}, nil
 }
 
-func (l remoteLog) OpenReader(ctx context.Context, from Offset, o client.ReadOptions) (readerImpl, error) {
-	r, err := l.Log.OpenReader(ctx, from, readOptions(o)...)
+func (l remoteLog) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error) {
+	r, err := l.Log.OpenReader(ctx, from, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (l remoteLog) Subscribe(ctx context.Context, name string, o client.ReadOptions) (subscriberImpl, error) {
-	s, err := l.Log.Subscribe(ctx, name, readOptions(o)...)
+func (l remoteLog) Subscribe(ctx context.Context, name string, opts ...ReadOption) (subscriberImpl, error) {
+	s, err := l.Log.Subscribe(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +69,6 @@ func (l remoteLog) Subscribe(ctx context.Context, name string, o client.ReadOpti
 
 func (l remoteLog) Compact(context.Context) error {
 	return fmt.Errorf("%w: the server compacts its object logs itself", ErrUnsupported)
-}
-
-// readOptions gives back the options that add up to o.
-func readOptions(o client.ReadOptions) []ReadOption {
-	if o.Ticks {
-		return []ReadOption{client.WithTicks()}
-	}
-	return nil
 }
 
 type remoteWriter struct{ *client.Writer }
