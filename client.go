@@ -106,6 +106,7 @@ type clientImpl interface {
 	ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error)
 	LogID(ctx context.Context, name string) (uint64, error)
 	CloseLog(name string) error
+	Health() (Health, error)
 	Close() error
 }
 
@@ -212,3 +213,26 @@ func (c *Client) CloseLog(name string) error {
 	}
 	return c.impl.CloseLog(name)
 }
+
+// Health is what a client of a data directory knows is wrong with it beyond
+// what one call returns; tern serve's /readyz reports it.
+type Health struct {
+	// NoSpace, when not empty, says which disk is full: appends to the logs
+	// on it fail with ErrNoSpace until space is freed, and then this clears
+	// by itself.
+	NoSpace string
+	// Degraded lists the logs that opened damaged: they can be read up to
+	// the damage, and take no appends until repaired.
+	Degraded []DegradedLog
+}
+
+// DegradedLog is a log that opened damaged, and why.
+type DegradedLog struct {
+	Name string
+	Err  error // names the file and byte
+}
+
+// Health reports what the client knows is wrong with its data directory.
+// A client of a server fails with ErrUnsupported: the server's /readyz
+// reports its health.
+func (c *Client) Health() (Health, error) { return c.impl.Health() }

@@ -42,6 +42,19 @@ var (
 	// data-directory call (LogID, ListLogsMeta, CloseLog) on a client of a
 	// server, or Compact of a server's log, which its server compacts.
 	ErrUnsupported = client.ErrUnsupported
+	// ErrLimit: a configured bound (logs per server, subscriptions per
+	// log, streams, memory for appends and reads) would be passed; the
+	// message names the bound and the setting that raises it.
+	ErrLimit = client.ErrLimit
+	// ErrNoSpace: a disk, or the metadata store's quota, is full; the
+	// message names which. Appends resume once space is freed.
+	ErrNoSpace = client.ErrNoSpace
+	// ErrUnavailable: the metadata store or a peer does not answer now; the
+	// call may be retried.
+	ErrUnavailable = client.ErrUnavailable
+	// ErrDamaged: the log is damaged (tern log repair); it can be read up
+	// to the damage and takes no appends.
+	ErrDamaged = client.ErrDamaged
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The Go client follows it by itself.
 	ErrNotOwner = client.ErrNotOwner

@@ -30,6 +30,10 @@ func (c remoteClient) LogID(context.Context, string) (uint64, error) {
 	return 0, fmt.Errorf("%w: LogID reads a data directory's metadata; on a server, Log.Info gives the ID", ErrUnsupported)
 }
 
+func (c remoteClient) Health() (Health, error) {
+	return Health{}, fmt.Errorf("%w: Health reports a data directory's state; a server's is at its /readyz", ErrUnsupported)
+}
+
 func (c remoteClient) CloseLog(string) error {
 	return fmt.Errorf("%w: CloseLog closes a log this process keeps open; a client of a server keeps none", ErrUnsupported)
 }

@@ -162,6 +162,16 @@ var (
 	ErrLocked = rpcerr.ErrLocked
 	// ErrUnsupported: the call is one this kind of client cannot make.
 	ErrUnsupported = rpcerr.ErrUnsupported
+	// ErrLimit: a configured bound of the server would be passed; the
+	// message names it and the setting that raises it.
+	ErrLimit = rpcerr.ErrLimit
+	// ErrNoSpace: a disk, or the metadata store's quota, is full.
+	ErrNoSpace = rpcerr.ErrNoSpace
+	// ErrUnavailable: the metadata store or a peer does not answer now.
+	ErrUnavailable = rpcerr.ErrUnavailable
+	// ErrDamaged: the log is damaged; it can be read up to the damage and
+	// takes no appends until repaired.
+	ErrDamaged = rpcerr.ErrDamaged
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The client follows it by itself.
 	ErrNotOwner = rpcerr.ErrNotOwner

@@ -41,6 +41,20 @@ var (
 	// ErrUnsupported: the call is one this kind of client cannot make (an
 	// embedded client's data-directory calls on a client of a server, say).
 	ErrUnsupported = errors.New("tern: not supported by this client")
+	// ErrLimit: a configured bound (logs per server, subscriptions per
+	// log, streams, memory for appends and reads) would be passed; the
+	// message names the bound and the setting that raises it.
+	ErrLimit = errors.New("tern: over a limit")
+	// ErrNoSpace: a disk (or etcd's backend quota) is full; the message
+	// names which. Appends resume by themselves once space is freed.
+	ErrNoSpace = errors.New("tern: no space left")
+	// ErrUnavailable: something the call needs (the metadata store, a peer)
+	// does not answer now; the call may be retried.
+	ErrUnavailable = errors.New("tern: unavailable")
+	// ErrDamaged: the log is damaged and takes no appends until it is
+	// repaired (tern log repair); its intact prefix can be read. The
+	// message names the file and byte.
+	ErrDamaged = errors.New("tern: log is damaged")
 )
 
 // The errors of the replica protocol (api/ternpb/replica.proto), between a
@@ -142,7 +156,11 @@ var mappings = []mapping{
 	{ErrInvalidName, codes.InvalidArgument, "INVALID_NAME"},
 	{ErrTooLarge, codes.InvalidArgument, "TOO_LARGE"},
 	{ErrInvalid, codes.InvalidArgument, "INVALID_ARGUMENT"},
+	{ErrDamaged, codes.DataLoss, "DAMAGED"},
 	{ErrCorrupt, codes.DataLoss, "CORRUPT"},
+	{ErrNoSpace, codes.ResourceExhausted, "NO_SPACE"},
+	{ErrLimit, codes.ResourceExhausted, "LIMIT"},
+	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
 	{ErrClosed, codes.Unavailable, "CLOSED"},
 	{ErrLocked, codes.Unavailable, "LOCKED"},
 	{ErrUnsupported, codes.Unimplemented, "UNSUPPORTED"},

@@ -223,7 +223,12 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
-	r.ready.set("", probe)
+	r.ready.set("", func(ctx context.Context) (string, []string) {
+		if err := probe(ctx); err != nil {
+			return "metadata store does not answer: " + err.Error(), nil
+		}
+		return "", nil
+	}, healthCheck(c))
 	return r, nil
 }
 
@@ -258,7 +263,7 @@ func (r *Running) Wait(ctx context.Context) error {
 // return the first's result.
 func (r *Running) Close() error {
 	r.once.Do(func() {
-		r.ready.set("shutting down", nil)
+		r.ready.set("shutting down")
 		r.closeErr = r.undo.run(cmp.Or(r.cfg.ShutdownTimeout, DefaultShutdownTimeout))
 		if r.closeErr == nil {
 			r.logger.Info("stopped")
@@ -268,37 +273,74 @@ func (r *Running) Close() error {
 }
 
 // readiness is what /readyz reports: why the server is not ready, or, when
-// it is, whether the metadata store answers.
+// it is, what its checks find (the metadata store answers, ...).
 type readiness struct {
 	mu     sync.Mutex
-	reason string                          // why not ready; empty when ready
-	probe  func(ctx context.Context) error // checks the metadata store; set when ready
+	reason string  // why not ready; empty when ready
+	checks []check // asked in order once ready
 }
 
-func (r *readiness) set(reason string, probe func(context.Context) error) {
+// check is one question /readyz asks of a ready server: fail, when not
+// empty, makes it answer 503 with that reason; notes are listed without
+// failing it (a degraded log, say). A check must answer within ctx.
+type check func(ctx context.Context) (fail string, notes []string)
+
+func (r *readiness) set(reason string, checks ...check) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.reason, r.probe = reason, probe
+	r.reason, r.checks = reason, checks
 }
 
 func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
-	reason, probe := r.reason, r.probe
+	reason, checks := r.reason, r.checks
 	r.mu.Unlock()
-	if reason == "" {
+	var fails, notes []string
+	if reason != "" {
+		fails = append(fails, reason)
+	} else {
 		ctx, cancel := context.WithTimeout(req.Context(), readyTimeout)
 		defer cancel()
-		if err := probe(ctx); err != nil {
-			reason = "metadata store does not answer: " + err.Error()
+		for _, c := range checks {
+			fail, n := c(ctx)
+			if fail != "" {
+				fails = append(fails, fail)
+			}
+			notes = append(notes, n...)
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if reason != "" {
+	if len(fails) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, reason+"\n")
-		return
+	} else {
+		io.WriteString(w, "ok\n")
 	}
-	io.WriteString(w, "ok\n")
+	for _, f := range fails {
+		io.WriteString(w, f+"\n")
+	}
+	for _, n := range notes {
+		io.WriteString(w, n+"\n")
+	}
+}
+
+// healthCheck reports what the data directory's client knows is wrong: a
+// full disk fails the check, degraded logs are listed.
+func healthCheck(c *tern.Client) check {
+	return func(context.Context) (string, []string) {
+		h, err := c.Health()
+		if err != nil {
+			return "health of the data directory: " + err.Error(), nil
+		}
+		var fail string
+		if h.NoSpace != "" {
+			fail = "no space left on the disk of " + h.NoSpace + ": appends are refused until space is freed"
+		}
+		notes := make([]string, 0, len(h.Degraded))
+		for _, d := range h.Degraded {
+			notes = append(notes, fmt.Sprintf("degraded log %q: %v (tern log repair %s)", d.Name, d.Err, d.Name))
+		}
+		return fail, notes
+	}
 }
 
 // undoStack is what Start has started, to be stopped in reverse order.

@@ -141,21 +141,23 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestReadiness(t *testing.T) {
-	ok := func(context.Context) error { return nil }
-	down := func(context.Context) error { return fmt.Errorf("context deadline exceeded") }
+	ok := func(context.Context) (string, []string) { return "", nil }
+	down := func(context.Context) (string, []string) { return "metadata store does not answer: context deadline exceeded", nil }
+	noted := func(context.Context) (string, []string) { return "", []string{"degraded: log a"} }
 	for _, tc := range []struct {
 		reason string
-		probe  func(context.Context) error
+		checks []check
 		code   int
 		body   string
 	}{
 		{"starting", nil, 503, "starting\n"},
-		{"", ok, 200, "ok\n"},
-		{"", down, 503, "metadata store does not answer: context deadline exceeded\n"},
-		{"shutting down", nil, 503, "shutting down\n"},
+		{"", []check{ok}, 200, "ok\n"},
+		{"", []check{ok, noted}, 200, "ok\ndegraded: log a\n"},
+		{"", []check{down, noted}, 503, "metadata store does not answer: context deadline exceeded\ndegraded: log a\n"},
+		{"shutting down", []check{noted}, 503, "shutting down\n"},
 	} {
 		r := &readiness{}
-		r.set(tc.reason, tc.probe)
+		r.set(tc.reason, tc.checks...)
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		if rec.Code != tc.code || rec.Body.String() != tc.body {
