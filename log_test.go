@@ -301,12 +301,15 @@ func TestLimitsAndNames(t *testing.T) {
 	if info, _ := l.Info(t.Context()); info.End != 1 {
 		t.Fatalf("end %d: a refused entry took an offset", info.End)
 	}
-	for _, bad := range []string{"", "a b", "/a", "a/", "a//b", "é", strings.Repeat("a", 256)} {
+	for _, bad := range []string{"", "a b", "/a", "a/", "a//b", "é", strings.Repeat("a", 256), ".", "..", "a/..", "../a", "a/./b"} {
 		if _, err := c.CreateLog(t.Context(), bad, LogOptions{}); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("CreateLog(%q): %v, want ErrInvalidName", bad, err)
 		}
 	}
 	if _, err := c.CreateLog(t.Context(), "t/db/ch_1.v-2", LogOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateLog(t.Context(), ".../a./.b/..c", LogOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateLog(t.Context(), "limits", LogOptions{}); !errors.Is(err, ErrExist) {

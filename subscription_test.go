@@ -235,6 +235,11 @@ func TestSubscriptionPinsRetention(t *testing.T) {
 func TestSubscriptionErrors(t *testing.T) {
 	c := openClient(t, t.TempDir())
 	l, _ := createLog(t, c, "s", LogOptions{})
+	for _, bad := range []string{".", ".."} {
+		if _, err := l.CreateSubscription(t.Context(), bad, SubOptions{}); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("CreateSubscription(%q): %v, want ErrInvalidName", bad, err)
+		}
+	}
 	if _, err := l.CreateSubscription(t.Context(), "a/b", SubOptions{}); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("invalid name: %v", err)
 	}
