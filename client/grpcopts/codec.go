@@ -49,8 +49,21 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, bufferPool)}, nil
 }
 
-func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+// Decoding is a message a server's stream handler receives into when it
+// reports a malformed message itself: gRPC answers a stream message its
+// codec cannot decode with INTERNAL at once, before the handler can say
+// INVALID_ARGUMENT. Unmarshal into a *Decoding decodes into M and keeps the
+// error in Err, returning nil.
+type Decoding struct {
+	M   any
+	Err error
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch r := v.(type) {
+	case *Decoding:
+		r.Err = c.Unmarshal(data, r.M)
+		return nil
 	case *DecodedAppend:
 		return unmarshalAppend(data, r)
 	case *DecodedResults:

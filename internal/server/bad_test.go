@@ -125,7 +125,7 @@ func TestBadInput(t *testing.T) {
 		var out []byte
 		in := garbage
 		err := ts.conn.Invoke(t.Context(), ternpb.Tern_Append_FullMethodName, &in, &out, grpc.ForceCodec(rawCodec{}))
-		wantStatus(t, err, codes.Internal, "")
+		wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
 	})
 	for _, method := range []struct {
 		name string
@@ -148,7 +148,7 @@ func TestBadInput(t *testing.T) {
 				var out []byte
 				err = stream.RecvMsg(&out)
 			}
-			wantStatus(t, err, codes.Internal, "")
+			wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
 		})
 	}
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 	"github.com/ternwal/tern/internal/cluster"
@@ -82,8 +83,9 @@ func New(c *tern.Client, opts Options) *Server {
 }
 
 // Register registers the Tern service on g. The handlers count requests in
-// tern_server_requests_total, and turn a panic into an INTERNAL status
-// instead of letting it end the process.
+// tern_server_requests_total, turn a panic into an INTERNAL status instead of
+// letting it end the process, and answer a request gRPC cannot decode with
+// INVALID_ARGUMENT (gRPC itself says INTERNAL, which is for Tern's bugs).
 func (s *Server) Register(g *grpc.Server) {
 	desc := ternpb.Tern_ServiceDesc
 	desc.Methods = make([]grpc.MethodDesc, len(ternpb.Tern_ServiceDesc.Methods))
@@ -91,7 +93,7 @@ func (s *Server) Register(g *grpc.Server) {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (resp any, err error) {
 			defer s.observe(m.MethodName, &err)
-			return h(srv, ctx, dec, ic)
+			return h(srv, ctx, func(v any) error { return malformed(dec(v)) }, ic)
 		}
 		desc.Methods[i] = m
 	}
@@ -100,11 +102,36 @@ func (s *Server) Register(g *grpc.Server) {
 		h := sd.Handler
 		sd.Handler = func(srv any, stream grpc.ServerStream) (err error) {
 			defer s.observe(sd.StreamName, &err)
-			return h(srv, stream)
+			return h(srv, decodingStream{stream})
 		}
 		desc.Streams[i] = sd
 	}
 	g.RegisterService(&desc, s)
+}
+
+// malformed turns the error of decoding a request, which gRPC reports as
+// INTERNAL (a message that is not the protobuf it should be, or that does
+// not decompress), into ErrInvalid.
+func malformed(err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal {
+		return fmt.Errorf("%w: malformed request: %s", tern.ErrInvalid, st.Message())
+	}
+	return err
+}
+
+// decodingStream is a server stream whose messages that cannot be decoded
+// fail with ErrInvalid. It needs the codec of grpcopts.Server.
+type decodingStream struct{ grpc.ServerStream }
+
+func (s decodingStream) RecvMsg(m any) error {
+	d := grpcopts.Decoding{M: m}
+	if err := s.ServerStream.RecvMsg(&d); err != nil {
+		return malformed(err)
+	}
+	if d.Err != nil {
+		return fmt.Errorf("%w: malformed request: %v", tern.ErrInvalid, d.Err)
+	}
+	return nil
 }
 
 // observe counts a finished request, turning a panic into an error.

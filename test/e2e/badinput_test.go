@@ -295,7 +295,8 @@ func (rawCodec) Name() string                       { return "proto" }
 var garbage = []byte{0x0f, 0xff, 0xff, 0xff, 0xff}
 
 // wantRefused requires err to be the server's refusal of a message it could
-// not decode: a status error, not one that says the server is gone.
+// not decode: INVALID_ARGUMENT, not INTERNAL (which is for bugs) nor an error
+// that says the server is gone.
 func wantRefused(t *testing.T, what string, err error) {
 	t.Helper()
 	st, ok := status.FromError(err)
@@ -304,8 +305,8 @@ func wantRefused(t *testing.T, what string, err error) {
 		t.Errorf("%s: no error", what)
 	case !ok:
 		t.Errorf("%s: %v, want a gRPC status", what, err)
-	case st.Code() != codes.Internal && st.Code() != codes.InvalidArgument:
-		t.Errorf("%s: %v, want Internal or InvalidArgument", what, err)
+	case st.Code() != codes.InvalidArgument:
+		t.Errorf("%s: %v, want InvalidArgument", what, err)
 	}
 }
 
