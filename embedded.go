@@ -148,7 +148,7 @@ func markEtcd(path string, opts Options) error {
 		return nil
 	}
 	body := fmt.Sprintf("the metadata of this data directory is in etcd at %s, root %q\n", strings.Join(opts.Etcd, ","), cmp.Or(opts.EtcdRoot, "/tern/"))
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return fmt.Errorf("tern: mark data directory: %w", err)
 	}
 	f, err := os.Open(path)

@@ -83,7 +83,7 @@ func makeDirs(dir string) error {
 		missing = append(missing, d)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(missing[i], 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 		if err := syncDir(filepath.Dir(missing[i])); err != nil {
@@ -185,7 +185,7 @@ func (d *Dir) createTemp(key string) (*os.File, error) {
 func makeDir(dir string) (made bool, err error) {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		err = os.Mkdir(dir, 0o755)
+		err = os.Mkdir(dir, 0o700)
 		if err == nil {
 			return true, nil
 		}

@@ -12,7 +12,7 @@ import (
 // description, so a second lockFile of the same path in this process fails
 // too, and closing the file releases it.
 func lockFile(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -7,13 +7,15 @@ import (
 
 // OS is the real filesystem. Its methods are safe for concurrent use and
 // return the *os.PathError or *os.LinkError of the os package, so callers can
-// test them with errors.Is(err, os.ErrNotExist) and the like.
+// test them with errors.Is(err, os.ErrNotExist) and the like. It creates
+// files 0600 and directories 0700: a log holds a database's every write, for
+// its owner only.
 var OS FS = osFS{}
 
 type osFS struct{}
 
 func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +54,7 @@ func (osFS) Open(name string) (File, error) {
 func (osFS) Remove(name string) error              { return os.Remove(name) }
 func (osFS) RemoveAll(name string) error           { return os.RemoveAll(name) }
 func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
-func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o755) }
+func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o700) }
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 func (osFS) Lock(name string) (io.Closer, error)   { return lockFile(name) }
 

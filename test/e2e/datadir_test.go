@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,51 @@ func TestServedDataDirectoryIsExclusive(t *testing.T) {
 	code, out = runTern(t, "--server", s.addr, "log", "list")
 	if code != 0 || !strings.Contains(out, "hello") || strings.Contains(out, "other") {
 		t.Fatalf("after all that, the server lists: exit %d\n%s", code, out)
+	}
+}
+
+// A served data directory, the embedded etcd's included, is its owner's
+// alone: no file or directory in it is open to the group or to others.
+func TestServedDataDirectoryIsPrivate(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	s := startServer(t, data)
+	for _, args := range [][]string{{"log", "create", "private"}, {"sub", "create", "private", "s"}} {
+		if code, out := runTern(t, append([]string{"--server", s.addr}, args...)...); code != 0 {
+			t.Fatalf("tern %v: exit %d\n%s", args, code, out)
+		}
+	}
+	cmd := exec.Command(ternBin, "--server", s.addr, "append", "private")
+	cmd.Stdin = strings.NewReader("secret\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("append: %v\n%s", err, out)
+	}
+	s.stop()
+	checkPrivate(t, data)
+}
+
+// checkPrivate fails for every file or directory under root that its group
+// or others may use.
+func checkPrivate(t *testing.T, root string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n++
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s is %v: want no access for group and others", path, perm)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("walked %d paths under %s: the data directory is not what it should be", n, root)
 	}
 }
