@@ -144,6 +144,24 @@ type mapping struct {
 	reason string
 }
 
+// Mapping is one row of the table: the error, its status code and its
+// ErrorInfo reason.
+type Mapping struct {
+	Err    error
+	Code   codes.Code
+	Reason string
+}
+
+// Table returns the table, in the order it is matched in: docs/server.md
+// prints it for operators, and a test keeps the two the same.
+func Table() []Mapping {
+	t := make([]Mapping, len(mappings))
+	for i, m := range mappings {
+		t[i] = Mapping{m.err, m.code, m.reason}
+	}
+	return t
+}
+
 var mappings = []mapping{
 	{ErrTruncated, codes.OutOfRange, "TRUNCATED"},
 	{ErrOutOfRange, codes.OutOfRange, "OUT_OF_RANGE"},
