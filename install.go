@@ -1,0 +1,221 @@
+package tern
+
+// An installation owns its object-store prefix.
+//
+// An installation is one metadata store (a bbolt file, or an etcd root) with
+// everything it knows: its ID is created once with the metadata
+// (meta.Store.Installation). Two installations on one object-store prefix
+// would share keys, since log IDs and segment numbers come from the
+// metadata: the second would read, seal, compact and delete the first's
+// objects. Two things keep them apart:
+//
+//   - the claim: an object at claimKey, stored with PutIfAbsent by the first
+//     client that opens the prefix, names the installation that owns it. A
+//     client whose installation is another refuses to open (claimStorage).
+//   - the keys: a log created under an installation keeps its objects under
+//     <installation ID>/<log ID>/, so even without the claim (deleted by
+//     hand, or raced) two installations never share a key. A log created
+//     before installations had IDs keeps its old keys, <log ID>/
+//     (objectPrefix).
+//
+// The claim object is JSON, version 1, written once and never changed:
+//
+//	{"v":1,"installation":"MB3HYQ6N2T5WJQKUXA7VCZ4L2E",
+//	 "created":"2026-11-26T05:40:46.123456Z","claimed":"2026-11-26T05:41:00Z",
+//	 "metadata":"etcd 127.0.0.1:2379 root \"/tern/\", data directory host:/var/lib/tern"}
+//
+// installation and created are the owner's meta.Installation; claimed is
+// when the claim was stored, and metadata says for a human where the
+// owner's metadata was when it claimed the prefix.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/vfs"
+)
+
+// claimKey is the key of the claim object, relative to the store's prefix.
+const claimKey = "tern-installation"
+
+// claimVersion is the version written in, and required of, a claim.
+const claimVersion = 1
+
+// claim is the claim object.
+type claim struct {
+	V            int       `json:"v"`
+	Installation string    `json:"installation"`
+	Created      time.Time `json:"created"`
+	Claimed      time.Time `json:"claimed"`
+	Metadata     string    `json:"metadata"`
+}
+
+// installation returns the installation of the metadata store, and, with an
+// object store, makes sure the store's prefix is this installation's:
+// claimed by it now if nobody has claimed it, and refused if another
+// installation has.
+func installation(ctx context.Context, b blob.Bucket, store meta.Store, opts Options) (meta.Installation, error) {
+	in, err := store.Installation(ctx)
+	if err != nil {
+		return meta.Installation{}, fmt.Errorf("tern: %w", err)
+	}
+	if b == nil {
+		return in, nil
+	}
+	owner, err := readClaim(ctx, b)
+	if errors.Is(err, blob.ErrNotFound) {
+		owner, err = putClaim(ctx, b, store, in, opts)
+	}
+	if err != nil {
+		return meta.Installation{}, fmt.Errorf("tern: object store %s: %w", opts.Storage.URL, err)
+	}
+	if owner.Installation != in.ID {
+		return meta.Installation{}, fmt.Errorf("%w: the object store %s belongs to another Tern installation: its %s object names installation %s "+
+			"(created %s, metadata %s), and this client's metadata (%s) is installation %s. "+
+			"One installation never reads, writes or deletes another's objects: "+
+			"give this one another prefix (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), or open the metadata store that owns this one",
+			ErrInvalid, opts.Storage.URL, claimKey, owner.Installation, owner.Created.Format(time.RFC3339), owner.Metadata,
+			describeMeta(opts), in.ID)
+	}
+	return in, nil
+}
+
+func readClaim(ctx context.Context, b blob.Bucket) (claim, error) {
+	data, err := b.Get(ctx, claimKey)
+	if err != nil {
+		return claim{}, err
+	}
+	var c claim
+	if err := json.Unmarshal(data, &c); err != nil {
+		return claim{}, fmt.Errorf("%s is not a claim of Tern's: %w", claimKey, err)
+	}
+	if c.V != claimVersion || c.Installation == "" {
+		return claim{}, fmt.Errorf("%s is not a claim this version of Tern reads (version %d, installation %q)", claimKey, c.V, c.Installation)
+	}
+	return c, nil
+}
+
+// putClaim claims the prefix for in, unless it holds objects of an
+// installation from before installation IDs that this metadata store does
+// not know, and returns the claim stored: in's, or that of an installation
+// that claimed it first.
+func putClaim(ctx context.Context, b blob.Bucket, store meta.Store, in meta.Installation, opts Options) (claim, error) {
+	if err := checkUnclaimed(ctx, b, store, opts); err != nil {
+		return claim{}, err
+	}
+	c := claim{V: claimVersion, Installation: in.ID, Created: in.Created, Claimed: time.Now().UTC(), Metadata: describeMeta(opts)}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return claim{}, err
+	}
+	err = b.PutIfAbsent(ctx, claimKey, data)
+	if errors.Is(err, blob.ErrExist) {
+		return readClaim(ctx, b) // another client came first: whose is it?
+	}
+	if err != nil {
+		return claim{}, fmt.Errorf("claim the prefix: %w", err)
+	}
+	return c, nil
+}
+
+// legacyKey matches the keys of the logs created before installations had
+// IDs: <log ID>/<segment>/...
+var legacyKey = regexp.MustCompile(`^[0-9]+/`)
+
+// checkUnclaimed refuses a prefix that holds objects of logs created before
+// installations had IDs unless this metadata store has such logs itself: it
+// is then the installation that wrote them, opened for the first time by a
+// version that claims its prefix. Else they are another installation's,
+// whose keys this one's logs of the same IDs would share.
+func checkUnclaimed(ctx context.Context, b blob.Bucket, store meta.Store, opts Options) error {
+	logs, err := store.ListLogs(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list logs: %w", err)
+	}
+	for _, l := range logs {
+		if l.Installation == "" && inObjects(l) {
+			return nil
+		}
+	}
+	objs, err := b.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list the objects: %w", err)
+	}
+	for _, o := range objs {
+		if legacyKey.MatchString(o.Key) {
+			return fmt.Errorf("%w: the object store %s holds objects of logs that this client's metadata (%s) does not know, "+
+				"written by a Tern installation from before installations claimed their prefix (such as %s): "+
+				"give this installation another prefix (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), "+
+				"or open the metadata store that owns them; if they are no one's, delete them",
+				ErrInvalid, opts.Storage.URL, describeMeta(opts), o.Key)
+		}
+	}
+	return nil
+}
+
+// inObjects reports whether the log is kept in the object store.
+func inObjects(l meta.Log) bool {
+	var o LogOptions
+	return json.Unmarshal(l.Options, &o) == nil && (o.Mode == ModeObject || o.Mode == ModeQuorum)
+}
+
+// describeMeta says, for a human, where the metadata of opts is.
+func describeMeta(opts Options) string {
+	host, _ := os.Hostname()
+	dir := cmp.Or(host, "localhost") + ":" + opts.Dir
+	if abs, err := filepath.Abs(opts.Dir); err == nil {
+		dir = cmp.Or(host, "localhost") + ":" + abs
+	}
+	if len(opts.Etcd) > 0 {
+		return fmt.Sprintf("etcd %s root %q, data directory %s", strings.Join(opts.Etcd, ","), cmp.Or(opts.EtcdRoot, "/tern/"), dir)
+	}
+	return "bbolt file " + filepath.Join(dir, "meta.db")
+}
+
+// objectPrefix is the key prefix of the log's objects: under its
+// installation's ID, or, for a log created before installations had IDs,
+// under its ID alone.
+func objectPrefix(m meta.Log) string {
+	if m.Installation == "" {
+		return strconv.FormatUint(m.ID, 10) + "/"
+	}
+	return m.Installation + "/" + strconv.FormatUint(m.ID, 10) + "/"
+}
+
+// deletedObjects returns the object prefix that the objects mark of the
+// deleted log id names, and false if the log has no mark (it had no
+// objects). A mark written before installations had IDs is empty and names
+// the old prefix; one that names neither form of the log's prefix (never
+// written so: every mark is synced before the log is marked deleted) is an
+// error, since deleting under a wrong prefix would delete other logs.
+func (c *embeddedClient) deletedObjects(id uint64) (string, bool, error) {
+	data, err := vfs.ReadFile(c.fs, filepath.Join(c.logDir(id), objectsMark))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("tern: read the objects mark of log %d: %w", id, err)
+	}
+	prefix := string(data)
+	legacy := objectPrefix(meta.Log{ID: id})
+	switch {
+	case prefix == "":
+		return legacy, true, nil
+	case prefix == legacy, prefix == objectPrefix(meta.Log{ID: id, Installation: c.install.ID}):
+		return prefix, true, nil
+	}
+	return "", false, fmt.Errorf("tern: the objects mark of log %d names %q, not a prefix of the log's: remove %s by hand",
+		id, prefix, c.logDir(id))
+}
