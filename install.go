@@ -78,6 +78,9 @@ func installation(ctx context.Context, b blob.Bucket, store meta.Store, opts Opt
 	if errors.Is(err, blob.ErrNotFound) {
 		owner, err = putClaim(ctx, b, store, in, opts)
 	}
+	if errors.Is(err, ErrInvalid) {
+		return meta.Installation{}, err // says which store, and what to do
+	}
 	if err != nil {
 		return meta.Installation{}, fmt.Errorf("tern: object store %s: %w", opts.Storage.URL, err)
 	}

@@ -121,6 +121,7 @@ func TestInstallationOwnsPrefix(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("open of a second installation on the prefix: %v, want ErrInvalid", err)
 		}
+		t.Logf("the refusal: %v", err)
 		for _, want := range []string{"another Tern installation", claimKey, embeddedOf(a).install.ID, "another prefix", dirA} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("the refusal %q does not say %q", err, want)
