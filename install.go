@@ -88,7 +88,8 @@ func installation(ctx context.Context, b blob.Bucket, store meta.Store, opts Opt
 		return meta.Installation{}, fmt.Errorf("%w: the object store %s belongs to another Tern installation: its %s object names installation %s "+
 			"(created %s, metadata %s), and this client's metadata (%s) is installation %s. "+
 			"One installation never reads, writes or deletes another's objects: "+
-			"give this one another prefix (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), or open the metadata store that owns this one",
+			"give this one another prefix in the storage URL (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), "+
+			"or open the metadata that owns the prefix (tern serve --data or --etcd; Options.Dir or Options.Etcd)",
 			ErrInvalid, opts.Storage.URL, claimKey, owner.Installation, owner.Created.Format(time.RFC3339), owner.Metadata,
 			describeMeta(opts), in.ID)
 	}
@@ -160,8 +161,8 @@ func checkUnclaimed(ctx context.Context, b blob.Bucket, store meta.Store, opts O
 		if legacyKey.MatchString(o.Key) {
 			return fmt.Errorf("%w: the object store %s holds objects of logs that this client's metadata (%s) does not know, "+
 				"written by a Tern installation from before installations claimed their prefix (such as %s): "+
-				"give this installation another prefix (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), "+
-				"or open the metadata store that owns them; if they are no one's, delete them",
+				"give this installation another prefix in the storage URL (s3://BUCKET/OTHER-PREFIX?..., dir:///OTHER-DIR), "+
+				"or open the metadata that owns them (tern serve --data or --etcd; Options.Dir or Options.Etcd); if they are no one's, delete them",
 				ErrInvalid, opts.Storage.URL, describeMeta(opts), o.Key)
 		}
 	}
