@@ -48,7 +48,7 @@ import (
 )
 
 // claimKey is the key of the claim object, relative to the store's prefix.
-const claimKey = "tern-installation"
+const claimKey = blob.ClaimKey
 
 // claimVersion is the version written in, and required of, a claim.
 const claimVersion = 1
