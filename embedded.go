@@ -18,7 +18,6 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -467,12 +466,8 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 // removeData removes the data of a deleted log: its objects, if the client
 // has an object store, then its directory and the mark in it.
 func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
-	if prefix, ok, err := c.deletedObjects(id); err != nil {
+	if keep, err := c.removeObjects(ctx, id); err != nil || keep {
 		return err
-	} else if ok && c.bucket != nil {
-		if err := objlog.DeleteAll(ctx, c.bucket, prefix); err != nil {
-			return fmt.Errorf("tern: delete the objects of log %d: %w", id, err)
-		}
 	}
 	if err := c.fs.RemoveAll(c.logDir(id)); err != nil {
 		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)

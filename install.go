@@ -44,6 +44,7 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -198,12 +199,18 @@ func objectPrefix(m meta.Log) string {
 	return m.Installation + "/" + strconv.FormatUint(m.ID, 10) + "/"
 }
 
+// errForeignMark says that the objects mark of a deleted log names a prefix
+// that is not one of the log's in this installation: written by another
+// installation (its metadata was replaced under the data directory), or
+// damaged, since every mark is synced before its log is marked deleted.
+// Deleting under it could delete other logs' objects.
+var errForeignMark = errors.New("tern: the objects mark names another prefix")
+
 // deletedObjects returns the object prefix that the objects mark of the
 // deleted log id names, and false if the log has no mark (it had no
 // objects). A mark written before installations had IDs is empty and names
-// the old prefix; one that names neither form of the log's prefix (never
-// written so: every mark is synced before the log is marked deleted) is an
-// error, since deleting under a wrong prefix would delete other logs.
+// the old prefix; one that names neither form of the log's prefix is
+// errForeignMark.
 func (c *embeddedClient) deletedObjects(id uint64) (string, bool, error) {
 	data, err := vfs.ReadFile(c.fs, filepath.Join(c.logDir(id), objectsMark))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -220,6 +227,27 @@ func (c *embeddedClient) deletedObjects(id uint64) (string, bool, error) {
 	case prefix == legacy, prefix == objectPrefix(meta.Log{ID: id, Installation: c.install.ID}):
 		return prefix, true, nil
 	}
-	return "", false, fmt.Errorf("tern: the objects mark of log %d names %q, not a prefix of the log's: remove %s by hand",
-		id, prefix, c.logDir(id))
+	return "", false, fmt.Errorf("%w: %q, not log %d's in installation %s", errForeignMark, prefix, id, c.install.ID)
+}
+
+// removeObjects deletes the objects of the deleted log id, those under the
+// prefix its objects mark names, if it has one and the client has an object
+// store. keep says the log's directory must stay: its mark names a prefix
+// that is not the log's.
+func (c *embeddedClient) removeObjects(ctx context.Context, id uint64) (keep bool, err error) {
+	prefix, ok, err := c.deletedObjects(id)
+	switch {
+	case errors.Is(err, errForeignMark):
+		c.opts.Logger.Warn("keeping a deleted log's directory whose objects are not this installation's; remove it by hand",
+			"dir", c.logDir(id), "err", err)
+		return true, nil
+	case err != nil:
+		return false, err
+	case !ok || c.bucket == nil:
+		return false, nil
+	}
+	if err := objlog.DeleteAll(ctx, c.bucket, prefix); err != nil {
+		return false, fmt.Errorf("tern: delete the objects of log %d: %w", id, err)
+	}
+	return false, nil
 }

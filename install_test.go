@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -317,4 +319,30 @@ func legacyLog(t *testing.T, c *Client, name string, payloads ...string) {
 	w := openWriter(t, c, name)
 	appendAll(t, w, payloads...)
 	w.Close()
+}
+
+// A deleted log's mark that names objects outside the log's prefixes (its
+// metadata was replaced under the data directory) deletes nothing: the
+// client opens, and the objects and the directory stay.
+func TestInstallationForeignDeleteMark(t *testing.T) {
+	store, data := t.TempDir(), t.TempDir()
+	st := StorageOptions{URL: "dir://" + store}
+	c := mustOpenStorage(t, data, st)
+	c.Close()
+	dir := filepath.Join(data, "logs", "9")
+	if err := os.MkdirAll(filepath.Join(store, "OTHERINSTALLATION", "9", "00000001"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	obj := filepath.Join(store, "OTHERINSTALLATION", "9", "00000001", "00000000")
+	os.WriteFile(obj, []byte("another installation's"), 0o644)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, objectsMark), []byte("OTHERINSTALLATION/9/"), 0o644)
+	os.WriteFile(filepath.Join(dir, deletedMark), nil, 0o644)
+
+	mustOpenStorage(t, data, st)
+	for _, path := range []string{obj, dir} {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: %v, want it kept", path, err)
+		}
+	}
 }
