@@ -132,6 +132,7 @@ func putClaim(ctx context.Context, b blob.Bucket, store meta.Store, in meta.Inst
 	if err != nil {
 		return claim{}, fmt.Errorf("claim the prefix: %w", err)
 	}
+	opts.Logger.Info("claimed the object store's prefix for this installation", "storage", opts.Storage.URL, "installation", in.ID, "key", claimKey)
 	return c, nil
 }
 
