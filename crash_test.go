@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -297,9 +298,10 @@ func TestCrashKeepsDeleteMarks(t *testing.T) {
 	if _, err := w.Append(t.Context(), Entry{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
+	prefix := objectPrefix(meta.Log{ID: logOf(l).id, Installation: embeddedOf(c).install.ID})
 	objects := func() []string {
 		var keys []string
-		filepath.WalkDir(filepath.Join(store, strconv.FormatUint(logOf(l).id, 10)), func(path string, d fs.DirEntry, err error) error {
+		filepath.WalkDir(filepath.Join(store, prefix), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.Type().IsRegular() {
 				keys = append(keys, path)
 			}
@@ -315,7 +317,7 @@ func TestCrashKeepsDeleteMarks(t *testing.T) {
 	}
 	// What DeleteLog does before it removes the objects.
 	embeddedOf(c).mu.Lock()
-	if err := embeddedOf(c).markDeleted(logOf(l).id, true); err != nil {
+	if err := embeddedOf(c).markDeleted(logOf(l).id, prefix); err != nil {
 		t.Fatal(err)
 	}
 	if err := embeddedOf(c).meta.DeleteLog(t.Context(), "obj"); err != nil {

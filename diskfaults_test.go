@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -609,7 +610,7 @@ func objectLog(t *testing.T, crash bool) (map[string][]byte, []string, map[strin
 	batches := map[string][]batchPos{}
 	compacted := 0
 	for rel, b := range snap {
-		if !strings.HasPrefix(rel, fmt.Sprintf("store/%d/", logOf(l).id)) || bytes.HasPrefix(b, []byte("TRNFENCE")) {
+		if !strings.HasPrefix(rel, "store/"+objectPrefix(meta.Log{ID: logOf(l).id, Installation: embeddedOf(c).install.ID})) || bytes.HasPrefix(b, []byte("TRNFENCE")) {
 			continue // not the log's, or the fence of the first writer's segment: no entries
 		}
 		objs = append(objs, rel)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
-	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -29,6 +28,9 @@ type embeddedClient struct {
 	fs     vfs.FS
 	meta   meta.Store
 	bucket blob.Bucket // the object store, or nil
+	// install is the metadata's installation, which owns the object
+	// store's prefix (install.go).
+	install meta.Installation
 
 	mu     sync.Mutex
 	logs   map[string]*embeddedLog // opened logs, by name
@@ -80,6 +82,10 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		return nil, err
 	}
 	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	if c.install, err = installation(ctx, bucket, store, opts); err != nil {
+		c.closeStores()
+		return nil, err
+	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()
@@ -355,7 +361,7 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 	if c.closed {
 		return nil, ErrClosed
 	}
-	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc})
+	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc, Installation: c.install.ID})
 	if errors.Is(err, meta.ErrExist) {
 		return nil, fmt.Errorf("%w: %q", ErrExist, name)
 	}
@@ -442,7 +448,11 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 		delete(c.logs, name)
 		l.close()
 	}
-	if err := c.markDeleted(m.ID, object); err != nil {
+	var prefix string // of its objects, if any
+	if object {
+		prefix = objectPrefix(m)
+	}
+	if err := c.markDeleted(m.ID, prefix); err != nil {
 		return err
 	}
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
@@ -456,10 +466,8 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 // removeData removes the data of a deleted log: its objects, if the client
 // has an object store, then its directory and the mark in it.
 func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
-	if c.bucket != nil {
-		if err := objlog.DeleteAll(ctx, c.bucket, fmt.Sprintf("%d/", id)); err != nil {
-			return fmt.Errorf("tern: delete the objects of log %d: %w", id, err)
-		}
+	if keep, err := c.removeObjects(ctx, id); err != nil || keep {
+		return err
 	}
 	if err := c.fs.RemoveAll(c.logDir(id)); err != nil {
 		return fmt.Errorf("tern: delete the data of log %d: %w", id, err)
@@ -472,14 +480,15 @@ func (c *embeddedClient) removeData(ctx context.Context, id uint64) error {
 }
 
 // markDeleted durably marks a log's directory as data to remove, and, for
-// a log in object storage, as one whose objects are to be removed too.
-func (c *embeddedClient) markDeleted(id uint64, objects bool) error {
+// a log in object storage (objects names its prefix), as one whose objects
+// are to be removed too.
+func (c *embeddedClient) markDeleted(id uint64, objects string) error {
 	dir := c.logDir(id)
 	if err := vfs.MkdirAllSync(c.fs, dir); err != nil {
 		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 	}
 	marks := []string{deletedMark}
-	if objects {
+	if objects != "" {
 		marks = []string{objectsMark, deletedMark}
 	}
 	for _, mark := range marks {
@@ -488,7 +497,10 @@ func (c *embeddedClient) markDeleted(id uint64, objects bool) error {
 			return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 		}
 		if err == nil {
-			if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			if mark == objectsMark {
+				_, err = io.WriteString(f, objects)
+			}
+			if err := errors.Join(err, f.Sync(), f.Close()); err != nil {
 				return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 			}
 		}

@@ -56,7 +56,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		oo := objlog.Options{
 			Bucket:        c.bucket,
 			Meta:          objlog.StoreMeta(c.meta, m.Name),
-			Prefix:        fmt.Sprintf("%d/", m.ID),
+			Prefix:        objectPrefix(m),
 			FlushBytes:    opts.FlushBytes,
 			FlushInterval: opts.FlushInterval,
 			MaxInFlight:   opts.UploadsInFlight,

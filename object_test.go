@@ -1,6 +1,7 @@
 package tern_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -50,16 +51,18 @@ func TestObjectLogDeleted(t *testing.T) {
 	if err := c.DeleteLog(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if n := countFiles(t, filepath.Join(store, "1")); n != 0 {
+	keys := filepath.Join(store, installationOf(t, store)) // the logs' keys are under it
+	if n := countFiles(t, filepath.Join(keys, "1")); n != 0 {
 		t.Fatalf("%d objects of the deleted log are left", n)
 	}
-	if n := countFiles(t, filepath.Join(store, "2")); n == 0 {
+	if n := countFiles(t, filepath.Join(keys, "2")); n == 0 {
 		t.Fatal("deleting a removed the objects of b")
 	}
 	c.Close()
 
 	// A deletion interrupted after the metadata: the marks and the objects
-	// of a log the metadata no longer has.
+	// of a log the metadata no longer has, from before installation IDs
+	// (an empty OBJECTS mark, keys under the log's ID alone).
 	dir := filepath.Join(data, "logs", "9")
 	os.MkdirAll(dir, 0o755)
 	for _, mark := range []string{"OBJECTS", "DELETED"} {
@@ -170,4 +173,19 @@ func TestObjectLogCollectedUnopened(t *testing.T) {
 			t.Fatalf("%d objects, %d before: retention did not run on the unopened log", countFiles(t, store), before)
 		}
 	}
+}
+
+// installationOf is the installation that claimed the dir:// store, under
+// whose ID its logs' objects are.
+func installationOf(t *testing.T, store string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(store, "tern-installation"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim struct{ Installation string }
+	if err := json.Unmarshal(data, &claim); err != nil || claim.Installation == "" {
+		t.Fatalf("claim %s: %v", data, err)
+	}
+	return claim.Installation
 }

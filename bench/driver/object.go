@@ -12,6 +12,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/units"
 )
@@ -135,6 +136,9 @@ func afterObjectRun(ctx context.Context, copts tern.Options, names []string, r *
 			}
 		}
 		errs = append(errs, c.Close())
+		if len(errs) == 1 && errs[0] == nil {
+			errs = append(errs, unclaim(dctx, copts.Storage))
+		}
 		if derr := errors.Join(errs...); derr != nil {
 			err = errors.Join(err, fmt.Errorf("delete the run's logs: %w (objects may be left in %s)", derr, copts.Storage.URL))
 		}
@@ -177,4 +181,16 @@ func afterObjectRun(ctx context.Context, copts tern.Options, names []string, r *
 	r.Notes = append(r.Notes, fmt.Sprintf("%d objects (one PUT each) held the %.3f GB written: %.1f per GB; after compaction (%.2f s) %d: %.1f per GB",
 		objects, gb, r.Extra["objects_per_gb"], compacting.Seconds(), compacted, r.Extra["objects_per_gb_compacted"]))
 	return nil
+}
+
+// unclaim deletes the claim the run's installation put on the run's
+// prefix, the last object the run leaves there once its logs are deleted.
+func unclaim(ctx context.Context, st tern.StorageOptions) error {
+	b, err := blob.OpenURL(ctx, st.URL, blob.S3Options{
+		AccessKey: st.AccessKey, SecretKey: st.SecretKey, SessionToken: st.SessionToken, SSECKey: st.SSECKey,
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(b.Delete(ctx, blob.ClaimKey), b.Close())
 }

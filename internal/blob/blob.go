@@ -65,3 +65,8 @@ type Bucket interface {
 	// Close releases the bucket's resources (not the objects).
 	Close() error
 }
+
+// ClaimKey is the key of the object by which an installation of Tern (one
+// metadata store) claims the prefix of a bucket: package tern writes it,
+// and refuses a prefix another installation has claimed.
+const ClaimKey = "tern-installation"

@@ -29,6 +29,8 @@ package meta
 //	                          big-endian, so keys sort by Seq (the order
 //	                          Segments returns and the one CreateSegment
 //	                          finds the newest segment by)
+//	installation              bucket, created by the first Installation
+//	  id -> <install record>  the store's installation (bolt_install.go)
 //
 // A record is a JSON object, version 1:
 //
@@ -40,6 +42,9 @@ package meta
 //	options     Log.Options, base64 (standard, padded); null for nil
 //	epoch       Log.Epoch
 //	start       Log.Start
+//	installation
+//	            Log.Installation; absent when empty (every record written
+//	            before installations had IDs)
 //
 // A sub record is a JSON object, version 1:
 //
@@ -174,7 +179,8 @@ func (e *lockedError) Error() string {
 
 func (e *lockedError) Unwrap() error { return ErrLocked }
 
-// CreateLog implements Store. Only l.Name and l.Options are used; the new log
+// CreateLog implements Store. Only l.Name, l.Options and l.Installation are
+// used; the new log
 // has Epoch 0 and Start 0. Created is truncated to microseconds, the precision
 // the file keeps.
 func (b *Bolt) CreateLog(ctx context.Context, l Log) (Log, error) {
@@ -182,9 +188,10 @@ func (b *Bolt) CreateLog(ctx context.Context, l Log) (Log, error) {
 		return Log{}, err
 	}
 	l = Log{
-		Name:    l.Name,
-		Created: time.Now().UTC().Truncate(time.Microsecond),
-		Options: l.Options,
+		Name:         l.Name,
+		Created:      time.Now().UTC().Truncate(time.Microsecond),
+		Options:      l.Options,
+		Installation: l.Installation,
 	}
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(logsBucket)
@@ -388,6 +395,9 @@ type record struct {
 	Options   []byte `json:"options"`
 	Epoch     uint64 `json:"epoch"`
 	Start     uint64 `json:"start"`
+	// Installation is omitted when empty, as in the records written
+	// before it existed.
+	Installation string `json:"installation,omitempty"`
 }
 
 // encodeLog returns the record for l; l.Name is the key and is not encoded.
@@ -400,6 +410,8 @@ func encodeLog(l Log) ([]byte, error) {
 		Options:   l.Options,
 		Epoch:     l.Epoch,
 		Start:     l.Start,
+
+		Installation: l.Installation,
 	})
 }
 
@@ -419,6 +431,8 @@ func decodeLog(v []byte) (Log, error) {
 		Options: r.Options,
 		Epoch:   r.Epoch,
 		Start:   r.Start,
+
+		Installation: r.Installation,
 	}, nil
 }
 

@@ -6,10 +6,14 @@ package meta
 // Log names may contain '/', so names and IDs live under separate prefixes:
 //
 //	<root>names/<name>             the log's record (bolt.go): ID, Created,
-//	                               Options, Epoch, Start; <name> as is, so a
-//	                               prefix range is ListLogs
+//	                               Options, Epoch, Start, Installation;
+//	                               <name> as is, so a prefix range is
+//	                               ListLogs
 //	<root>ids                      the last log ID given out, decimal; IDs
 //	                               start at 1, increase and are never reused
+//	<root>installation             the store's install record
+//	                               (bolt_install.go), put once, by the first
+//	                               Installation, if absent
 //	<root>logs/<id>/writer         the epoch of the newest ClaimWriter,
 //	                               decimal, attached to the claiming store's
 //	                               lease: it names the epoch some process
@@ -198,16 +202,18 @@ func (e *Etcd) segPrefix(id uint64) string          { return e.logPrefix(id) + "
 func (e *Etcd) segKey(id, seq uint64) string        { return e.segPrefix(id) + fmt.Sprintf("%020d", seq) }
 func (e *Etcd) segTailKey(id uint64) string         { return e.logPrefix(id) + "segtail" }
 
-// CreateLog implements Store. Only l.Name and l.Options are used. Created is
+// CreateLog implements Store. Only l.Name, l.Options and l.Installation are
+// used. Created is
 // this process's clock, truncated to microseconds.
 func (e *Etcd) CreateLog(ctx context.Context, l Log) (Log, error) {
 	if err := ctx.Err(); err != nil {
 		return Log{}, err
 	}
 	l = Log{
-		Name:    l.Name,
-		Created: time.Now().UTC().Truncate(time.Microsecond),
-		Options: l.Options,
+		Name:         l.Name,
+		Created:      time.Now().UTC().Truncate(time.Microsecond),
+		Options:      l.Options,
+		Installation: l.Installation,
 	}
 	key, ids := e.nameKey(l.Name), e.idsKey()
 	resp, err := e.cli.Txn(ctx).Then(clientv3.OpGet(ids), clientv3.OpGet(key)).Commit()

@@ -53,6 +53,11 @@ type Log struct {
 	Epoch uint64
 	// Start is the truncation point: offsets below it may be gone.
 	Start uint64
+	// Installation is the ID of the installation that created the log
+	// (Store.Installation), set by the caller of CreateLog and never
+	// changed; it is part of the log's object keys. Empty for a log
+	// created before installations had IDs.
+	Installation string
 }
 
 // Sub is a subscription: a named, durable cursor on a log.
@@ -119,9 +124,14 @@ type Claim interface {
 
 // Store is the metadata store. Implementations are safe for concurrent use.
 type Store interface {
-	// CreateLog stores a new log with the given Name and Options, assigns its
-	// ID and Created time, and returns it. It fails with ErrExist if the name
-	// is taken.
+	// Installation returns the store's installation, creating it on the
+	// first call: concurrent first calls, in this process or in others
+	// sharing the store, all return the one that was stored first.
+	Installation(ctx context.Context) (Installation, error)
+
+	// CreateLog stores a new log with the given Name, Options and
+	// Installation, assigns its ID and Created time, and returns it. It
+	// fails with ErrExist if the name is taken.
 	CreateLog(ctx context.Context, l Log) (Log, error)
 	// Log returns the named log or ErrNotFound.
 	Log(ctx context.Context, name string) (Log, error)

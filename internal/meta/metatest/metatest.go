@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ConcurrentAdvanceStart", testConcurrentAdvanceStart},
 		{"Recreate", testRecreate},
 		{"CanceledContext", testCanceledContext},
+		{"Installation", testInstallation},
+		{"ConcurrentInstallation", testConcurrentInstallation},
+		{"LogInstallation", testLogInstallation},
 
 		{"Subs", testSubs},
 		{"SubNotFound", testSubNotFound},
@@ -580,5 +583,6 @@ func checkEqual(t *testing.T, what string, got, want meta.Log) {
 // compared by content (nil equals empty) and Created as an instant.
 func Equal(a, b meta.Log) bool {
 	return a.Name == b.Name && a.ID == b.ID && a.Created.Equal(b.Created) &&
-		bytes.Equal(a.Options, b.Options) && a.Epoch == b.Epoch && a.Start == b.Start
+		bytes.Equal(a.Options, b.Options) && a.Epoch == b.Epoch && a.Start == b.Start &&
+		a.Installation == b.Installation
 }
