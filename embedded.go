@@ -20,6 +20,7 @@ import (
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
+	"github.com/ternwal/tern/internal/wal"
 )
 
 // embeddedClient keeps logs in a data directory of this process. It is safe
@@ -29,6 +30,7 @@ type embeddedClient struct {
 	fs     vfs.FS
 	meta   meta.Store
 	bucket blob.Bucket // the object store, or nil
+	disk   *wal.Disk   // the data directory's disk: its reserve, and whether it is full
 
 	mu     sync.Mutex
 	logs   map[string]*embeddedLog // opened logs, by name
@@ -79,7 +81,8 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		}
 		return nil, err
 	}
-	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{},
+		disk: wal.NewDisk(fs, opts.Dir, opts.DiskReserveBytes, opts.Logger)}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()
@@ -321,7 +324,7 @@ func (c *embeddedClient) Close() error {
 
 // Health reports the full disk and the degraded logs this client knows of.
 func (c *embeddedClient) Health() (Health, error) {
-	return Health{}, nil
+	return Health{NoSpace: c.disk.Full()}, nil
 }
 
 func (c *embeddedClient) closeStores() error {

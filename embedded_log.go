@@ -96,6 +96,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 			SegmentAge:   opts.SegmentAge,
 			Epoch:        m.Epoch,
 			Start:        m.Start,
+			Disk:         c.disk,
 			Logger:       c.opts.Logger.With("log", m.Name),
 		})
 		if err != nil {

@@ -51,12 +51,13 @@ Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
-$TERN_ADVERTISE, $TERN_NODE_TTL) and the flags.
+$TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
   advertise: ""
   data: ./tern-data
+  disk_reserve: auto
   etcd: []
   etcd_root: /tern/
   http: 127.0.0.1:7071
@@ -68,6 +69,12 @@ storage_secret_key (a comment says when it is set):
   storage: ""
   storage_access_key: ""
   storage_ssec_key_file: ""
+
+Appends to local logs leave --disk-reserve free on the data directory's disk
+(auto: 256MiB, or a tenth of the filesystem if less), so that the embedded
+etcd and the subscriptions' cursors keep room: when the disk is full, appends
+fail with RESOURCE_EXHAUSTED and /readyz says so, reads and subscriptions go
+on, and appends are taken again by themselves once space is freed.
 
 SIGINT or SIGTERM stops the server gracefully: it stops taking calls, ends
 the open streams, syncs the logs and commits the subscriptions' cursors. A
@@ -116,6 +123,9 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		NodeID:      cfg.NodeID, Advertise: cfg.Advertise,
 		Logger:          logger,
 		ShutdownTimeout: a.shutdownTimeout,
+	}
+	if scfg.DiskReserveBytes, err = cfg.diskReserveBytes(); err != nil {
+		return err
 	}
 	if cfg.NodeID != "" {
 		if scfg.NodeTTL, err = time.ParseDuration(cfg.NodeTTL); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // Time limits of a running server.
@@ -76,6 +77,10 @@ type Config struct {
 	// and NodeTTL its lease.
 	NodeID, Advertise string
 	NodeTTL           time.Duration
+	// DiskReserveBytes is the free space on Data's filesystem that
+	// appends leave for the embedded etcd and the subscriptions' cursors
+	// (tern.Options.DiskReserveBytes): 0 the default, negative none.
+	DiskReserveBytes int64
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
@@ -198,11 +203,14 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		Storage:     cfg.Storage,
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
+
+		DiskReserveBytes: cfg.DiskReserveBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
 	}
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
+	registerDisk(reg, cfg.Data, c)
 
 	sopts := Options{Logger: logger, Registerer: reg}
 	gopts := grpcopts.Server()
@@ -451,4 +459,32 @@ func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// registerDisk exports the state of the data directory's disk: whether
+// appends are refused for want of space (tern_disk_full, as /readyz says),
+// and the free space an unprivileged writer has there.
+func registerDisk(reg prometheus.Registerer, dir string, c *tern.Client) {
+	labels := prometheus.Labels{"dir": dir}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "tern_disk_full",
+		Help:        "1 while appends to the local logs are refused because the disk of the data directory is full (or below --disk-reserve), else 0.",
+		ConstLabels: labels,
+	}, func() float64 {
+		if h, err := c.Health(); err == nil && h.NoSpace != "" {
+			return 1
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "tern_disk_free_bytes",
+		Help:        "Free bytes on the filesystem of the data directory, as statfs(2) reports them to an unprivileged process.",
+		ConstLabels: labels,
+	}, func() float64 {
+		s, ok, err := vfs.SpaceOf(vfs.OS, dir)
+		if err != nil || !ok {
+			return -1
+		}
+		return float64(s.Free)
+	}))
 }
