@@ -75,10 +75,11 @@ func (d *Disk) Reserve() int64 {
 	return d.reserve
 }
 
-// Full returns why appends to the disk's logs are refused or failing (it
-// names the directory), or "" when the disk has room: since the last append
-// that found the disk full, no append has succeeded, and the filesystem
-// does not show room either.
+// Full returns the data directory while appends to its logs are refused or
+// failing for want of space, or "" when its disk has room: Full reports the
+// disk full from the append that found it so (full, or below the reserve)
+// until an append succeeds, or the filesystem shows room again (at least a
+// MiB above the reserve).
 func (d *Disk) Full() string {
 	if d == nil {
 		return ""
@@ -91,7 +92,10 @@ func (d *Disk) Full() string {
 	if s, ok := d.statLocked(false); ok && s.Free >= d.reserve+clearSlack {
 		d.clearLocked()
 	}
-	return d.full
+	if d.full == "" {
+		return ""
+	}
+	return d.dir
 }
 
 // admit refuses, with an error wrapping rpcerr.ErrNoSpace, to write n more
@@ -106,8 +110,8 @@ func (d *Disk) admit(n int64) error {
 	if !ok || s.Free-n >= d.reserve {
 		return nil
 	}
-	err := fmt.Errorf("%w: the disk of %s has %s free, and appends leave %s (the reserve, for the metadata and the subscriptions' cursors; --disk-reserve, tern.Options.DiskReserveBytes): appends are refused until space is freed (truncate or delete logs, or free the disk)",
-		rpcerr.ErrNoSpace, d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve))
+	err := fmt.Errorf("%w: the disk of %s has %s free, and appends leave %s free (the reserve, for the metadata and the subscriptions' cursors; --disk-reserve, tern.Options.DiskReserveBytes): appends of %s are refused until space is freed (truncate or delete logs, or free the disk)",
+		rpcerr.ErrNoSpace, d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve), units.FormatBytes(n))
 	d.setFullLocked(fmt.Sprintf("%s has %s free, below the reserve of %s", d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve)))
 	return err
 }

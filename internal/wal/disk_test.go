@@ -221,7 +221,7 @@ func TestDiskReserve(t *testing.T) {
 	if used() != size {
 		t.Fatalf("a refused append wrote %d bytes", used()-size)
 	}
-	if full := disk.Full(); !strings.Contains(full, "reserve") {
+	if full := disk.Full(); full != "/data" {
 		t.Fatalf("Full while the reserve is reached: %q", full)
 	}
 	mu.Lock()
