@@ -28,6 +28,7 @@ type Disk struct {
 
 	mu      sync.Mutex
 	full    string    // why appends are refused or failing; empty while there is room
+	fullAt  int64     // free bytes when the disk was found full, as statfs said
 	warned  bool      // a failed statfs was logged
 	free    int64     // free bytes at checked, less what was written since
 	checked time.Time // zero: never
@@ -38,9 +39,11 @@ type Disk struct {
 // reserve.
 const diskCheckEvery = 5 * time.Millisecond
 
-// clearSlack is how much room above the reserve a full Disk wants to see
-// before it reports the disk as no longer full by itself (without a
-// successful append), so that the report does not flap at the boundary.
+// clearSlack is how much room a full Disk wants to see freed, and above the
+// reserve, before it reports the disk as no longer full by itself (without
+// a successful append): so that the report does not flap at the boundary,
+// and is not cleared by a filesystem whose statfs shows room it does not
+// give (a quota, btrfs metadata).
 const clearSlack = 1 << 20
 
 // DefaultReserve is the reserve NewDisk keeps when asked for the default:
@@ -78,8 +81,8 @@ func (d *Disk) Reserve() int64 {
 // Full returns the data directory while appends to its logs are refused or
 // failing for want of space, or "" when its disk has room: Full reports the
 // disk full from the append that found it so (full, or below the reserve)
-// until an append succeeds, or the filesystem shows room again (at least a
-// MiB above the reserve).
+// until an append succeeds, or statfs shows that space was freed since (a
+// MiB more than then, and a MiB above the reserve).
 func (d *Disk) Full() string {
 	if d == nil {
 		return ""
@@ -89,7 +92,7 @@ func (d *Disk) Full() string {
 	if d.full == "" {
 		return ""
 	}
-	if s, ok := d.statLocked(false); ok && s.Free >= d.reserve+clearSlack {
+	if s, ok := d.statLocked(false); ok && s.Free >= d.reserve+clearSlack && s.Free >= d.fullAt+clearSlack {
 		d.clearLocked()
 	}
 	if d.full == "" {
@@ -112,7 +115,7 @@ func (d *Disk) admit(n int64) error {
 	}
 	err := fmt.Errorf("%w: the disk of %s has %s free, and appends leave %s free (the reserve, for the metadata and the subscriptions' cursors; --disk-reserve, tern.Options.DiskReserveBytes): appends of %s are refused until space is freed (truncate or delete logs, or free the disk)",
 		rpcerr.ErrNoSpace, d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve), units.FormatBytes(n))
-	d.setFullLocked(fmt.Sprintf("%s has %s free, below the reserve of %s", d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve)))
+	d.setFullLocked(fmt.Sprintf("%s has %s free, below the reserve of %s", d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve)), s.Free)
 	return err
 }
 
@@ -139,8 +142,8 @@ func (d *Disk) failed(dir string, err error) error {
 	if d != nil {
 		dir = d.dir
 		d.mu.Lock()
-		d.setFullLocked(dir + " is full")
-		d.free, d.checked = 0, time.Time{} // ask again at the next append
+		s, _ := d.statLocked(true)
+		d.setFullLocked(dir+" is full", s.Free)
 		d.mu.Unlock()
 	}
 	return fmt.Errorf("%w: the disk of %s is full (%w): appends are refused until space is freed (truncate or delete logs, or free the disk); nothing acknowledged was lost",
@@ -167,11 +170,13 @@ func (d *Disk) statLocked(now bool) (vfs.Space, bool) {
 	return s, true
 }
 
-func (d *Disk) setFullLocked(why string) {
+// setFullLocked records that the disk was found full, with free bytes
+// free by statfs (0 if unknown).
+func (d *Disk) setFullLocked(why string, free int64) {
 	if d.full == "" {
 		d.logger.Warn("disk full: appends are refused until space is freed", "dir", d.dir, "why", why)
 	}
-	d.full = why
+	d.full, d.fullAt = why, free
 }
 
 func (d *Disk) clearLocked() {
