@@ -13,7 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/ternpb"
 )
 
 // diskFullEntryBytes is the size of the entries that fill the disk.
@@ -161,6 +167,7 @@ func TestDiskFull(t *testing.T) {
 	checkNoSpace(t, err, data)
 	t.Logf("up to the reserve: %d entries acknowledged, then: %v", end, err)
 	checkFull(t, s, data, true)
+	rawAppendNoSpace(t, s, "full", data)
 	checkLog(t, l, 0, end)
 	subscribe(t, l, 0, 100)
 	if _, err := c.CreateLog(deadline(t), "created-while-full", tern.LogOptions{}); err != nil {
@@ -172,6 +179,9 @@ func TestDiskFull(t *testing.T) {
 
 	// Truncate: retention deletes the segments below, and the next append
 	// is taken.
+	if w, err = l.OpenWriter(deadline(t)); err != nil { // rawAppendNoSpace fenced it
+		t.Fatal(err)
+	}
 	start := end / 2
 	if err := l.Truncate(deadline(t), start); err != nil {
 		t.Fatalf("truncate on a full disk: %v", err)
@@ -240,6 +250,29 @@ func TestDiskFull(t *testing.T) {
 	checkLog(t, l, info.Start, end)
 	if sub, err := l.Subscription(deadline(t), "sub"); err != nil || sub.Cursor != start+100 {
 		t.Fatalf("subscription after a restart: %+v, %v; want its cursor at %d", sub, err, start+100)
+	}
+}
+
+// rawAppendNoSpace appends to the log over raw gRPC, with a writer of its
+// own, and requires the status RESOURCE_EXHAUSTED with the reason NO_SPACE
+// and a message naming the data directory.
+func rawAppendNoSpace(t *testing.T, s *server, log, data string) {
+	t.Helper()
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	api := ternpb.NewTernClient(conn)
+	ctx := deadline(t)
+	ow, err := api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: log})
+	if err != nil {
+		t.Fatalf("open a writer on a full disk: %v", err)
+	}
+	_, err = api.Append(ctx, &ternpb.AppendRequest{Log: log, Epoch: ow.GetEpoch(), Entries: []*ternpb.Entry{{Payload: make([]byte, 4<<20)}}})
+	wantStatus(t, err, codes.ResourceExhausted, "NO_SPACE")
+	if !strings.Contains(status.Convert(err).Message(), data) {
+		t.Fatalf("append on a full disk: %v; want the message to name %s", err, data)
 	}
 }
 
