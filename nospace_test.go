@@ -3,6 +3,7 @@ package tern
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -53,5 +54,39 @@ func TestHealthReportsFullDisk(t *testing.T) {
 	}
 	if h, err := c.Health(); err != nil || h.NoSpace != "" {
 		t.Fatalf("Health once an append succeeded: %+v, %v; want NoSpace empty", h, err)
+	}
+}
+
+// A log whose directory does not fit on a full disk fails to open with
+// ErrNoSpace, and opens once there is room.
+func TestCreateLogOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	var full atomic.Bool
+	inject := func(op vfs.Op, name string) error {
+		if full.Load() && op == vfs.OpMkdir {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	c, err := Open(t.Context(), Options{Dir: dir, fs: vfs.WithErrors(vfs.OS, inject)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	full.Store(true)
+	if _, err := c.CreateLog(t.Context(), "full", LogOptions{}); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("create a log on a full disk: %v; want ErrNoSpace naming %s", err, dir)
+	}
+	full.Store(false)
+	l, err := c.OpenLog(t.Context(), "full")
+	if err != nil {
+		t.Fatalf("open the log once there is room: %v", err)
+	}
+	w, err := l.OpenWriter(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, err := w.Append(t.Context(), Entry{Payload: payload(0)}); err != nil || off != 0 {
+		t.Fatalf("append: offset %d, %v", off, err)
 	}
 }

@@ -146,7 +146,7 @@ func (l *Log) write(groups []*engine.Group) error {
 		return err
 	}
 	if err := l.roll(groups[0].Epoch, incoming); err != nil {
-		return l.opts.Disk.failed(l.opts.Dir, err)
+		return l.opts.Disk.Failed(l.opts.Dir, err)
 	}
 	mark, tail := l.w.Mark(), l.tail
 	err := func() error {
@@ -181,7 +181,7 @@ func (l *Log) write(groups []*engine.Group) error {
 		} else {
 			l.opts.Logger.Warn("append failed; segment cut back to its last good size", "path", l.w.Info().Path, "err", err)
 		}
-		return l.opts.Disk.failed(l.opts.Dir, err)
+		return l.opts.Disk.Failed(l.opts.Dir, err)
 	}
 	l.opts.Disk.wrote(total)
 	return nil

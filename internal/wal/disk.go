@@ -132,10 +132,10 @@ func (d *Disk) wrote(n int64) {
 	}
 }
 
-// failed returns err, wrapped in rpcerr.ErrNoSpace if it says the disk is
+// Failed returns err, wrapped in rpcerr.ErrNoSpace if it says the disk is
 // full (ENOSPC, EDQUOT), and then records that the disk is full. dir is the
-// log's directory.
-func (d *Disk) failed(dir string, err error) error {
+// directory written to, named in the error when d is nil.
+func (d *Disk) Failed(dir string, err error) error {
 	if err == nil || !vfs.IsNoSpace(err) {
 		return err
 	}
