@@ -76,6 +76,9 @@ type serveConfig struct {
 	// a size such as 256MiB, 0 for none, or "auto" for 256 MiB or a tenth
 	// of the filesystem if that is less.
 	DiskReserve string `json:"disk_reserve"`
+	// EtcdDir is the embedded etcd's data directory: empty for
+	// <data>/etcd. Another disk keeps etcd safe from a full data disk.
+	EtcdDir string `json:"etcd_dir"`
 
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
@@ -85,7 +88,7 @@ type serveConfig struct {
 // name them.
 var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
-	"disk_reserve"}
+	"disk_reserve", "etcd_dir"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -161,6 +164,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.Advertise, "TERN_ADVERTISE")
 	set(&cfg.NodeTTL, "TERN_NODE_TTL")
 	set(&cfg.DiskReserve, "TERN_DISK_RESERVE")
+	set(&cfg.EtcdDir, "TERN_ETCD_DIR")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -202,6 +206,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
 	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
 	fs.StringVar(&f.DiskReserve, "disk-reserve", d.DiskReserve, "the free `size` on the data directory's disk that appends leave for the metadata (the embedded etcd) and the subscriptions' cursors, such as 256MiB; 0 for none; $TERN_DISK_RESERVE (auto: 256MiB, or a tenth of the filesystem if less)")
+	fs.StringVar(&f.EtcdDir, "etcd-dir", d.EtcdDir, "the embedded etcd's data `directory`, on another disk than --data so that a full data disk cannot stop it; $TERN_ETCD_DIR (default: <data>/etcd)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -232,6 +237,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.Advertise, "advertise", f.Advertise)
 	set(&cfg.NodeTTL, "node-ttl", f.NodeTTL)
 	set(&cfg.DiskReserve, "disk-reserve", f.DiskReserve)
+	set(&cfg.EtcdDir, "etcd-dir", f.EtcdDir)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
@@ -277,6 +283,9 @@ func (c serveConfig) check() error {
 	}
 	if _, err := c.diskReserveBytes(); err != nil {
 		return err
+	}
+	if c.EtcdDir != "" && len(c.Etcd) > 0 {
+		return configErrorf("--etcd-dir is the directory of the embedded etcd, and --etcd names an external one: leave one out (or $TERN_ETCD_DIR, or etcd_dir: in the config file)")
 	}
 	if err := c.checkCluster(); err != nil {
 		return err
@@ -430,7 +439,7 @@ func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
-		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve}, c.Etcd...) {
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

@@ -109,6 +109,13 @@ log_level: debug
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
 
+	if got := printConfig(t, map[string]string{"TERN_ETCD_DIR": "/env/etcd"}); got.EtcdDir != "/env/etcd" {
+		t.Errorf("etcd_dir from the environment: %q", got.EtcdDir)
+	}
+	if got := printConfig(t, map[string]string{"TERN_ETCD_DIR": "/env/etcd"}, "--etcd-dir", "/flag/etcd"); got.EtcdDir != "/flag/etcd" {
+		t.Errorf("etcd_dir from the flag over the environment: %q", got.EtcdDir)
+	}
+
 	// What --print-config prints is a config file.
 	r := ternEnv(t, nil, "serve", "--print-config", "--config", path)
 	again := printConfig(t, nil, "--config", writeConfig(t, r.stdout))
@@ -298,6 +305,7 @@ func TestConfigStorageErrors(t *testing.T) {
 		{nil, append(store, "--node-id", "n1", "--node-ttl", "10ms"), []string{`node TTL "10ms"`, "at least 1s", "--node-ttl"}},
 		{nil, append(store, "--node-id", "n1", "--advertise", "nohost"), []string{`advertise address "nohost"`, "--advertise"}},
 		{map[string]string{"TERN_DISK_RESERVE": "lots"}, nil, []string{`size "lots"`, "auto", "--disk-reserve", "$TERN_DISK_RESERVE"}},
+		{map[string]string{"TERN_ETCD_DIR": "/x"}, []string{"--etcd", "a:1"}, []string{"--etcd-dir", "--etcd names an external one"}},
 	} {
 		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
 			r := ternEnv(t, tc.env, args...)

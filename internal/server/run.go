@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -77,6 +78,10 @@ type Config struct {
 	// and NodeTTL its lease.
 	NodeID, Advertise string
 	NodeTTL           time.Duration
+	// EtcdDir is the embedded etcd's data directory, when Etcd is empty:
+	// empty for Data/etcd. On a disk of its own, etcd is safe from a full
+	// data disk whatever fills it.
+	EtcdDir string
 	// DiskReserveBytes is the free space on Data's filesystem that
 	// appends leave for the embedded etcd and the subscriptions' cursors
 	// (tern.Options.DiskReserveBytes): 0 the default, negative none.
@@ -154,7 +159,10 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 
 	endpoints := cfg.Etcd
 	if len(endpoints) == 0 {
-		dir := filepath.Join(cfg.Data, "etcd")
+		dir := cmp.Or(cfg.EtcdDir, filepath.Join(cfg.Data, "etcd"))
+		if err := checkEtcdDir(cfg.Data, dir); err != nil {
+			return nil, err
+		}
 		etcd, err := meta.StartEtcd(ctx, dir, logger)
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded etcd in %s: %w", dir, err)
@@ -459,6 +467,22 @@ func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// checkEtcdDir refuses to start an embedded etcd with no data in dir for a
+// data directory that holds logs: their metadata is elsewhere (another
+// --etcd-dir, or a wiped one), and a fresh etcd would give new logs the
+// IDs, and so the directories, of the old ones.
+func checkEtcdDir(data, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+		return nil
+	}
+	logs, err := os.ReadDir(filepath.Join(data, "logs"))
+	if err != nil || len(logs) == 0 {
+		return nil // a new data directory, or one tern.Open reports on
+	}
+	return fmt.Errorf("the data directory %s holds logs, and the embedded etcd's directory %s holds no etcd data: the logs' metadata is elsewhere; start with the --etcd-dir that holds it (by default %s), or with a new --data",
+		data, dir, filepath.Join(data, "etcd"))
 }
 
 // registerDisk exports the state of the data directory's disk: whether
