@@ -477,6 +477,9 @@ func checkEtcdDir(data, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
 		return nil
 	}
+	if _, err := os.Stat(filepath.Join(data, "meta.db")); err == nil {
+		return nil // an embedded program's directory: tern.Open says so
+	}
 	logs, err := os.ReadDir(filepath.Join(data, "logs"))
 	if err != nil || len(logs) == 0 {
 		return nil // a new data directory, or one tern.Open reports on
