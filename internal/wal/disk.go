@@ -67,15 +67,8 @@ func NewDisk(fs vfs.FS, dir string, reserve int64, logger *slog.Logger) *Disk {
 		}
 	}
 	d.reserve = max(d.reserve, 0)
+	d.logger.Info("appends leave a reserve of free space on the disk", "dir", dir, "reserve", units.FormatBytes(d.reserve))
 	return d
-}
-
-// Reserve returns the free space, in bytes, that appends leave.
-func (d *Disk) Reserve() int64 {
-	if d == nil {
-		return 0
-	}
-	return d.reserve
 }
 
 // Full returns the data directory while appends to its logs are refused or
