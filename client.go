@@ -69,6 +69,14 @@ type Options struct {
 	// a cluster. Without it, quorum logs can be neither created nor opened.
 	Cluster Cluster
 
+	// DiskReserveBytes is the free space on Dir's filesystem that appends
+	// to local logs leave, for the metadata and the subscriptions' cursors
+	// (the bbolt file, or an embedded etcd, on the same disk): an append
+	// that would eat into it fails with ErrNoSpace, as one the disk cannot
+	// take does. Zero: 256 MiB, or a tenth of the filesystem if that is
+	// less. Negative: no reserve.
+	DiskReserveBytes int64
+
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC (through
 	// the client module), Dir must be empty, and the other options are not

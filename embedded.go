@@ -19,6 +19,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/vfs"
+	"github.com/ternwal/tern/internal/wal"
 )
 
 // embeddedClient keeps logs in a data directory of this process. It is safe
@@ -28,6 +29,7 @@ type embeddedClient struct {
 	fs     vfs.FS
 	meta   meta.Store
 	bucket blob.Bucket // the object store, or nil
+	disk   *wal.Disk   // the data directory's disk: its reserve, and whether it is full
 	// install is the metadata's installation, which owns the object
 	// store's prefix (install.go).
 	install meta.Installation
@@ -81,7 +83,8 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		}
 		return nil, err
 	}
-	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{},
+		disk: wal.NewDisk(fs, opts.Dir, opts.DiskReserveBytes, opts.Logger)}
 	if c.install, err = installation(ctx, bucket, store, opts); err != nil {
 		c.closeStores()
 		return nil, err
@@ -327,7 +330,7 @@ func (c *embeddedClient) Close() error {
 
 // Health reports the full disk and the degraded logs this client knows of.
 func (c *embeddedClient) Health() (Health, error) {
-	return Health{}, nil
+	return Health{NoSpace: c.disk.Full()}, nil
 }
 
 func (c *embeddedClient) closeStores() error {

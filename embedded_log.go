@@ -96,10 +96,12 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 			SegmentAge:   opts.SegmentAge,
 			Epoch:        m.Epoch,
 			Start:        m.Start,
+			Disk:         c.disk,
 			Logger:       c.opts.Logger.With("log", m.Name),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, err)
+			// A new log's directory may not fit on a full disk.
+			return nil, fmt.Errorf("tern: open log %q: %w", m.Name, c.disk.Failed(c.logDir(m.ID), err))
 		}
 		eng = w
 	}

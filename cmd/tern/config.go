@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // serveConfig is the configuration of tern serve. Each field is set, from
@@ -70,6 +71,15 @@ type serveConfig struct {
 	// its logs up this long after, and another node takes them over.
 	NodeTTL string `json:"node_ttl"`
 
+	// DiskReserve is the free space on the data directory's disk that
+	// appends leave, for the embedded etcd and the subscriptions' cursors:
+	// a size such as 256MiB, 0 for none, or "auto" for 256 MiB or a tenth
+	// of the filesystem if that is less.
+	DiskReserve string `json:"disk_reserve"`
+	// EtcdDir is the embedded etcd's data directory: empty for
+	// <data>/etcd. Another disk keeps etcd safe from a full data disk.
+	EtcdDir string `json:"etcd_dir"`
+
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
 }
@@ -77,7 +87,8 @@ type serveConfig struct {
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
 var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
-	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl"}
+	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
+	"disk_reserve", "etcd_dir"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -88,6 +99,8 @@ func defaultServeConfig() serveConfig {
 		EtcdRoot: "/tern/",
 		LogLevel: "info",
 		NodeTTL:  "10s",
+
+		DiskReserve: "auto",
 	}
 }
 
@@ -150,6 +163,8 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.NodeID, "TERN_NODE_ID")
 	set(&cfg.Advertise, "TERN_ADVERTISE")
 	set(&cfg.NodeTTL, "TERN_NODE_TTL")
+	set(&cfg.DiskReserve, "TERN_DISK_RESERVE")
+	set(&cfg.EtcdDir, "TERN_ETCD_DIR")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -190,6 +205,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
 	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
 	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
+	fs.StringVar(&f.DiskReserve, "disk-reserve", d.DiskReserve, "the free `size` on the data directory's disk that appends leave for the metadata (the embedded etcd) and the subscriptions' cursors, such as 256MiB; 0 for none; $TERN_DISK_RESERVE (auto: 256MiB, or a tenth of the filesystem if less)")
+	fs.StringVar(&f.EtcdDir, "etcd-dir", d.EtcdDir, "the embedded etcd's data `directory`, on another disk than --data so that a full data disk cannot stop it; $TERN_ETCD_DIR (default: <data>/etcd)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -219,6 +236,8 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.NodeID, "node-id", f.NodeID)
 	set(&cfg.Advertise, "advertise", f.Advertise)
 	set(&cfg.NodeTTL, "node-ttl", f.NodeTTL)
+	set(&cfg.DiskReserve, "disk-reserve", f.DiskReserve)
+	set(&cfg.EtcdDir, "etcd-dir", f.EtcdDir)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
@@ -262,10 +281,32 @@ func (c serveConfig) check() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if _, err := c.diskReserveBytes(); err != nil {
+		return err
+	}
+	if c.EtcdDir != "" && len(c.Etcd) > 0 {
+		return configErrorf("--etcd-dir is the directory of the embedded etcd, and --etcd names an external one: leave one out (or $TERN_ETCD_DIR, or etcd_dir: in the config file)")
+	}
 	if err := c.checkCluster(); err != nil {
 		return err
 	}
 	return c.checkStorage()
+}
+
+// diskReserveBytes is DiskReserve as tern.Options.DiskReserveBytes takes
+// it: 0 for the default (auto), negative for none.
+func (c serveConfig) diskReserveBytes() (int64, error) {
+	if c.DiskReserve == "auto" {
+		return 0, nil
+	}
+	n, err := units.ParseBytes(c.DiskReserve)
+	if err != nil {
+		return 0, configErrorf("disk reserve: %v, or auto; with --disk-reserve (or $TERN_DISK_RESERVE, or disk_reserve: in the config file)", err)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
 }
 
 // checkCluster validates the settings of a node of a cluster.
@@ -398,7 +439,7 @@ func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
-		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL}, c.Etcd...) {
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

@@ -93,15 +93,27 @@ log_level: debug
 		LogLevel: "warn",                             // env over file
 		Mode:     "local",                            // default
 		NodeTTL:  "10s",                              // default
+
+		DiskReserve: "auto", // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
 
-	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s"}
+	env["TERN_DISK_RESERVE"] = "1GiB"
+	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9",
+		"--disk-reserve", "64MiB")
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s",
+		DiskReserve: "64MiB"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
+	}
+
+	if got := printConfig(t, map[string]string{"TERN_ETCD_DIR": "/env/etcd"}); got.EtcdDir != "/env/etcd" {
+		t.Errorf("etcd_dir from the environment: %q", got.EtcdDir)
+	}
+	if got := printConfig(t, map[string]string{"TERN_ETCD_DIR": "/env/etcd"}, "--etcd-dir", "/flag/etcd"); got.EtcdDir != "/flag/etcd" {
+		t.Errorf("etcd_dir from the flag over the environment: %q", got.EtcdDir)
 	}
 
 	// What --print-config prints is a config file.
@@ -292,6 +304,8 @@ func TestConfigStorageErrors(t *testing.T) {
 		{map[string]string{"TERN_NODE_ID": "a/b"}, store, []string{`node ID "a/b"`, "--node-id"}},
 		{nil, append(store, "--node-id", "n1", "--node-ttl", "10ms"), []string{`node TTL "10ms"`, "at least 1s", "--node-ttl"}},
 		{nil, append(store, "--node-id", "n1", "--advertise", "nohost"), []string{`advertise address "nohost"`, "--advertise"}},
+		{map[string]string{"TERN_DISK_RESERVE": "lots"}, nil, []string{`size "lots"`, "auto", "--disk-reserve", "$TERN_DISK_RESERVE"}},
+		{map[string]string{"TERN_ETCD_DIR": "/x"}, []string{"--etcd", "a:1"}, []string{"--etcd-dir", "--etcd names an external one"}},
 	} {
 		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
 			r := ternEnv(t, tc.env, args...)

@@ -22,7 +22,8 @@ func (a *app) serveCmd() *cobra.Command {
 --server) and for clients in any language.
 
 The metadata goes to an etcd cluster (--etcd), or, without one, to an etcd
-embedded in this process, with its data in the etcd subdirectory of --data. An HTTP listener (--http)
+embedded in this process, with its data in the etcd subdirectory of --data
+(or --etcd-dir). An HTTP listener (--http)
 serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
 /readyz (200 once it serves and the metadata store answers, 503 otherwise) and
 pprof on /debug/pprof/.
@@ -51,13 +52,15 @@ Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
-$TERN_ADVERTISE, $TERN_NODE_TTL) and the flags.
+$TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
   advertise: ""
   data: ./tern-data
+  disk_reserve: auto
   etcd: []
+  etcd_dir: ""
   etcd_root: /tern/
   http: 127.0.0.1:7071
   listen: 127.0.0.1:7070
@@ -68,6 +71,14 @@ storage_secret_key (a comment says when it is set):
   storage: ""
   storage_access_key: ""
   storage_ssec_key_file: ""
+
+Appends to local logs leave --disk-reserve free on the data directory's disk
+(auto: 256MiB, or a tenth of the filesystem if less), so that the embedded
+etcd and the subscriptions' cursors keep room: when the disk is full, appends
+fail with RESOURCE_EXHAUSTED and /readyz says so, reads and subscriptions go
+on, and appends are taken again by themselves once space is freed. Only the
+logs keep off the reserve: to keep the embedded etcd safe from a disk that
+something else fills, put it on another disk with --etcd-dir.
 
 SIGINT or SIGTERM stops the server gracefully: it stops taking calls, ends
 the open streams, syncs the logs and commits the subscriptions' cursors. A
@@ -116,6 +127,11 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		NodeID:      cfg.NodeID, Advertise: cfg.Advertise,
 		Logger:          logger,
 		ShutdownTimeout: a.shutdownTimeout,
+
+		EtcdDir: cfg.EtcdDir,
+	}
+	if scfg.DiskReserveBytes, err = cfg.diskReserveBytes(); err != nil {
+		return err
 	}
 	if cfg.NodeID != "" {
 		if scfg.NodeTTL, err = time.ParseDuration(cfg.NodeTTL); err != nil {

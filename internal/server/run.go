@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/replica"
+	"github.com/ternwal/tern/internal/vfs"
 )
 
 // Time limits of a running server.
@@ -76,6 +78,14 @@ type Config struct {
 	// and NodeTTL its lease.
 	NodeID, Advertise string
 	NodeTTL           time.Duration
+	// EtcdDir is the embedded etcd's data directory, when Etcd is empty:
+	// empty for Data/etcd. On a disk of its own, etcd is safe from a full
+	// data disk whatever fills it.
+	EtcdDir string
+	// DiskReserveBytes is the free space on Data's filesystem that
+	// appends leave for the embedded etcd and the subscriptions' cursors
+	// (tern.Options.DiskReserveBytes): 0 the default, negative none.
+	DiskReserveBytes int64
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
@@ -149,7 +159,10 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 
 	endpoints := cfg.Etcd
 	if len(endpoints) == 0 {
-		dir := filepath.Join(cfg.Data, "etcd")
+		dir := cmp.Or(cfg.EtcdDir, filepath.Join(cfg.Data, "etcd"))
+		if err := checkEtcdDir(cfg.Data, dir); err != nil {
+			return nil, err
+		}
 		etcd, err := meta.StartEtcd(ctx, dir, logger)
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded etcd in %s: %w", dir, err)
@@ -198,11 +211,14 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		Storage:     cfg.Storage,
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
+
+		DiskReserveBytes: cfg.DiskReserveBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
 	}
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
+	registerDisk(reg, cfg.Data, c)
 
 	sopts := Options{Logger: logger, Registerer: reg}
 	gopts := grpcopts.Server()
@@ -451,4 +467,51 @@ func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// checkEtcdDir refuses to start an embedded etcd with no data in dir for a
+// data directory that holds logs: their metadata is elsewhere (another
+// --etcd-dir, or a wiped one), and a fresh etcd would give new logs the
+// IDs, and so the directories, of the old ones.
+func checkEtcdDir(data, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(data, "meta.db")); err == nil {
+		return nil // an embedded program's directory: tern.Open says so
+	}
+	logs, err := os.ReadDir(filepath.Join(data, "logs"))
+	if err != nil || len(logs) == 0 {
+		return nil // a new data directory, or one tern.Open reports on
+	}
+	return fmt.Errorf("the data directory %s holds logs, and the embedded etcd's directory %s holds no etcd data: the logs' metadata is elsewhere; start with the --etcd-dir that holds it (by default %s), or with a new --data",
+		data, dir, filepath.Join(data, "etcd"))
+}
+
+// registerDisk exports the state of the data directory's disk: whether
+// appends are refused for want of space (tern_disk_full, as /readyz says),
+// and the free space an unprivileged writer has there.
+func registerDisk(reg prometheus.Registerer, dir string, c *tern.Client) {
+	labels := prometheus.Labels{"dir": dir}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "tern_disk_full",
+		Help:        "1 while appends to the local logs are refused because the disk of the data directory is full (or below --disk-reserve), else 0.",
+		ConstLabels: labels,
+	}, func() float64 {
+		if h, err := c.Health(); err == nil && h.NoSpace != "" {
+			return 1
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "tern_disk_free_bytes",
+		Help:        "Free bytes on the filesystem of the data directory, as statfs(2) reports them to an unprivileged process.",
+		ConstLabels: labels,
+	}, func() float64 {
+		s, ok, err := vfs.SpaceOf(vfs.OS, dir)
+		if err != nil || !ok {
+			return -1
+		}
+		return float64(s.Free)
+	}))
 }

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -215,4 +216,14 @@ func (f *errorFile) Size() (int64, error) {
 		return 0, err
 	}
 	return f.f.Size()
+}
+
+// space passes through to the wrapped filesystem, uninjected: a full disk is
+// injected as the ENOSPC of the writes.
+func (e *errorFS) space(dir string) (Space, error) {
+	s, ok, err := SpaceOf(e.fs, dir)
+	if err == nil && !ok {
+		err = errors.ErrUnsupported
+	}
+	return s, err
 }

@@ -128,17 +128,25 @@ func (l *Log) commit(groups []*engine.Group) {
 
 // write appends the groups to the active segment, rolling it first if it is
 // due, and syncs in SyncAlways mode. On failure it restores the segment to
-// its state before the round, or marks the log failed.
+// its state before the round, or marks the log failed. A round that would
+// eat into the disk's reserve is refused before anything is written, and a
+// full disk (ENOSPC, EDQUOT) fails it with rpcerr.ErrNoSpace: either way
+// the next round tries again, and succeeds once space has been freed.
 func (l *Log) write(groups []*engine.Group) error {
-	incoming := 0
+	incoming, total := 0, int64(0)
 	for _, g := range groups {
 		if !g.IsTick {
-			incoming = g.B.Bytes()
-			break
+			if incoming == 0 {
+				incoming = g.B.Bytes()
+			}
+			total += int64(g.B.Bytes())
 		}
 	}
-	if err := l.roll(groups[0].Epoch, incoming); err != nil {
+	if err := l.opts.Disk.admit(total + segment.HeaderBytes); err != nil {
 		return err
+	}
+	if err := l.roll(groups[0].Epoch, incoming); err != nil {
+		return l.opts.Disk.Failed(l.opts.Dir, err)
 	}
 	mark, tail := l.w.Mark(), l.tail
 	err := func() error {
@@ -163,13 +171,20 @@ func (l *Log) write(groups []*engine.Group) error {
 	}()
 	if err != nil {
 		l.tail = tail
+		// Cut back to the last synced end: a write the disk could not
+		// take whole leaves no partial batch behind it, and the segment
+		// takes the next round from there. A failed fdatasync is not
+		// retried: its round's data is cut off, and the sync after the
+		// cut covers only what earlier syncs had.
 		if rerr := l.w.Rewind(mark); rerr != nil {
 			l.fail(rerr)
 		} else {
 			l.opts.Logger.Warn("append failed; segment cut back to its last good size", "path", l.w.Info().Path, "err", err)
 		}
+		return l.opts.Disk.Failed(l.opts.Dir, err)
 	}
-	return err
+	l.opts.Disk.wrote(total)
+	return nil
 }
 
 // roll seals the active segment if it is full, too old, or was created by

@@ -30,6 +30,12 @@
 // error until it is reopened, which recovers from what is on disk. An
 // fdatasync is never retried as if a failed one had worked.
 //
+// A full disk (ENOSPC, EDQUOT) fails the round with rpcerr.ErrNoSpace in the
+// same way, and the next round tries the disk again, so appends resume by
+// themselves once space is freed. The Disk shared by a data directory's
+// logs refuses, before writing, a round that would eat into its reserve of
+// free space, and reports the disk full until an append succeeds again.
+//
 // # Fencing
 //
 // A log has one writer epoch at a time. Fence raises it after the committer's

@@ -40,6 +40,7 @@ type Options struct {
 	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
 	Epoch         uint64        // the newest writer epoch, from metadata
 	Start         uint64        // the truncation point, from metadata
+	Disk          *Disk         // the data directory's disk, shared by its logs; nil: no reserve
 	Now           func() time.Time
 	Logger        *slog.Logger
 }
