@@ -84,6 +84,7 @@ type Log struct {
 
 	readers engine.Readers
 	failed  error
+	damage  *Damage // the open segment's damage, while the log is degraded
 
 	wake     chan struct{}
 	finished chan struct{} // closed when the committer exits
@@ -92,7 +93,8 @@ type Log struct {
 }
 
 // Open recovers the log in opts.Dir (creating the directory if needed) and
-// starts its committer. Corruption that is not a torn tail fails Open with a
+// starts its committer. Damage to the open segment that is not a torn tail
+// opens the log degraded (see Damage); other corruption fails Open with a
 // *rpcerr.CorruptError.
 func Open(ctx context.Context, opts Options) (*Log, error) {
 	opts.setDefaults()
@@ -165,7 +167,10 @@ func (l *Log) recover() error {
 			break
 		}
 		if err != nil {
-			return err
+			if err := l.degrade(path, err); err != nil {
+				return err
+			}
+			break
 		}
 		if w == nil {
 			l.sealed = append(l.sealed, info)
@@ -186,7 +191,7 @@ func (l *Log) recover() error {
 	} else {
 		l.start = l.tail
 	}
-	if l.tail < closedAt {
+	if l.tail < closedAt && l.damage == nil {
 		path := dir
 		if len(all) > 0 {
 			path = all[len(all)-1].Path
