@@ -30,12 +30,13 @@ type embeddedClient struct {
 	meta   meta.Store
 	bucket blob.Bucket // the object store, or nil
 
-	mu     sync.Mutex
-	logs   map[string]*embeddedLog // opened logs, by name
-	closed bool
-	stop   context.Context // canceled by Close: ends the retention loop and its work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	logs    map[string]*embeddedLog // opened logs, by name
+	damaged damageSet               // the logs that opened degraded (damage.go)
+	closed  bool
+	stop    context.Context // canceled by Close: ends the retention loop and its work
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
@@ -321,7 +322,7 @@ func (c *embeddedClient) Close() error {
 
 // Health reports the full disk and the degraded logs this client knows of.
 func (c *embeddedClient) Health() (Health, error) {
-	return Health{}, nil
+	return Health{Degraded: c.damaged.list()}, nil
 }
 
 func (c *embeddedClient) closeStores() error {
@@ -448,6 +449,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
 		return c.metaErr(name, err)
 	}
+	c.damaged.forget(name)
 	// A crash from here on leaves an orphan directory, whose data is
 	// removed at next Open.
 	return c.removeData(ctx, m.ID)

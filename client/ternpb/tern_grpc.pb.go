@@ -52,6 +52,7 @@ const (
 	Tern_DeleteSubscription_FullMethodName   = "/tern.v1.Tern/DeleteSubscription"
 	Tern_Seek_FullMethodName                 = "/tern.v1.Tern/Seek"
 	Tern_Subscribe_FullMethodName            = "/tern.v1.Tern/Subscribe"
+	Tern_RepairLog_FullMethodName            = "/tern.v1.Tern/RepairLog"
 )
 
 // TernClient is the client API for Tern service.
@@ -93,6 +94,11 @@ type TernClient interface {
 	// commits acknowledgements to the cursor in batches; entries delivered but
 	// not committed are delivered again to the next subscriber.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, ReadResponse], error)
+	// RepairLog reports where a degraded log (its open segment damaged) is
+	// damaged and what a repair cuts; with accept_loss it cuts the segment
+	// at the end of its valid batches, records the loss, and the log takes
+	// appends again. An admin call: see docs/durability.md.
+	RepairLog(ctx context.Context, in *RepairLogRequest, opts ...grpc.CallOption) (*RepairLogResponse, error)
 }
 
 type ternClient struct {
@@ -278,6 +284,16 @@ func (c *ternClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tern_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, ReadResponse]
 
+func (c *ternClient) RepairLog(ctx context.Context, in *RepairLogRequest, opts ...grpc.CallOption) (*RepairLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairLogResponse)
+	err := c.cc.Invoke(ctx, Tern_RepairLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TernServer is the server API for Tern service.
 // All implementations must embed UnimplementedTernServer
 // for forward compatibility.
@@ -317,6 +333,11 @@ type TernServer interface {
 	// commits acknowledgements to the cursor in batches; entries delivered but
 	// not committed are delivered again to the next subscriber.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]) error
+	// RepairLog reports where a degraded log (its open segment damaged) is
+	// damaged and what a repair cuts; with accept_loss it cuts the segment
+	// at the end of its valid batches, records the loss, and the log takes
+	// appends again. An admin call: see docs/durability.md.
+	RepairLog(context.Context, *RepairLogRequest) (*RepairLogResponse, error)
 	mustEmbedUnimplementedTernServer()
 }
 
@@ -374,6 +395,9 @@ func (UnimplementedTernServer) Seek(context.Context, *SeekRequest) (*SeekRespons
 }
 func (UnimplementedTernServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedTernServer) RepairLog(context.Context, *RepairLogRequest) (*RepairLogResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RepairLog not implemented")
 }
 func (UnimplementedTernServer) mustEmbedUnimplementedTernServer() {}
 func (UnimplementedTernServer) testEmbeddedByValue()              {}
@@ -655,6 +679,24 @@ func _Tern_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tern_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]
 
+func _Tern_RepairLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TernServer).RepairLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tern_RepairLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TernServer).RepairLog(ctx, req.(*RepairLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tern_ServiceDesc is the grpc.ServiceDesc for Tern service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -713,6 +755,10 @@ var Tern_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Seek",
 			Handler:    _Tern_Seek_Handler,
+		},
+		{
+			MethodName: "RepairLog",
+			Handler:    _Tern_RepairLog_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

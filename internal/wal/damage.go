@@ -11,9 +11,9 @@ import (
 	"github.com/ternwal/tern/internal/vfs"
 )
 
-// repairsName is the file, in a log's directory, that records what each
+// RepairsName is the file, in a log's directory, that records what each
 // repair cut (see the package doc).
-const repairsName = "repairs"
+const RepairsName = "repairs"
 
 // Damage describes a degraded log: its open segment is damaged before its
 // end, in a way recovery does not take for a torn write.
@@ -126,7 +126,7 @@ func (l *Log) Repair(accept bool) (*Damage, error) {
 // recordRepair appends a line saying what the repair of d cuts to the
 // file "repairs", durably.
 func (l *Log) recordRepair(d *Damage) error {
-	path := l.opts.Dir + "/" + repairsName
+	path := l.opts.Dir + "/" + RepairsName
 	old, err := vfs.ReadFile(l.opts.FS, path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("wal: read %s: %w", path, err)
