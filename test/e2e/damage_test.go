@@ -167,7 +167,9 @@ func TestDamagedOpenSegmentAfterKill9(t *testing.T) {
 	}
 }
 
-func payloadOf(log string, i int) []byte { return fmt.Appendf(nil, "%s-%04d-%s", log, i, strings.Repeat("p", 40)) }
+func payloadOf(log string, i int) []byte {
+	return fmt.Appendf(nil, "%s-%04d-%s", log, i, strings.Repeat("p", 40))
+}
 
 // flipAt flips a bit of the byte at off of the file at path.
 func flipAt(t *testing.T, path string, off int64) {
