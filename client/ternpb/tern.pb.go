@@ -10,7 +10,8 @@
 //                        log: metadata "owner" is its address; retry there)
 //   OUT_OF_RANGE         TRUNCATED (metadata "start": where the log starts),
 //                        OUT_OF_RANGE (beyond the end)
-//   DATA_LOSS            CORRUPT
+//   DATA_LOSS            CORRUPT, DAMAGED (the log opened degraded: appends
+//                        are refused until RepairLog cuts the damage)
 //   UNAVAILABLE          CLOSED (the server is shutting down, or the log was
 //                        deleted)
 
