@@ -114,3 +114,24 @@ func checkPayloads(t *testing.T, es []Entry, n Offset) {
 		}
 	}
 }
+
+// degradedAt reports whether c's Health lists log name as degraded, and if
+// so, why that is wrong: its error must match ErrDamaged and ErrCorrupt
+// and name path.
+func degradedAt(c *Client, name, path string) (bool, string) {
+	h, err := c.Health()
+	if err != nil {
+		return false, ""
+	}
+	for _, d := range h.Degraded {
+		if d.Name != name {
+			continue
+		}
+		ce, ok := errors.AsType[*CorruptError](d.Err)
+		if !ok || !errors.Is(d.Err, ErrDamaged) || !(ce.Path == path || strings.HasSuffix(ce.Path, "/"+path)) {
+			return true, fmt.Sprintf("degraded with %v, want ErrDamaged naming %s", d.Err, path)
+		}
+		return true, ""
+	}
+	return false, ""
+}

@@ -30,13 +30,14 @@ type embeddedClient struct {
 	meta   meta.Store
 	bucket blob.Bucket // the object store, or nil
 
-	mu      sync.Mutex
-	logs    map[string]*embeddedLog // opened logs, by name
-	damaged damageSet               // the logs that opened degraded (damage.go)
-	closed  bool
-	stop    context.Context // canceled by Close: ends the retention loop and its work
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	damaged damageSet // the logs that opened degraded (damage.go); has its own lock
+
+	mu     sync.Mutex
+	logs   map[string]*embeddedLog // opened logs, by name
+	closed bool
+	stop   context.Context // canceled by Close: ends the retention loop and its work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
