@@ -152,9 +152,6 @@ func (l *Log) recover() error {
 			continue
 		}
 		info, w, err := segment.Recover(fs, path, closedAt)
-		if errors.Is(err, segment.ErrCutAcknowledged) {
-			err = l.closedHint(err)
-		}
 		if err == nil && w != nil && w.Cut() > 0 {
 			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
 				"path", path, "at", info.Size, "bytes", w.Cut())
@@ -168,6 +165,9 @@ func (l *Log) recover() error {
 		}
 		if err != nil {
 			if err := l.degrade(path, err); err != nil {
+				if errors.Is(err, segment.ErrCutAcknowledged) {
+					err = l.closedHint(err)
+				}
 				return err
 			}
 			break
