@@ -53,7 +53,11 @@ func printRepair(w io.Writer, r tern.RepairReport) {
 		return
 	}
 	fmt.Fprintf(w, "log %q is damaged: %s is corrupt at byte %d: %s\n", r.Log, r.Path, r.Pos, r.Damage)
-	fmt.Fprintf(w, "valid: the entries below offset %d (the last valid offset is %d)\n", r.End, int64(r.End)-1)
+	if r.End > 0 {
+		fmt.Fprintf(w, "valid: the entries below offset %d (the last valid offset is %d)\n", r.End, r.End-1)
+	} else {
+		fmt.Fprintln(w, "valid: no entry (the damage is in the log's first batch)")
+	}
 	verb := "would cut"
 	if r.Repaired {
 		verb = "cut"

@@ -28,13 +28,13 @@ type Damage struct {
 // Error is the error a degraded log's appends fail with: it matches
 // rpcerr.ErrDamaged and names the file and byte.
 func (d *Damage) Error() error {
-	return fmt.Errorf("%w: %w; entries up to offset %d can be read, and the log takes no appends until it is repaired (tern log repair shows what the repair would cut)",
+	return fmt.Errorf("%w: %w; the entries below offset %d can be read, and the log takes no appends until it is repaired (tern log repair shows what the repair would cut)",
 		rpcerr.ErrDamaged, &rpcerr.CorruptError{Path: d.Path, Pos: d.Pos, Err: d.Err}, d.Prefix.Next)
 }
 
 // Lost says in words what cutting the damaged segment loses.
 func (d *Damage) Lost() string {
-	s := fmt.Sprintf("%d bytes of %s from byte %d, after offset %d", d.CutBytes(), d.Path, d.Pos, d.Prefix.Next)
+	s := fmt.Sprintf("%d bytes of %s from byte %d, where the entries from offset %d on were", d.CutBytes(), d.Path, d.Pos, d.Prefix.Next)
 	if d.Batches > 0 {
 		s += fmt.Sprintf(", among them %d valid batches of %d entries", d.Batches, d.Entries)
 	}
