@@ -91,7 +91,7 @@ func checkDir(w io.Writer, dir string) error {
 			state = "DAMAGED"
 			damaged++
 		}
-		fmt.Fprintf(w, "log %d (%s): segments %d, offsets %d to %d: %s\n", id, logDir, r.Segments, r.Start, r.End, state)
+		fmt.Fprintf(w, "log %d (%s): segments %d, offsets [%d, %d): %s\n", id, logDir, r.Segments, r.Start, r.End, state)
 		for _, f := range r.Findings {
 			kind := "damage"
 			if !f.Damage {
