@@ -24,8 +24,9 @@ type Damage struct {
 	// Pos (or HeaderBytes when the header is bad, with no batch) and
 	// Prefix.Next the offset after the last valid entry.
 	Prefix Info
-	// Batches and Entries count the whole, valid batches found after Pos:
-	// when there are any, the bytes after Pos are not a torn write.
+	// Batches and Entries count the whole, valid batches found from Pos on
+	// (one at Pos has an offset out of order): when there are any, the
+	// bytes after Pos are not a torn write.
 	Batches int
 	Entries uint64
 	Err     error // what is wrong at Pos; nil when the file is whole
@@ -98,14 +99,14 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 	return d, nil
 }
 
-// countBatches counts the whole, valid batches that start after position
-// from into d.
+// countBatches counts the whole, valid batches that start at or after
+// position from into d (a valid batch at from is one with the wrong offset).
 func countBatches(f vfs.File, d *Damage, from int64) error {
-	if d.Size <= from+1 {
+	if d.Size <= from {
 		return nil
 	}
-	rest := make([]byte, d.Size-from-1)
-	if _, err := f.ReadAt(rest, from+1); err != nil && !errors.Is(err, io.EOF) {
+	rest := make([]byte, d.Size-from)
+	if _, err := f.ReadAt(rest, from); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("segment: read %s: %w", d.Path, err)
 	}
 	magic := []byte(record.Magic)

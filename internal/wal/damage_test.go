@@ -194,3 +194,23 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("check of a damaged sealed segment: %+v, %v", r, err)
 	}
 }
+
+// A whole, valid batch with an offset out of order (a batch written twice)
+// is damage too, and is counted among the batches the repair would cut.
+func TestDegradedOffsetOutOfOrder(t *testing.T) {
+	fs, path, pos := crashedLog(t, 20)
+	data := mustRead(t, fs, path)
+	copy(data[pos[5]:pos[6]], data[pos[2]:pos[3]]) // entries 0 to 9 are of one size
+	if err := vfs.WriteFile(fs, path, data); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(t.Context(), Options{FS: fs, Dir: "/log", Epoch: 1})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer l.Close()
+	d := l.Damage()
+	if d == nil || d.Pos != pos[5] || d.Prefix.Next != 5 || d.Batches != 15 || !strings.Contains(fmt.Sprint(d.Err), "offset 2, expected 5") {
+		t.Fatalf("damage %+v, want at byte %d, the batch of offset 2 and 14 more after it", d, pos[5])
+	}
+}
