@@ -104,8 +104,7 @@ func (l *embeddedLog) Repair(ctx context.Context, accept bool) (RepairReport, er
 	}
 	if accept {
 		rep.Record = filepath.Join(l.c.logDir(l.id), wal.RepairsName)
-		l.c.damaged.forget(l.name)
-		l.c.opts.Logger.Warn("log repaired: the damaged end of its open segment was cut", "log", l.name, "path", d.Path, "byte", d.Pos, "lost", d.Lost(), "record", rep.Record)
+		l.c.damaged.forget(l.name) // the engine logged the repair
 	}
 	return rep, nil
 }

@@ -113,7 +113,8 @@ func (l *Log) Repair(accept bool) (*Damage, error) {
 			return nil, fmt.Errorf("wal: reopen %s after the repair: %w", d.Path, err)
 		}
 	}
-	l.opts.Logger.Warn("repaired a damaged log: cut its open segment at the end of its valid batches", "path", d.Path, "byte", d.Pos, "lost", d.Lost())
+	l.opts.Logger.Warn("repaired a damaged log: cut its open segment at the end of its valid batches", "path", d.Path, "byte", d.Pos,
+		"lost", d.Lost(), "record", l.opts.Dir+"/"+RepairsName)
 	l.w = w
 	l.mu.Lock()
 	// With no writer (the file had no valid header and went whole), the
