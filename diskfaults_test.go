@@ -182,7 +182,7 @@ func bitFlips(rng *rand.Rand, snap map[string][]byte, files []string, n int) []d
 type outcome int
 
 const (
-	detectedAtOpen outcome = iota // opening the log failed with ErrCorrupt
+	detectedAtOpen outcome = iota // opening the log failed with ErrCorrupt, or it opened degraded
 	detectedAtRead                // a read failed with ErrCorrupt
 	intact                        // no error, and every entry as written
 	wrongResult                   // anything else: a failure of the test
@@ -261,6 +261,18 @@ func readDamagedFrom(ctx context.Context, c *Client, name string, want []Entry, 
 	if err != nil {
 		return wrongResult, err.Error()
 	}
+	degraded, why := degradedAt(c, name, path)
+	if degraded {
+		// Damage found at open: the log opened degraded, and what it
+		// holds must be a prefix of want, read without an error.
+		if why != "" {
+			return wrongResult, why
+		}
+		if info.End >= Offset(len(want)) {
+			return wrongResult, fmt.Sprintf("the log opened degraded, ending at %d, want below %d", info.End, len(want))
+		}
+		want, from = want[:info.End], min(from, info.End)
+	}
 	if info.Start != 0 || info.End != Offset(len(want)) {
 		return wrongResult, fmt.Sprintf("the log opened without an error as offsets [%d, %d), want [0, %d)", info.Start, info.End, len(want))
 	}
@@ -272,7 +284,7 @@ func readDamagedFrom(ctx context.Context, c *Client, name string, want []Entry, 
 	for next := from; next < Offset(len(want)); {
 		es, err := r.NextBatch(ctx, 100)
 		if err != nil {
-			if corrupt(err) {
+			if corrupt(err) && !degraded {
 				return detectedAtRead, ""
 			}
 			return wrongResult, fmt.Sprintf("read at offset %d: %v, want a *CorruptError naming %s", next, err, path)
@@ -287,6 +299,9 @@ func readDamagedFrom(ctx context.Context, c *Client, name string, want []Entry, 
 			}
 			next++
 		}
+	}
+	if degraded {
+		return detectedAtOpen, ""
 	}
 	return intact, ""
 }
@@ -534,8 +549,9 @@ func TestSealedSegmentDamage(t *testing.T) {
 
 // TestOpenSegmentDamage damages the last segment of a local log that a
 // crash left open (unsealed), every 4 KiB block zeroed and a few hundred
-// random bits flipped: damage followed by a whole batch must fail Open as
-// corruption, never be cut off as a torn tail; damage to the last batches,
+// random bits flipped: damage followed by a whole batch must open the log
+// degraded (its prefix read, the damage named), never be cut off as a torn
+// tail; damage to the last batches,
 // after which none is whole, is cut off as a torn tail, which loses those
 // acknowledged entries: the format cannot tell it from a torn write. The
 // small open segment (under a block) is zeroed whole by its first case.

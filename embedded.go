@@ -34,6 +34,8 @@ type embeddedClient struct {
 	// store's prefix (install.go).
 	install meta.Installation
 
+	damaged damageSet // the logs that opened degraded (damage.go); has its own lock
+
 	mu     sync.Mutex
 	logs   map[string]*embeddedLog // opened logs, by name
 	closed bool
@@ -330,7 +332,7 @@ func (c *embeddedClient) Close() error {
 
 // Health reports the full disk and the degraded logs this client knows of.
 func (c *embeddedClient) Health() (Health, error) {
-	return Health{NoSpace: c.disk.Full()}, nil
+	return Health{NoSpace: c.disk.Full(), Degraded: c.damaged.list()}, nil
 }
 
 func (c *embeddedClient) closeStores() error {
@@ -461,6 +463,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
 		return c.metaErr(name, err)
 	}
+	c.damaged.forget(name)
 	// A crash from here on leaves an orphan directory, whose data is
 	// removed at next Open.
 	return c.removeData(ctx, m.ID)

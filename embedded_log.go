@@ -105,6 +105,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		}
 		eng = w
 	}
+	c.damaged.note(m.Name, eng)
 	l := &embeddedLog{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, eng: eng}
 	if err := l.loadSubs(ctx); err != nil {
 		eng.Close()

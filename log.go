@@ -23,6 +23,7 @@ type logImpl interface {
 	DeleteSubscription(ctx context.Context, name string) error
 	Seek(ctx context.Context, name string, to Offset) error
 	Subscribe(ctx context.Context, name string, opts ...ReadOption) (subscriberImpl, error)
+	Repair(ctx context.Context, acceptLoss bool) (RepairReport, error)
 }
 
 // Name is the log's name.

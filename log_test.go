@@ -239,9 +239,16 @@ func TestCorruption(t *testing.T) {
 		flipByte(t, last, 100)
 		before, _ := os.Stat(last)
 		c := openClient(t, dir)
-		_, err := c.OpenLog(t.Context(), "bad")
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), last) {
-			t.Fatalf("open: %v, want ErrCorrupt naming %s", err, last)
+		l, err := c.OpenLog(t.Context(), "bad")
+		if err != nil {
+			t.Fatalf("open: %v, want the log opened degraded", err)
+		}
+		w, err := l.OpenWriter(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Append(t.Context(), Entry{Payload: []byte("x")}); !errors.Is(err, ErrDamaged) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), last) {
+			t.Fatalf("append: %v, want ErrDamaged naming %s", err, last)
 		}
 		c.Close()
 		if after, _ := os.Stat(last); after.Size() != before.Size() {

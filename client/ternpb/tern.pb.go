@@ -13,8 +13,8 @@
 //                        OUT_OF_RANGE (beyond the end)
 //   RESOURCE_EXHAUSTED   NO_SPACE (a disk or etcd's quota is full), LIMIT (a
 //                        configured bound; the message names its setting)
-//   DATA_LOSS            DAMAGED (the log takes no appends until repaired),
-//                        CORRUPT
+//   DATA_LOSS            DAMAGED (the log opened degraded: appends are
+//                        refused until RepairLog cuts the damage), CORRUPT
 //   UNAVAILABLE          UNAVAILABLE (etcd or a peer does not answer),
 //                        CLOSED (the server is shutting down, or the log was
 //                        deleted), LOCKED
@@ -2043,6 +2043,193 @@ func (*SubscribeRequest_Start_) isSubscribeRequest_Request() {}
 
 func (*SubscribeRequest_Ack_) isSubscribeRequest_Request() {}
 
+type RepairLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AcceptLoss    bool                   `protobuf:"varint,2,opt,name=accept_loss,json=acceptLoss,proto3" json:"accept_loss,omitempty"` // cut; without it, only report (a dry run)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairLogRequest) Reset() {
+	*x = RepairLogRequest{}
+	mi := &file_tern_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairLogRequest) ProtoMessage() {}
+
+func (x *RepairLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairLogRequest.ProtoReflect.Descriptor instead.
+func (*RepairLogRequest) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RepairLogRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RepairLogRequest) GetAcceptLoss() bool {
+	if x != nil {
+		return x.AcceptLoss
+	}
+	return false
+}
+
+// RepairLogResponse describes the damage of a log and what its repair cuts
+// (or cut, with repaired). A log that is not damaged has damaged false and
+// nothing else set.
+type RepairLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Damaged       bool                   `protobuf:"varint,1,opt,name=damaged,proto3" json:"damaged,omitempty"`
+	Repaired      bool                   `protobuf:"varint,2,opt,name=repaired,proto3" json:"repaired,omitempty"`                             // the cut was made and recorded
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`                                      // the damaged segment file
+	Pos           int64                  `protobuf:"varint,4,opt,name=pos,proto3" json:"pos,omitempty"`                                       // the byte where the valid batches end
+	Size          int64                  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                                     // the file's size
+	End           uint64                 `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`                                       // the offset after the last valid entry: the log's end after the cut
+	CutBytes      int64                  `protobuf:"varint,7,opt,name=cut_bytes,json=cutBytes,proto3" json:"cut_bytes,omitempty"`             // bytes from pos to the end of the file
+	BatchesAfter  int64                  `protobuf:"varint,8,opt,name=batches_after,json=batchesAfter,proto3" json:"batches_after,omitempty"` // whole, valid batches after the damage, which the cut loses
+	EntriesAfter  uint64                 `protobuf:"varint,9,opt,name=entries_after,json=entriesAfter,proto3" json:"entries_after,omitempty"` // entries in them
+	Acked         uint64                 `protobuf:"varint,10,opt,name=acked,proto3" json:"acked,omitempty"`                                  // the log's end at its last clean close, when beyond end; 0 if not known
+	Damage        string                 `protobuf:"bytes,11,opt,name=damage,proto3" json:"damage,omitempty"`                                 // what is wrong at pos
+	Record        string                 `protobuf:"bytes,12,opt,name=record,proto3" json:"record,omitempty"`                                 // the file recording the repair
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairLogResponse) Reset() {
+	*x = RepairLogResponse{}
+	mi := &file_tern_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairLogResponse) ProtoMessage() {}
+
+func (x *RepairLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairLogResponse.ProtoReflect.Descriptor instead.
+func (*RepairLogResponse) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RepairLogResponse) GetDamaged() bool {
+	if x != nil {
+		return x.Damaged
+	}
+	return false
+}
+
+func (x *RepairLogResponse) GetRepaired() bool {
+	if x != nil {
+		return x.Repaired
+	}
+	return false
+}
+
+func (x *RepairLogResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RepairLogResponse) GetPos() int64 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetCutBytes() int64 {
+	if x != nil {
+		return x.CutBytes
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetBatchesAfter() int64 {
+	if x != nil {
+		return x.BatchesAfter
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetEntriesAfter() uint64 {
+	if x != nil {
+		return x.EntriesAfter
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *RepairLogResponse) GetDamage() string {
+	if x != nil {
+		return x.Damage
+	}
+	return ""
+}
+
+func (x *RepairLogResponse) GetRecord() string {
+	if x != nil {
+		return x.Record
+	}
+	return ""
+}
+
 type SubscribeRequest_Start struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
@@ -2054,7 +2241,7 @@ type SubscribeRequest_Start struct {
 
 func (x *SubscribeRequest_Start) Reset() {
 	*x = SubscribeRequest_Start{}
-	mi := &file_tern_proto_msgTypes[37]
+	mi := &file_tern_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2253,7 @@ func (x *SubscribeRequest_Start) String() string {
 func (*SubscribeRequest_Start) ProtoMessage() {}
 
 func (x *SubscribeRequest_Start) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[37]
+	mi := &file_tern_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2301,7 @@ type SubscribeRequest_Ack struct {
 
 func (x *SubscribeRequest_Ack) Reset() {
 	*x = SubscribeRequest_Ack{}
-	mi := &file_tern_proto_msgTypes[38]
+	mi := &file_tern_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2313,7 @@ func (x *SubscribeRequest_Ack) String() string {
 func (*SubscribeRequest_Ack) ProtoMessage() {}
 
 func (x *SubscribeRequest_Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[38]
+	mi := &file_tern_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2483,25 @@ const file_tern_proto_rawDesc = "" +
 	"\x05ticks\x18\x03 \x01(\bR\x05ticks\x1a\x1d\n" +
 	"\x03Ack\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offsetB\t\n" +
-	"\arequest2\x8b\t\n" +
+	"\arequest\"G\n" +
+	"\x10RepairLogRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vaccept_loss\x18\x02 \x01(\bR\n" +
+	"acceptLoss\"\xc2\x02\n" +
+	"\x11RepairLogResponse\x12\x18\n" +
+	"\adamaged\x18\x01 \x01(\bR\adamaged\x12\x1a\n" +
+	"\brepaired\x18\x02 \x01(\bR\brepaired\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x10\n" +
+	"\x03pos\x18\x04 \x01(\x03R\x03pos\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\x04R\x03end\x12\x1b\n" +
+	"\tcut_bytes\x18\a \x01(\x03R\bcutBytes\x12#\n" +
+	"\rbatches_after\x18\b \x01(\x03R\fbatchesAfter\x12#\n" +
+	"\rentries_after\x18\t \x01(\x04R\fentriesAfter\x12\x14\n" +
+	"\x05acked\x18\n" +
+	" \x01(\x04R\x05acked\x12\x16\n" +
+	"\x06damage\x18\v \x01(\tR\x06damage\x12\x16\n" +
+	"\x06record\x18\f \x01(\tR\x06record2\xcf\t\n" +
 	"\x04Tern\x128\n" +
 	"\tCreateLog\x12\x19.tern.v1.CreateLogRequest\x1a\x10.tern.v1.LogInfo\x12<\n" +
 	"\vDescribeLog\x12\x1b.tern.v1.DescribeLogRequest\x1a\x10.tern.v1.LogInfo\x12?\n" +
@@ -2314,7 +2519,8 @@ const file_tern_proto_rawDesc = "" +
 	"\x11ListSubscriptions\x12!.tern.v1.ListSubscriptionsRequest\x1a\".tern.v1.ListSubscriptionsResponse\x12]\n" +
 	"\x12DeleteSubscription\x12\".tern.v1.DeleteSubscriptionRequest\x1a#.tern.v1.DeleteSubscriptionResponse\x123\n" +
 	"\x04Seek\x12\x14.tern.v1.SeekRequest\x1a\x15.tern.v1.SeekResponse\x12A\n" +
-	"\tSubscribe\x12\x19.tern.v1.SubscribeRequest\x1a\x15.tern.v1.ReadResponse(\x010\x01B'Z%github.com/ternwal/tern/client/ternpbb\x06proto3"
+	"\tSubscribe\x12\x19.tern.v1.SubscribeRequest\x1a\x15.tern.v1.ReadResponse(\x010\x01\x12B\n" +
+	"\tRepairLog\x12\x19.tern.v1.RepairLogRequest\x1a\x1a.tern.v1.RepairLogResponseB'Z%github.com/ternwal/tern/client/ternpbb\x06proto3"
 
 var (
 	file_tern_proto_rawDescOnce sync.Once
@@ -2328,7 +2534,7 @@ func file_tern_proto_rawDescGZIP() []byte {
 	return file_tern_proto_rawDescData
 }
 
-var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_tern_proto_goTypes = []any{
 	(*LogOptions)(nil),                  // 0: tern.v1.LogOptions
 	(*LogInfo)(nil),                     // 1: tern.v1.LogInfo
@@ -2365,18 +2571,20 @@ var file_tern_proto_goTypes = []any{
 	(*SeekRequest)(nil),                 // 32: tern.v1.SeekRequest
 	(*SeekResponse)(nil),                // 33: tern.v1.SeekResponse
 	(*SubscribeRequest)(nil),            // 34: tern.v1.SubscribeRequest
-	nil,                                 // 35: tern.v1.Entry.PropertiesEntry
-	nil,                                 // 36: tern.v1.Error.MetadataEntry
-	(*SubscribeRequest_Start)(nil),      // 37: tern.v1.SubscribeRequest.Start
-	(*SubscribeRequest_Ack)(nil),        // 38: tern.v1.SubscribeRequest.Ack
-	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
+	(*RepairLogRequest)(nil),            // 35: tern.v1.RepairLogRequest
+	(*RepairLogResponse)(nil),           // 36: tern.v1.RepairLogResponse
+	nil,                                 // 37: tern.v1.Entry.PropertiesEntry
+	nil,                                 // 38: tern.v1.Error.MetadataEntry
+	(*SubscribeRequest_Start)(nil),      // 39: tern.v1.SubscribeRequest.Start
+	(*SubscribeRequest_Ack)(nil),        // 40: tern.v1.SubscribeRequest.Ack
+	(*durationpb.Duration)(nil),         // 41: google.protobuf.Duration
 }
 var file_tern_proto_depIdxs = []int32{
-	39, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
-	39, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
-	39, // 2: tern.v1.LogOptions.flush_interval:type_name -> google.protobuf.Duration
+	41, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
+	41, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
+	41, // 2: tern.v1.LogOptions.flush_interval:type_name -> google.protobuf.Duration
 	0,  // 3: tern.v1.LogInfo.options:type_name -> tern.v1.LogOptions
-	35, // 4: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
+	37, // 4: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
 	0,  // 5: tern.v1.CreateLogRequest.options:type_name -> tern.v1.LogOptions
 	1,  // 6: tern.v1.ListLogsResponse.logs:type_name -> tern.v1.LogInfo
 	2,  // 7: tern.v1.AppendRequest.entries:type_name -> tern.v1.Entry
@@ -2384,12 +2592,12 @@ var file_tern_proto_depIdxs = []int32{
 	2,  // 9: tern.v1.Batch.entries:type_name -> tern.v1.Entry
 	18, // 10: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
 	19, // 11: tern.v1.AppendResult.error:type_name -> tern.v1.Error
-	36, // 12: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
+	38, // 12: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
 	2,  // 13: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
 	24, // 14: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
 	25, // 15: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
-	37, // 16: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
-	38, // 17: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
+	39, // 16: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
+	40, // 17: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
 	3,  // 18: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
 	4,  // 19: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
 	5,  // 20: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
@@ -2406,24 +2614,26 @@ var file_tern_proto_depIdxs = []int32{
 	30, // 31: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
 	32, // 32: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
 	34, // 33: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
-	1,  // 34: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
-	1,  // 35: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
-	6,  // 36: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
-	8,  // 37: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
-	10, // 38: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
-	12, // 39: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
-	14, // 40: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
-	17, // 41: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
-	21, // 42: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
-	23, // 43: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
-	25, // 44: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
-	25, // 45: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
-	29, // 46: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
-	31, // 47: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
-	33, // 48: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
-	23, // 49: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
-	34, // [34:50] is the sub-list for method output_type
-	18, // [18:34] is the sub-list for method input_type
+	35, // 34: tern.v1.Tern.RepairLog:input_type -> tern.v1.RepairLogRequest
+	1,  // 35: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
+	1,  // 36: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
+	6,  // 37: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
+	8,  // 38: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
+	10, // 39: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
+	12, // 40: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
+	14, // 41: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
+	17, // 42: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
+	21, // 43: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
+	23, // 44: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
+	25, // 45: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
+	25, // 46: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
+	29, // 47: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
+	31, // 48: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
+	33, // 49: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
+	23, // 50: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
+	36, // 51: tern.v1.Tern.RepairLog:output_type -> tern.v1.RepairLogResponse
+	35, // [35:52] is the sub-list for method output_type
+	18, // [18:35] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2444,7 +2654,7 @@ func file_tern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tern_proto_rawDesc), len(file_tern_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -13,8 +13,8 @@
 //                        OUT_OF_RANGE (beyond the end)
 //   RESOURCE_EXHAUSTED   NO_SPACE (a disk or etcd's quota is full), LIMIT (a
 //                        configured bound; the message names its setting)
-//   DATA_LOSS            DAMAGED (the log takes no appends until repaired),
-//                        CORRUPT
+//   DATA_LOSS            DAMAGED (the log opened degraded: appends are
+//                        refused until RepairLog cuts the damage), CORRUPT
 //   UNAVAILABLE          UNAVAILABLE (etcd or a peer does not answer),
 //                        CLOSED (the server is shutting down, or the log was
 //                        deleted), LOCKED
@@ -58,6 +58,7 @@ const (
 	Tern_DeleteSubscription_FullMethodName   = "/tern.v1.Tern/DeleteSubscription"
 	Tern_Seek_FullMethodName                 = "/tern.v1.Tern/Seek"
 	Tern_Subscribe_FullMethodName            = "/tern.v1.Tern/Subscribe"
+	Tern_RepairLog_FullMethodName            = "/tern.v1.Tern/RepairLog"
 )
 
 // TernClient is the client API for Tern service.
@@ -99,6 +100,11 @@ type TernClient interface {
 	// commits acknowledgements to the cursor in batches; entries delivered but
 	// not committed are delivered again to the next subscriber.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, ReadResponse], error)
+	// RepairLog reports where a degraded log (its open segment damaged) is
+	// damaged and what a repair cuts; with accept_loss it cuts the segment
+	// at the end of its valid batches, records the loss, and the log takes
+	// appends again. An admin call: see docs/durability.md.
+	RepairLog(ctx context.Context, in *RepairLogRequest, opts ...grpc.CallOption) (*RepairLogResponse, error)
 }
 
 type ternClient struct {
@@ -284,6 +290,16 @@ func (c *ternClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tern_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, ReadResponse]
 
+func (c *ternClient) RepairLog(ctx context.Context, in *RepairLogRequest, opts ...grpc.CallOption) (*RepairLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairLogResponse)
+	err := c.cc.Invoke(ctx, Tern_RepairLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TernServer is the server API for Tern service.
 // All implementations must embed UnimplementedTernServer
 // for forward compatibility.
@@ -323,6 +339,11 @@ type TernServer interface {
 	// commits acknowledgements to the cursor in batches; entries delivered but
 	// not committed are delivered again to the next subscriber.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]) error
+	// RepairLog reports where a degraded log (its open segment damaged) is
+	// damaged and what a repair cuts; with accept_loss it cuts the segment
+	// at the end of its valid batches, records the loss, and the log takes
+	// appends again. An admin call: see docs/durability.md.
+	RepairLog(context.Context, *RepairLogRequest) (*RepairLogResponse, error)
 	mustEmbedUnimplementedTernServer()
 }
 
@@ -380,6 +401,9 @@ func (UnimplementedTernServer) Seek(context.Context, *SeekRequest) (*SeekRespons
 }
 func (UnimplementedTernServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedTernServer) RepairLog(context.Context, *RepairLogRequest) (*RepairLogResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RepairLog not implemented")
 }
 func (UnimplementedTernServer) mustEmbedUnimplementedTernServer() {}
 func (UnimplementedTernServer) testEmbeddedByValue()              {}
@@ -661,6 +685,24 @@ func _Tern_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tern_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, ReadResponse]
 
+func _Tern_RepairLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TernServer).RepairLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tern_RepairLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TernServer).RepairLog(ctx, req.(*RepairLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tern_ServiceDesc is the grpc.ServiceDesc for Tern service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -719,6 +761,10 @@ var Tern_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Seek",
 			Handler:    _Tern_Seek_Handler,
+		},
+		{
+			MethodName: "RepairLog",
+			Handler:    _Tern_RepairLog_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

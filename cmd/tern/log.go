@@ -20,11 +20,11 @@ import (
 func (a *app) logCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "log",
-		Short: "Create, list, describe, truncate and delete logs",
+		Short: "Create, list, describe, truncate, delete and repair logs",
 		Args:  noSubcommand,
 		RunE:  help,
 	}
-	cmd.AddCommand(a.logCreateCmd(), a.logListCmd(), a.logDescribeCmd(), a.logTruncateCmd(), a.logDeleteCmd())
+	cmd.AddCommand(a.logCreateCmd(), a.logListCmd(), a.logDescribeCmd(), a.logTruncateCmd(), a.logDeleteCmd(), a.logRepairCmd())
 	return cmd
 }
 

@@ -50,5 +50,8 @@
 // after that position anywhere in the file, the bytes from it on are a torn
 // tail left by a crash and are truncated. Otherwise the damage is not a torn
 // tail: recovery refuses to guess and returns a *rpcerr.CorruptError naming the file
-// and position.
+// and position. Inspect then describes such a file without changing it (its
+// valid prefix, and the valid batches after the damage), Cut truncates it
+// at the end of the prefix once a person has accepted the loss, and Verify
+// reads every batch of a sealed segment against its footer.
 package segment

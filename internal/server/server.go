@@ -75,6 +75,7 @@ func New(c *tern.Client, opts Options) *Server {
 		served:  map[uint64]string{},
 		ids:     map[string]uint64{},
 	}
+	registerDamage(opts.Registerer, c)
 	s.ctx, s.shutdown = context.WithCancel(context.Background())
 	if s.node != nil {
 		go s.balance()

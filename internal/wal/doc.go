@@ -61,4 +61,19 @@
 // like a torn tail (the last batches and the footer of the last segment
 // damaged, or its file gone) is damage. A record that does not decode is
 // logged and ignored.
+//
+// # Degraded logs and repair
+//
+// Damage to the open segment that recovery does not take for a torn write
+// (a valid batch follows it, the closed record says the cut would lose
+// acknowledged entries, or the header of a file longer than a sector is
+// bad) opens the log degraded (damage.go): its valid prefix is readable,
+// appends fail with rpcerr.ErrDamaged naming the file and byte, and the
+// damage is logged once at Error. Nothing is cut until Repair is told to
+// accept the loss; it first appends a line to the file "repairs" of the
+// log's directory (plain text, one line per repair: UTC time, file, byte,
+// size, new end, what is lost, the damage; replaced whole with
+// vfs.ReplaceFile), then removes the closed record, then truncates the
+// segment and syncs it. Check (check.go) verifies a log's files offline,
+// changing nothing.
 package wal

@@ -85,6 +85,7 @@ type Log struct {
 
 	readers engine.Readers
 	failed  error
+	damage  *Damage // the open segment's damage, while the log is degraded
 
 	wake     chan struct{}
 	finished chan struct{} // closed when the committer exits
@@ -93,7 +94,8 @@ type Log struct {
 }
 
 // Open recovers the log in opts.Dir (creating the directory if needed) and
-// starts its committer. Corruption that is not a torn tail fails Open with a
+// starts its committer. Damage to the open segment that is not a torn tail
+// opens the log degraded (see Damage); other corruption fails Open with a
 // *rpcerr.CorruptError.
 func Open(ctx context.Context, opts Options) (*Log, error) {
 	opts.setDefaults()
@@ -151,9 +153,6 @@ func (l *Log) recover() error {
 			continue
 		}
 		info, w, err := segment.Recover(fs, path, closedAt)
-		if errors.Is(err, segment.ErrCutAcknowledged) {
-			err = l.closedHint(err)
-		}
 		if err == nil && w != nil && w.Cut() > 0 {
 			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
 				"path", path, "at", info.Size, "bytes", w.Cut())
@@ -166,7 +165,13 @@ func (l *Log) recover() error {
 			break
 		}
 		if err != nil {
-			return err
+			if err := l.degrade(path, err); err != nil {
+				if errors.Is(err, segment.ErrCutAcknowledged) {
+					err = l.closedHint(err)
+				}
+				return err
+			}
+			break
 		}
 		if w == nil {
 			l.sealed = append(l.sealed, info)
@@ -187,7 +192,7 @@ func (l *Log) recover() error {
 	} else {
 		l.start = l.tail
 	}
-	if l.tail < closedAt {
+	if l.tail < closedAt && l.damage == nil {
 		path := dir
 		if len(all) > 0 {
 			path = all[len(all)-1].Path
