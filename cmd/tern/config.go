@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/server"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // serveConfig is the configuration of tern serve. Each field is set, from
@@ -70,6 +72,14 @@ type serveConfig struct {
 	// its logs up this long after, and another node takes them over.
 	NodeTTL string `json:"node_ttl"`
 
+	// MemoryLimit is what the server's memory is held to, such as 2GiB:
+	// Go's soft memory limit and the budgets of appends and reads in
+	// memory (docs/server.md). Empty: a quarter of the machine's memory,
+	// or of the cgroup's limit if smaller.
+	MemoryLimit string `json:"memory_limit"`
+	// memoryLimitBytes is MemoryLimit parsed by check; 0 for the default.
+	memoryLimitBytes int64
+
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
 }
@@ -77,7 +87,8 @@ type serveConfig struct {
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
 var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
-	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl"}
+	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
+	"memory_limit"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -150,6 +161,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.NodeID, "TERN_NODE_ID")
 	set(&cfg.Advertise, "TERN_ADVERTISE")
 	set(&cfg.NodeTTL, "TERN_NODE_TTL")
+	set(&cfg.MemoryLimit, "TERN_MEMORY_LIMIT")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -190,6 +202,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
 	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
 	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
+	fs.StringVar(&f.MemoryLimit, "memory-limit", d.MemoryLimit, "the `size` the server's memory is held to, such as 2GiB: Go's soft memory limit and the budgets of appends and reads in memory; $TERN_MEMORY_LIMIT (default: a quarter of the machine's memory, or of the cgroup's limit if smaller)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -219,6 +232,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.NodeID, "node-id", f.NodeID)
 	set(&cfg.Advertise, "advertise", f.Advertise)
 	set(&cfg.NodeTTL, "node-ttl", f.NodeTTL)
+	set(&cfg.MemoryLimit, "memory-limit", f.MemoryLimit)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
@@ -234,6 +248,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	}
 	if err := cfg.check(); err != nil {
 		return cfg, err
+	}
+	if cfg.MemoryLimit != "" {
+		cfg.memoryLimitBytes, _ = units.ParseBytes(cfg.MemoryLimit) // checked
 	}
 	var err error
 	cfg.ssecKey, err = readSSECKey(cfg.StorageSSECKeyFile, "--storage-ssec-key-file (or $TERN_STORAGE_SSEC_KEY_FILE, or storage_ssec_key_file: in the config file)")
@@ -265,6 +282,9 @@ func (c serveConfig) check() error {
 	if err := c.checkCluster(); err != nil {
 		return err
 	}
+	if err := c.checkMemory(); err != nil {
+		return err
+	}
 	return c.checkStorage()
 }
 
@@ -291,6 +311,19 @@ func (c serveConfig) checkCluster() error {
 		if err := checkAddr(c.Advertise); err != nil {
 			return configErrorf("advertise address %q: %v: use host:port with --advertise (or $TERN_ADVERTISE, or advertise: in the config file)", c.Advertise, err)
 		}
+	}
+	return nil
+}
+
+// checkMemory validates the memory limit.
+func (c serveConfig) checkMemory() error {
+	if c.MemoryLimit == "" {
+		return nil
+	}
+	n, err := units.ParseBytes(c.MemoryLimit)
+	if err != nil || n < server.MinMemoryLimit {
+		return configErrorf("memory limit %q: use a size of at least %s, such as 2GiB, with --memory-limit (or $TERN_MEMORY_LIMIT, or memory_limit: in the config file), or leave it out for a quarter of the machine's memory",
+			c.MemoryLimit, units.FormatBytes(server.MinMemoryLimit))
 	}
 	return nil
 }
@@ -398,7 +431,8 @@ func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
-		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL}, c.Etcd...) {
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL,
+		c.MemoryLimit}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}
