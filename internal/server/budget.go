@@ -101,6 +101,13 @@ func (b *budget) grant() {
 	}
 }
 
+// waiting is how many acquires wait.
+func (b *budget) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.waiters)
+}
+
 // inUse is the bytes granted and not yet released.
 func (b *budget) inUse() int64 {
 	if b == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 )
 
@@ -264,3 +266,53 @@ func TestReadResponsesBoundedByBytes(t *testing.T) {
 	}
 }
 
+// The append budget grants bytes in order of arrival, makes waiters wait
+// until there is room, lets a canceled waiter go without taking any, and
+// refuses at once what could never fit.
+func TestBudget(t *testing.T) {
+	b := newBudget(100, "--memory-limit")
+	ctx := t.Context()
+	if err := b.acquire(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.acquire(ctx, 101); !errors.Is(err, rpcerr.ErrLimit) || !strings.Contains(err.Error(), "--memory-limit") {
+		t.Fatalf("acquire over the limit: %v, want ErrLimit naming --memory-limit", err)
+	}
+	big := make(chan error, 1)
+	go func() { big <- b.acquire(ctx, 50) }() // waits: 60 + 50 > 100
+	for b.waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// A small one arriving later waits behind it, though it would fit.
+	small := make(chan error, 1)
+	go func() { small <- b.acquire(ctx, 10) }()
+	cctx, cancel := context.WithCancel(ctx)
+	canceled := make(chan error, 1)
+	go func() { canceled <- b.acquire(cctx, 40) }()
+	for b.waiting() != 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-canceled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled acquire: %v", err)
+	}
+	select {
+	case err := <-small:
+		t.Fatalf("a later acquire went before an earlier one (%v)", err)
+	default:
+	}
+	b.release(60)
+	if err := <-big; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-small; err != nil {
+		t.Fatal(err)
+	}
+	if got := b.inUse(); got != 60 {
+		t.Fatalf("in use %d, want 60", got)
+	}
+	b.release(60)
+	if got := b.inUse(); got != 0 {
+		t.Fatalf("in use %d after every release, want 0", got)
+	}
+}
