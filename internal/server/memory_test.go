@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 )
@@ -51,12 +54,11 @@ func sendsUntilStalled(t *testing.T, stream ternpb.Tern_AppendStreamClient, reqs
 	return last, done
 }
 
-// An AppendStream whose client sends 200 MiB without reading an answer is
-// read only while its unanswered bytes are under the stream's budget (here
-// 4 MiB): the server stops receiving until answers go out, whether they
-// wait for the disk or for the client. Once the client reads, every batch
-// is answered and in the log, and the append budget is all given back.
-func TestAppendStreamUnreadRepliesStopReading(t *testing.T) {
+// An AppendStream whose client sends 200 MiB faster than the disk takes
+// it is read only while its unanswered bytes are under the stream's budget
+// (here 4 MiB). Once the client reads, every batch is answered and in the
+// log, and the append budget is all given back.
+func TestAppendStreamUnansweredBytesBounded(t *testing.T) {
 	ts := startWith(t, Options{AppendBytes: 64 << 20, StreamAppendBytes: 4 << 20})
 	epoch := ts.createLog(t, "l", nil)
 	stream, err := ts.api.AppendStream(t.Context())
@@ -101,6 +103,61 @@ func TestAppendStreamUnreadRepliesStopReading(t *testing.T) {
 	}
 	if inUse := ts.srv.appends.inUse(); inUse != 0 {
 		t.Errorf("append budget in use %d after every append is durable, want 0", inUse)
+	}
+}
+
+// An AppendStream whose client does not read its answers at all (its
+// HTTP/2 window for them is full) stops being read once its unanswered
+// bytes reach the stream's budget: the client's sends stall after the
+// budget and what the server's receive window holds, instead of the server
+// taking all it sends. Once the client reads, everything is answered.
+func TestAppendStreamUnreadRepliesStopReading(t *testing.T) {
+	ts := startWith(t, Options{AppendBytes: 64 << 20, StreamAppendBytes: 2 << 20})
+	epoch := ts.createLog(t, "l", nil)
+	// The smallest windows gRPC allows: 64 KiB of answers fill them.
+	conn, err := grpc.NewClient(ts.conn.Target(), append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := ternpb.NewTernClient(conn).AppendStream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Requests of 2,000 batches of 1 KiB: each answer is a few KiB.
+	const reqs, batches, size = 100, 2000, 1 << 10
+	req := func(i int) *ternpb.AppendStreamRequest {
+		r := &ternpb.AppendStreamRequest{Log: "l", Epoch: epoch}
+		for j := range batches {
+			p := bytes.Repeat([]byte{byte(j)}, size)
+			p[0], p[1] = byte(i), byte(j>>8)
+			r.Batches = append(r.Batches, &ternpb.Batch{Entries: []*ternpb.Entry{{Payload: p}}})
+		}
+		return r
+	}
+	sent, done := sendsUntilStalled(t, stream, reqs, req)
+	t.Logf("%d of %d requests of 2 MiB sent to a client that reads no answer", sent, reqs)
+	// The answers the windows hold (tens of KiB: a few requests'), the
+	// budget (one request), the server's receive window (16 MiB: 8): far
+	// from all of them.
+	if sent > reqs/2 {
+		t.Fatalf("%d of %d requests of 2 MiB were taken from a stream whose client reads no answer, with a budget of 2 MiB", sent, reqs)
+	}
+	rs := recvResults(t, stream, reqs*batches)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Error != nil || r.Offset != uint64(i) {
+			t.Fatalf("result %d: %v, want offset %d", i, r, i)
+		}
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("after the last result: %v, want io.EOF", err)
+	}
+	if peak := ts.srv.streamPeak.Load(); peak > (2<<20)+batches*size {
+		t.Errorf("the stream had %d bytes unanswered, over its budget of 2 MiB and one request", peak)
 	}
 }
 
