@@ -69,6 +69,13 @@ type Options struct {
 	// a cluster. Without it, quorum logs can be neither created nor opened.
 	Cluster Cluster
 
+	// ObjectCacheBytes bounds the acknowledged fragments that the object
+	// and quorum logs keep in memory for their tail readers, all together:
+	// past it, a log that acknowledges a fragment lets go of its own
+	// oldest, down to its newest. Zero: no shared bound, and each open log
+	// keeps up to 16 MiB. tern serve sets it from --memory-limit.
+	ObjectCacheBytes int64
+
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC (through
 	// the client module), Dir must be empty, and the other options are not

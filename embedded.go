@@ -28,7 +28,8 @@ type embeddedClient struct {
 	opts   Options
 	fs     vfs.FS
 	meta   meta.Store
-	bucket blob.Bucket // the object store, or nil
+	bucket blob.Bucket         // the object store, or nil
+	cache  *objlog.CacheBudget // shared by the object logs' caches; nil for no shared bound
 
 	mu     sync.Mutex
 	logs   map[string]*embeddedLog // opened logs, by name
@@ -80,6 +81,9 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		return nil, err
 	}
 	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	if opts.ObjectCacheBytes > 0 {
+		c.cache = objlog.NewCacheBudget(opts.ObjectCacheBytes)
+	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()

@@ -62,6 +62,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 			MaxInFlight:   opts.UploadsInFlight,
 			SegmentBytes:  opts.SegmentBytes,
 			SegmentAge:    opts.SegmentAge,
+			SharedCache:   c.cache,
 			Epoch:         m.Epoch,
 			Start:         m.Start,
 			Logger:        c.opts.Logger.With("log", m.Name),

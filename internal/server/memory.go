@@ -35,22 +35,25 @@ func DefaultMemoryLimit() int64 {
 // states the arithmetic):
 //   - appendBytes: appends received and not yet durable, all streams and
 //     unary calls together (Options.AppendBytes), a quarter;
+//   - cacheBytes: the acknowledged fragments the object and quorum logs
+//     keep for their tail readers (tern.Options.ObjectCacheBytes), an
+//     eighth;
 //   - replicaBytes: on a node of a cluster, the fragments of open segments
 //     its replica store holds (replica.Options.MemBytes), a quarter, plus
 //     up to half of that in recycled buffers.
 //
 // The rest is for what is bounded per stream or per log rather than
-// server-wide (a read stream holds about two responses of ~1 MiB; an
-// object log keeps 16 MiB of fragments for its tail readers), gRPC's
-// buffers, and the garbage collector's headroom: Go's soft memory limit
-// is the whole limit.
+// server-wide (a read stream holds about two responses of ~1 MiB),
+// gRPC's buffers, and the garbage collector's headroom: Go's soft memory
+// limit is the whole limit.
 type memoryBudgets struct {
 	appendBytes  int64
+	cacheBytes   int64
 	replicaBytes int64
 }
 
 func budgetsOf(limit int64) memoryBudgets {
-	return memoryBudgets{appendBytes: limit / 4, replicaBytes: limit / 4}
+	return memoryBudgets{appendBytes: limit / 4, cacheBytes: limit / 8, replicaBytes: limit / 4}
 }
 
 // machineBytes is MemTotal of /proc/meminfo.

@@ -214,6 +214,8 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		Storage:     cfg.Storage,
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
+
+		ObjectCacheBytes: budgets.cacheBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
