@@ -76,6 +76,12 @@ type Options struct {
 	// take does. Zero: 256 MiB, or a tenth of the filesystem if that is
 	// less. Negative: no reserve.
 	DiskReserveBytes int64
+	// ObjectCacheBytes bounds the acknowledged fragments that the object
+	// and quorum logs keep in memory for their tail readers, all together:
+	// past it, a log that acknowledges a fragment lets go of its own
+	// oldest, down to its newest. Zero: no shared bound, and each open log
+	// keeps up to 16 MiB. tern serve sets it from --memory-limit.
+	ObjectCacheBytes int64
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC (through

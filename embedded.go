@@ -18,6 +18,7 @@ import (
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/vfs"
 	"github.com/ternwal/tern/internal/wal"
 )
@@ -34,7 +35,8 @@ type embeddedClient struct {
 	// store's prefix (install.go).
 	install meta.Installation
 
-	damaged damageSet // the logs that opened degraded (damage.go); has its own lock
+	damaged damageSet           // the logs that opened degraded (damage.go); has its own lock
+	cache   *objlog.CacheBudget // shared by the object logs' caches; nil for no shared bound
 
 	mu     sync.Mutex
 	logs   map[string]*embeddedLog // opened logs, by name
@@ -90,6 +92,9 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	if c.install, err = installation(ctx, bucket, store, opts); err != nil {
 		c.closeStores()
 		return nil, err
+	}
+	if opts.ObjectCacheBytes > 0 {
+		c.cache = objlog.NewCacheBudget(opts.ObjectCacheBytes)
 	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {

@@ -62,6 +62,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 			MaxInFlight:   opts.UploadsInFlight,
 			SegmentBytes:  opts.SegmentBytes,
 			SegmentAge:    opts.SegmentAge,
+			SharedCache:   c.cache,
 			Epoch:         m.Epoch,
 			Start:         m.Start,
 			Logger:        c.opts.Logger.With("log", m.Name),
@@ -159,15 +160,19 @@ func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadO
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := l.eng.NewReader(uint64(from), client.NewReadOptions(opts...).Ticks)
+	o := client.NewReadOptions(opts...)
+	r, err := l.eng.NewReader(uint64(from), o.Ticks)
 	if err != nil {
 		return nil, err // says which offset, and where the log starts or ends
 	}
-	return embeddedReader{r}, nil
+	return embeddedReader{r: r, maxBytes: o.MaxBatchBytes}, nil
 }
 
 // embeddedReader is a Reader of an engine.
-type embeddedReader struct{ r engine.Reader }
+type embeddedReader struct {
+	r        engine.Reader
+	maxBytes int // of one NextBatch (WithMaxBatchBytes)
+}
 
 func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
 	e, err := r.r.Next(ctx)
@@ -178,7 +183,7 @@ func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
 }
 
 func (r embeddedReader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
-	es, err := r.r.NextBatch(ctx, max)
+	es, err := r.r.NextBatch(ctx, max, r.maxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -191,6 +191,8 @@ type embeddedSubscriber struct {
 	state *subState
 	name  string
 	ticks bool
+	// maxBytes bounds one NextBatch (WithMaxBatchBytes); 0 is no bound.
+	maxBytes int
 
 	r   engine.Reader
 	gen uint64 // the generation r reads for
@@ -225,7 +227,7 @@ func (l *embeddedLog) Subscribe(ctx context.Context, name string, opts ...ReadOp
 	if s.active != nil {
 		s.active.supersede(fmt.Errorf("%w: subscription %q was taken over by a newer subscriber", ErrClosed, name))
 	}
-	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, r: r, gen: s.gen, delivered: s.acked}
+	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, maxBytes: o.MaxBatchBytes, r: r, gen: s.gen, delivered: s.acked}
 	sub.done, sub.cancel = context.WithCancel(context.Background())
 	sub.seeked, sub.seekCancel = context.WithCancel(context.Background())
 	s.active = sub
@@ -280,7 +282,7 @@ func (s *embeddedSubscriber) nextBatch(ctx, seeked context.Context, max int) ([]
 	defer cancel()
 	defer context.AfterFunc(s.done, cancel)()
 	defer context.AfterFunc(seeked, cancel)()
-	return s.r.NextBatch(ctx, max)
+	return s.r.NextBatch(ctx, max, s.maxBytes)
 }
 
 func (s *embeddedSubscriber) closedErr() error {

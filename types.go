@@ -74,3 +74,9 @@ func LogOptionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 // ticks appended while it is open, each in its place between the entries:
 // an Entry with IsTick set. See Writer.AppendTimeTick.
 func WithTicks() ReadOption { return client.WithTicks() }
+
+// WithMaxBatchBytes makes NextBatch return at most about n bytes of entries
+// (payloads plus property keys and values), or a single entry larger than
+// n: a reader that holds each batch it gets holds about n bytes however
+// many entries it asks for. n <= 0 is no bound, the default.
+func WithMaxBatchBytes(n int) ReadOption { return client.WithMaxBatchBytes(n) }

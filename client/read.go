@@ -39,14 +39,15 @@ type recvLoop struct {
 	stopOnce sync.Once
 	done     chan struct{} // closed when the loop has exited
 
-	buf []Entry
-	err error // the error that ended the stream, once buf is drained
+	buf      []Entry
+	err      error // the error that ended the stream, once buf is drained
+	maxBytes int   // of one next; 0 is no bound (WithMaxBatchBytes)
 }
 
 // startRecv runs recv until it fails; mapErr turns its error into the error
 // next returns.
-func startRecv(recv func() (*ternpb.ReadResponse, error), mapErr func(error) error) *recvLoop {
-	r := &recvLoop{items: make(chan recvItem, recvAhead), stop: make(chan struct{}), done: make(chan struct{})}
+func startRecv(recv func() (*ternpb.ReadResponse, error), maxBytes int, mapErr func(error) error) *recvLoop {
+	r := &recvLoop{items: make(chan recvItem, recvAhead), stop: make(chan struct{}), done: make(chan struct{}), maxBytes: maxBytes}
 	go func() {
 		defer close(r.done)
 		for {
@@ -83,7 +84,8 @@ func (r *recvLoop) halted() bool {
 	}
 }
 
-// next returns up to max entries, waiting for the first until ctx ends.
+// next returns up to max entries, and up to maxBytes of them unless the
+// first is larger, waiting for the first until ctx ends.
 func (r *recvLoop) next(ctx context.Context, max int) ([]Entry, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("%w: NextBatch of no entries", ErrInvalid)
@@ -111,7 +113,7 @@ func (r *recvLoop) next(ctx context.Context, max int) ([]Entry, error) {
 		}
 	}
 fill: // with what has arrived, without waiting
-	for len(r.buf) < max && r.err == nil {
+	for len(r.buf) < max && r.err == nil && r.bytesBefore(max) == 0 {
 		select {
 		case it := <-r.items:
 			r.take(it)
@@ -120,9 +122,27 @@ fill: // with what has arrived, without waiting
 		}
 	}
 	n := min(max, len(r.buf))
+	if k := r.bytesBefore(n); k > 0 {
+		n = k
+	}
 	out := r.buf[:n:n]
 	r.buf = r.buf[n:]
 	return out, nil
+}
+
+// bytesBefore returns how many of the first n buffered entries, at least
+// one, fit in maxBytes when the first n do not; 0 when they do.
+func (r *recvLoop) bytesBefore(n int) int {
+	if r.maxBytes <= 0 {
+		return 0
+	}
+	size := 0
+	for i, e := range r.buf[:min(n, len(r.buf))] {
+		if size += EntryBytes(e); size > r.maxBytes {
+			return max(i, 1)
+		}
+	}
+	return 0
 }
 
 func (r *recvLoop) take(it recvItem) {
@@ -191,7 +211,7 @@ func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (
 		return nil, cmp.Or(ctx.Err(), err)
 	}
 	r := &Reader{c: l.c, cancel: cancel}
-	r.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "read stream", err) })
+	r.loop = startRecv(stream.Recv, o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "read stream", err) })
 	if err := l.c.track(r); err != nil {
 		r.Close()
 		return nil, err
@@ -286,7 +306,7 @@ func (l *Log) Subscribe(ctx context.Context, name string, opts ...ReadOption) (*
 		return nil, cmp.Or(ctx.Err(), l.c.err(err))
 	}
 	s := &Subscriber{c: l.c, name: name, stream: stream, cancel: cancel, delivered: sub.GetCursor(), acked: sub.GetCursor()}
-	s.loop = startRecv(stream.Recv, func(err error) error { return streamErr(l.c, "subscription stream", err) })
+	s.loop = startRecv(stream.Recv, o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "subscription stream", err) })
 	if err := l.c.track(s); err != nil {
 		s.Close()
 		return nil, err

@@ -85,12 +85,33 @@ type ReadOption func(*ReadOptions)
 type ReadOptions struct {
 	// Ticks: return the time ticks too (WithTicks).
 	Ticks bool
+	// MaxBatchBytes bounds the bytes of one NextBatch (WithMaxBatchBytes);
+	// zero is no bound.
+	MaxBatchBytes int
 }
 
 // WithTicks makes the Reader or Subscriber return, besides entries, the time
 // ticks appended while it is open, each in its place between the entries:
 // an Entry with IsTick set. See Writer.AppendTimeTick.
 func WithTicks() ReadOption { return func(o *ReadOptions) { o.Ticks = true } }
+
+// WithMaxBatchBytes makes NextBatch return at most about n bytes of
+// entries (payloads plus property keys and values): it stops before the
+// entry that would take it over n, unless that is the first, so that an
+// entry larger than n comes alone. A reader that holds what NextBatch
+// returns (a server sending it on) holds then about n bytes, however many
+// entries it asks for. n <= 0 is no bound, the default.
+func WithMaxBatchBytes(n int) ReadOption { return func(o *ReadOptions) { o.MaxBatchBytes = max(n, 0) } }
+
+// EntryBytes is what an entry counts for in byte limits: its payload plus
+// its property keys and values.
+func EntryBytes(e Entry) int {
+	n := len(e.Payload)
+	for k, v := range e.Properties {
+		n += len(k) + len(v)
+	}
+	return n
+}
 
 // NewReadOptions applies opts in order to the zero ReadOptions.
 func NewReadOptions(opts ...ReadOption) ReadOptions {
@@ -111,10 +132,7 @@ func CheckBatch(es []Entry, maxEntryBytes int) (int, error) {
 	}
 	total := 0
 	for i, e := range es {
-		n := len(e.Payload)
-		for k, v := range e.Properties {
-			n += len(k) + len(v)
-		}
+		n := EntryBytes(e)
 		if n > maxEntryBytes {
 			return 0, fmt.Errorf("%w: entry %d of the batch has %d bytes, over the log's limit of %d (LogOptions.MaxEntryBytes)", ErrTooLarge, i, n, maxEntryBytes)
 		}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/server"
 	"github.com/ternwal/tern/internal/units"
 )
 
@@ -79,6 +80,13 @@ type serveConfig struct {
 	// EtcdDir is the embedded etcd's data directory: empty for
 	// <data>/etcd. Another disk keeps etcd safe from a full data disk.
 	EtcdDir string `json:"etcd_dir"`
+	// MemoryLimit is what the server's memory is held to, such as 2GiB:
+	// Go's soft memory limit and the budgets of appends and reads in
+	// memory (docs/server.md). Empty: a quarter of the machine's memory,
+	// or of the cgroup's limit if smaller.
+	MemoryLimit string `json:"memory_limit"`
+	// memoryLimitBytes is MemoryLimit parsed by check; 0 for the default.
+	memoryLimitBytes int64
 
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
@@ -88,7 +96,7 @@ type serveConfig struct {
 // name them.
 var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
-	"disk_reserve", "etcd_dir"}
+	"disk_reserve", "etcd_dir", "memory_limit"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -165,6 +173,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.NodeTTL, "TERN_NODE_TTL")
 	set(&cfg.DiskReserve, "TERN_DISK_RESERVE")
 	set(&cfg.EtcdDir, "TERN_ETCD_DIR")
+	set(&cfg.MemoryLimit, "TERN_MEMORY_LIMIT")
 	if v := getenv("TERN_ETCD"); v != "" {
 		cfg.Etcd = splitEndpoints(v)
 	}
@@ -207,6 +216,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
 	fs.StringVar(&f.DiskReserve, "disk-reserve", d.DiskReserve, "the free `size` on the data directory's disk that appends leave for the metadata (the embedded etcd) and the subscriptions' cursors, such as 256MiB; 0 for none; $TERN_DISK_RESERVE (auto: 256MiB, or a tenth of the filesystem if less)")
 	fs.StringVar(&f.EtcdDir, "etcd-dir", d.EtcdDir, "the embedded etcd's data `directory`, on another disk than --data so that a full data disk cannot stop it; $TERN_ETCD_DIR (default: <data>/etcd)")
+	fs.StringVar(&f.MemoryLimit, "memory-limit", d.MemoryLimit, "the `size` the server's memory is held to, such as 2GiB: Go's soft memory limit and the budgets of appends and reads in memory; $TERN_MEMORY_LIMIT (default: a quarter of the machine's memory, or of the cgroup's limit if smaller)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -238,6 +248,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.NodeTTL, "node-ttl", f.NodeTTL)
 	set(&cfg.DiskReserve, "disk-reserve", f.DiskReserve)
 	set(&cfg.EtcdDir, "etcd-dir", f.EtcdDir)
+	set(&cfg.MemoryLimit, "memory-limit", f.MemoryLimit)
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
@@ -253,6 +264,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	}
 	if err := cfg.check(); err != nil {
 		return cfg, err
+	}
+	if cfg.MemoryLimit != "" {
+		cfg.memoryLimitBytes, _ = units.ParseBytes(cfg.MemoryLimit) // checked
 	}
 	var err error
 	cfg.ssecKey, err = readSSECKey(cfg.StorageSSECKeyFile, "--storage-ssec-key-file (or $TERN_STORAGE_SSEC_KEY_FILE, or storage_ssec_key_file: in the config file)")
@@ -288,6 +302,9 @@ func (c serveConfig) check() error {
 		return configErrorf("--etcd-dir is the directory of the embedded etcd, and --etcd names an external one: leave one out (or $TERN_ETCD_DIR, or etcd_dir: in the config file)")
 	}
 	if err := c.checkCluster(); err != nil {
+		return err
+	}
+	if err := c.checkMemory(); err != nil {
 		return err
 	}
 	return c.checkStorage()
@@ -332,6 +349,19 @@ func (c serveConfig) checkCluster() error {
 		if err := checkAddr(c.Advertise); err != nil {
 			return configErrorf("advertise address %q: %v: use host:port with --advertise (or $TERN_ADVERTISE, or advertise: in the config file)", c.Advertise, err)
 		}
+	}
+	return nil
+}
+
+// checkMemory validates the memory limit.
+func (c serveConfig) checkMemory() error {
+	if c.MemoryLimit == "" {
+		return nil
+	}
+	n, err := units.ParseBytes(c.MemoryLimit)
+	if err != nil || n < server.MinMemoryLimit {
+		return configErrorf("memory limit %q: use a size of at least %s, such as 2GiB, with --memory-limit (or $TERN_MEMORY_LIMIT, or memory_limit: in the config file), or leave it out for a quarter of the machine's memory",
+			c.MemoryLimit, units.FormatBytes(server.MinMemoryLimit))
 	}
 	return nil
 }
@@ -439,7 +469,8 @@ func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
-		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir}, c.Etcd...) {
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir,
+		c.MemoryLimit}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

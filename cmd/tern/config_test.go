@@ -77,24 +77,26 @@ http: 127.0.0.1:1001
 etcd: [file:2379]
 etcd_root: /file/
 log_level: debug
+memory_limit: 1GiB
 `)
 	env := map[string]string{
-		"TERN_LISTEN":    "127.0.0.1:2000",
-		"TERN_ETCD":      "env1:2379, env2:2379",
-		"TERN_LOG_LEVEL": "warn",
+		"TERN_LISTEN":       "127.0.0.1:2000",
+		"TERN_ETCD":         "env1:2379, env2:2379",
+		"TERN_LOG_LEVEL":    "warn",
+		"TERN_MEMORY_LIMIT": "2GiB",
 	}
 	got := printConfig(t, env, "--config", path, "--listen", "127.0.0.1:3000")
 	want := serveConfig{
-		Data:     "/from/file",                       // file
-		Listen:   "127.0.0.1:3000",                   // flag over env over file
-		HTTP:     "127.0.0.1:1001",                   // file
-		Etcd:     []string{"env1:2379", "env2:2379"}, // env over file
-		EtcdRoot: "/file/",                           // file
-		LogLevel: "warn",                             // env over file
-		Mode:     "local",                            // default
-		NodeTTL:  "10s",                              // default
-
-		DiskReserve: "auto", // default
+		Data:        "/from/file",                       // file
+		Listen:      "127.0.0.1:3000",                   // flag over env over file
+		HTTP:        "127.0.0.1:1001",                   // file
+		Etcd:        []string{"env1:2379", "env2:2379"}, // env over file
+		EtcdRoot:    "/file/",                           // file
+		LogLevel:    "warn",                             // env over file
+		Mode:        "local",                            // default
+		NodeTTL:     "10s",                              // default
+		MemoryLimit: "2GiB",                             // env over file
+		DiskReserve: "auto",                             // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
@@ -102,9 +104,9 @@ log_level: debug
 
 	env["TERN_DISK_RESERVE"] = "1GiB"
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9",
-		"--disk-reserve", "64MiB")
+		"--disk-reserve", "64MiB", "--memory-limit", "768MiB")
 	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s",
-		DiskReserve: "64MiB"}
+		DiskReserve: "64MiB", MemoryLimit: "768MiB"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
@@ -306,6 +308,8 @@ func TestConfigStorageErrors(t *testing.T) {
 		{nil, append(store, "--node-id", "n1", "--advertise", "nohost"), []string{`advertise address "nohost"`, "--advertise"}},
 		{map[string]string{"TERN_DISK_RESERVE": "lots"}, nil, []string{`size "lots"`, "auto", "--disk-reserve", "$TERN_DISK_RESERVE"}},
 		{map[string]string{"TERN_ETCD_DIR": "/x"}, []string{"--etcd", "a:1"}, []string{"--etcd-dir", "--etcd names an external one"}},
+		{nil, []string{"--memory-limit", "1MiB"}, []string{`memory limit "1MiB"`, "at least 64MiB", "--memory-limit", "$TERN_MEMORY_LIMIT"}},
+		{map[string]string{"TERN_MEMORY_LIMIT": "lots"}, nil, []string{`memory limit "lots"`, "--memory-limit"}},
 	} {
 		for _, args := range [][]string{append([]string{"serve", "--print-config"}, tc.args...), append([]string{"serve"}, tc.args...)} {
 			r := ternEnv(t, tc.env, args...)

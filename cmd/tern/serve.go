@@ -52,7 +52,8 @@ Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
-$TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR) and the flags.
+$TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
+$TERN_MEMORY_LIMIT) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
@@ -65,6 +66,7 @@ storage_secret_key (a comment says when it is set):
   http: 127.0.0.1:7071
   listen: 127.0.0.1:7070
   log_level: info
+  memory_limit: ""
   mode: local
   node_id: ""
   node_ttl: 10s
@@ -128,7 +130,8 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		Logger:          logger,
 		ShutdownTimeout: a.shutdownTimeout,
 
-		EtcdDir: cfg.EtcdDir,
+		EtcdDir:          cfg.EtcdDir,
+		MemoryLimitBytes: cfg.memoryLimitBytes,
 	}
 	if scfg.DiskReserveBytes, err = cfg.diskReserveBytes(); err != nil {
 		return err

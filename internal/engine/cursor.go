@@ -205,13 +205,17 @@ func (c *Cursor) Next(ctx context.Context) (Entry, error) {
 }
 
 // NextBatch returns up to max entries and ticks (at least one), waiting at
-// the tail for the first one until ctx ends but not for the others.
-func (c *Cursor) NextBatch(ctx context.Context, max int) ([]Entry, error) {
+// the tail for the first one until ctx ends but not for the others; with
+// maxBytes > 0, also up to maxBytes of entries unless the first is larger
+// (see Reader). It decodes no further batch once it has what it returns.
+func (c *Cursor) NextBatch(ctx context.Context, max, maxBytes int) ([]Entry, error) {
 	if max <= 0 {
 		return nil, errors.New("engine: NextBatch of no entries")
 	}
 	var out []Entry
-	for len(out) < max {
+	size := 0
+	full := func() bool { return maxBytes > 0 && size >= maxBytes }
+	for len(out) < max && !full() {
 		if t, ok := c.tickBefore(c.head()); ok {
 			out = append(out, t)
 			continue
@@ -227,10 +231,31 @@ func (c *Cursor) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 			continue
 		}
 		n := c.entriesBefore(min(max-len(out), len(c.buf)))
+		if maxBytes > 0 {
+			k := 0
+			for ; k < n; k++ {
+				b := entryBytes(c.buf[k].Entry)
+				if size+b > maxBytes && (len(out) > 0 || k > 0) {
+					size = maxBytes // full: what is left waits for the next call
+					break
+				}
+				size += b
+			}
+			n = k
+		}
 		out = append(out, c.buf[:n]...)
 		c.buf = c.buf[n:]
 	}
 	return out, nil
+}
+
+// entryBytes is what e counts for against NextBatch's maxBytes.
+func entryBytes(e record.Entry) int {
+	n := len(e.Payload)
+	for k, v := range e.Properties {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // head is the offset of the next entry the cursor returns.

@@ -73,7 +73,11 @@ type Reader interface {
 	Next(ctx context.Context) (Entry, error)
 	// NextBatch returns up to max entries and ticks (at least one), waiting
 	// at the tail for the first one until ctx ends but not for the others.
-	NextBatch(ctx context.Context, max int) ([]Entry, error)
+	// With maxBytes > 0 it stops before an entry that would take the
+	// entries' bytes (payloads, property keys and values) over maxBytes,
+	// unless that entry is the first: the reader then holds at most the
+	// batch it is decoding besides what it returned.
+	NextBatch(ctx context.Context, max, maxBytes int) ([]Entry, error)
 	// Close releases the reader and stops its ticks.
 	Close() error
 }

@@ -66,7 +66,8 @@
 // # Read path
 //
 // Readers at the tail are served from the acknowledged fragments the writer
-// keeps in memory (CacheBytes). A reader further back reads the segment's
+// keeps in memory (CacheBytes, and SharedCache across logs: a log over
+// either lets go of its oldest fragments but its newest). A reader further back reads the segment's
 // objects with ranged GETs of up to ChunkBytes, keeping ReadAhead chunks'
 // worth of bytes in flight (more GETs when the objects are small, up to four
 // per chunk), and decodes the batches in order. A GET that ends is replaced

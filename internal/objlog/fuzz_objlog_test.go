@@ -202,7 +202,7 @@ func fuzzReadFrom(t *testing.T, ctx context.Context, l *Log, from uint64, st eng
 	}
 	defer r.Close()
 	for next := from; next < st.End; {
-		es, err := r.NextBatch(ctx, 64)
+		es, err := r.NextBatch(ctx, 64, 0)
 		if err != nil {
 			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("read at %d of [%d, %d): %v, want an error that says the objects are damaged", next, st.Start, st.End, err)

@@ -64,9 +64,11 @@ type Options struct {
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
 	MaxBatchBytes int           // a group of appends stops growing at this size; default FlushBytes/16, at least 64 KiB
 	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 16 MiB
-	ChunkBytes    int           // a catch-up reader's ranged GET; default 4 MiB
-	ReadAhead     int           // a catch-up reader keeps this many chunks' bytes in flight; default 4
-	CompactBytes  int64         // compaction writes objects of about this size; default 128 MiB
+	// SharedCache, if set, also bounds those of every log that shares it.
+	SharedCache  *CacheBudget
+	ChunkBytes   int   // a catch-up reader's ranged GET; default 4 MiB
+	ReadAhead    int   // a catch-up reader keeps this many chunks' bytes in flight; default 4
+	CompactBytes int64 // compaction writes objects of about this size; default 128 MiB
 
 	// Placement, if set, keeps the open segments' fragments off the
 	// bucket until they are sealed, then moves them there: package
@@ -298,8 +300,15 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	}
 	l.start = min(l.start, l.end)
 	l.next = l.end
-	l.cache, l.cacheBytes = nil, 0
+	l.dropCache()
 	return nil
+}
+
+// dropCache forgets the fragments kept for tail readers. The caller holds
+// mu.
+func (l *Log) dropCache() {
+	l.opts.SharedCache.add(-l.cacheBytes)
+	l.cache, l.cacheBytes = nil, 0
 }
 
 func sealedSeg(m meta.Segment) *seg {
@@ -355,6 +364,7 @@ func (l *Log) Close() error {
 	<-l.offloaded
 	l.mu.Lock()
 	close(l.advanced)
+	l.dropCache() // readers of a closed log read nothing more
 	l.mu.Unlock()
 	return err
 }

@@ -435,8 +435,11 @@ func (l *Log) publish(f *frag) {
 		l.end = f.end
 		l.cache = append(l.cache, cached{base: f.base, end: f.end, data: f.data})
 		l.cacheBytes += int64(len(f.data))
-		for len(l.cache) > 1 && l.cacheBytes > l.opts.CacheBytes {
-			l.cacheBytes -= int64(len(l.cache[0].data))
+		l.opts.SharedCache.add(int64(len(f.data)))
+		for len(l.cache) > 1 && (l.cacheBytes > l.opts.CacheBytes || l.opts.SharedCache.over()) {
+			n := int64(len(l.cache[0].data))
+			l.cacheBytes -= n
+			l.opts.SharedCache.add(-n)
 			l.cache[0] = cached{}
 			l.cache = l.cache[1:]
 		}

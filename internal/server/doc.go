@@ -38,8 +38,13 @@
 // has failed; a failed batch fails alone. The batches are handed to the
 // library as they arrive, without waiting, so the group commit takes every
 // batch of every connection queued while the previous round was syncing.
-// About 1024 requests are in flight per stream; beyond that the server stops
-// receiving (back-pressure, not an error).
+// Each request's bytes are taken from the Server's append budget
+// (Options.AppendBytes, shared with unary Append) until the library is done
+// with them; a request that does not fit waits, one larger than the budget
+// fails with RESOURCE_EXHAUSTED (LIMIT). A stream is read while its
+// unanswered bytes are under Options.StreamAppendBytes and it has fewer than
+// 1024 requests in flight; beyond that the server stops receiving
+// (back-pressure, not an error) until answers go out.
 //
 // Read and Subscribe send the response headers as soon as the reader or
 // subscriber is open (and, for Subscribe, has taken the subscription over),
@@ -47,8 +52,12 @@
 // from then on reaches it.
 //
 // Read sends entries in offset order, at most max_batch (default 1024, at
-// most 65536) and about 1 MiB of payload per response; a time tick comes
-// alone in its own response, in its place. Without follow the stream ends at
+// most 65536) and about 1 MiB of payload per response (a larger entry
+// alone); a time tick comes alone in its own response, in its place. Read
+// and Subscribe take their entries from the library in batches of that
+// size too (tern.WithMaxBatchBytes), so that a stream holds about one
+// response besides the one gRPC is sending, however slowly its client
+// reads. Without follow the stream ends at
 // the log's end as of the request; with follow it waits at the tail, costing
 // nothing while idle, until the client cancels.
 //

@@ -41,7 +41,8 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 		return nil, fmt.Errorf("object store %s: %w", st.URL, err)
 	}
 	dir := filepath.Join(cfg.Data, "replica")
-	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger})
+	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger,
+		MemBytes: budgetsOf(cfg.MemoryLimitBytes).replicaBytes})
 	if err != nil {
 		bucket.Close()
 		return nil, fmt.Errorf("open the replica store in %s: %w", dir, err)

@@ -41,7 +41,9 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 	if err != nil {
 		return wire(err)
 	}
-	var opts []tern.ReadOption
+	// A batch the size of a response: a stream holds one batch while it
+	// sends it, whatever max_batch asks.
+	opts := []tern.ReadOption{tern.WithMaxBatchBytes(maxResponseBytes)}
 	if req.GetTicks() {
 		opts = append(opts, tern.WithTicks())
 	}
@@ -189,7 +191,7 @@ func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
 	if err != nil {
 		return wire(err)
 	}
-	var opts []tern.ReadOption
+	opts := []tern.ReadOption{tern.WithMaxBatchBytes(maxResponseBytes)}
 	if start.GetTicks() {
 		opts = append(opts, tern.WithTicks())
 	}

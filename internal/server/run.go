@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +91,13 @@ type Config struct {
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// MemoryLimitBytes is what the server's memory is held to: Go's soft
+	// memory limit (debug.SetMemoryLimit, process-wide), and the budgets of
+	// appends held in memory and of a node's replica store, shares of it
+	// (memoryBudgets). Zero is DefaultMemoryLimit(); at least
+	// MinMemoryLimit.
+	MemoryLimitBytes int64
 }
 
 // Running is a server started by Start: etcd (embedded or a client of an
@@ -118,6 +126,14 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MemoryLimitBytes == 0 {
+		cfg.MemoryLimitBytes = DefaultMemoryLimit()
+	}
+	if cfg.MemoryLimitBytes < MinMemoryLimit {
+		return nil, fmt.Errorf("memory limit %d bytes is under the least a server needs, %d: raise --memory-limit", cfg.MemoryLimitBytes, MinMemoryLimit)
+	}
+	debug.SetMemoryLimit(cfg.MemoryLimitBytes)
+	budgets := budgetsOf(cfg.MemoryLimitBytes)
 	r := &Running{cfg: cfg, logger: logger, served: make(chan error, 1), ready: &readiness{reason: "starting"}}
 	defer func() {
 		if err != nil {
@@ -213,6 +229,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		Cluster:     clusterOpt,
 
 		DiskReserveBytes: cfg.DiskReserveBytes,
+		ObjectCacheBytes: budgets.cacheBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
@@ -220,7 +237,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 	registerDisk(reg, cfg.Data, c)
 
-	sopts := Options{Logger: logger, Registerer: reg}
+	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes}
 	gopts := grpcopts.Server()
 	if node != nil {
 		sopts.Cluster = node.node
@@ -238,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
+	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", func(ctx context.Context) (string, []string) {
 		if err := probe(ctx); err != nil {

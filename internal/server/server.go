@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -31,7 +33,22 @@ type Options struct {
 	// Cluster, for a node of a cluster, says which node serves each log
 	// (owners.go). Without it the Server serves every log.
 	Cluster *cluster.Node
+
+	// AppendBytes bounds the bytes of appends (unary and streamed) the
+	// Server holds, from their receipt until they are durable or failed:
+	// an append waits for room, and one larger than AppendBytes fails with
+	// rpcerr.ErrLimit. Zero: no bound. tern serve sets it from
+	// --memory-limit (MemoryBudgets).
+	AppendBytes int64
+	// StreamAppendBytes bounds the bytes an AppendStream has received and
+	// not yet answered: past it, the stream is not read until answers go
+	// out. Zero: DefaultStreamAppendBytes, or AppendBytes if smaller.
+	StreamAppendBytes int64
 }
+
+// DefaultStreamAppendBytes is Options.StreamAppendBytes when it is zero:
+// room for a client's pipeline of requests of about 4 MiB.
+const DefaultStreamAppendBytes = 64 << 20
 
 // Server implements the Tern gRPC service on a tern.Client. It is safe for
 // concurrent use.
@@ -51,10 +68,15 @@ type Server struct {
 	node    *cluster.Node                 // nil outside a cluster
 	served  map[uint64]string             // the logs this node serves, by ID
 	ids     map[string]uint64             // and their IDs by name
-	takeMu  sync.Mutex                    // one log taken at a time
-	streams sync.WaitGroup                // the open streams; Add only under mu, before closed
-	closing sync.WaitGroup                // writers being closed in the background
-	warming sync.WaitGroup                // logs taken over being opened (warm); Add only under mu, before closed
+	appends *budget                       // the bytes of appends in memory
+	// streamAppendBytes bounds an AppendStream's unanswered bytes, and
+	// streamPeak is the most any ended stream had (for tests).
+	streamAppendBytes int64
+	streamPeak        atomic.Int64
+	takeMu            sync.Mutex     // one log taken at a time
+	streams           sync.WaitGroup // the open streams; Add only under mu, before closed
+	closing           sync.WaitGroup // writers being closed in the background
+	warming           sync.WaitGroup // logs taken over being opened (warm); Add only under mu, before closed
 }
 
 // New returns a Server of c's logs. The Server does not own c: close the
@@ -74,8 +96,17 @@ func New(c *tern.Client, opts Options) *Server {
 		node:    opts.Cluster,
 		served:  map[uint64]string{},
 		ids:     map[string]uint64{},
+		appends: newBudget(opts.AppendBytes, "tern serve --memory-limit"),
 	}
 	registerDamage(opts.Registerer, c)
+	s.streamAppendBytes = cmp.Or(opts.StreamAppendBytes, DefaultStreamAppendBytes)
+	if opts.AppendBytes > 0 {
+		s.streamAppendBytes = min(s.streamAppendBytes, opts.AppendBytes)
+	}
+	register(opts.Registerer, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tern_append_memory_bytes",
+		Help: "Bytes of appends held in memory (received, not yet durable), counted against the append budget (--memory-limit).",
+	}, func() float64 { return float64(s.appends.inUse()) }))
 	s.ctx, s.shutdown = context.WithCancel(context.Background())
 	if s.node != nil {
 		go s.balance()

@@ -31,14 +31,19 @@ type testServer struct {
 	reg  *prometheus.Registry
 }
 
-func start(t testing.TB) *testServer {
+func start(t testing.TB) *testServer { t.Helper(); return startWith(t, Options{}) }
+
+// startWith is start with the Server's options; their Registerer is the
+// testServer's.
+func startWith(t testing.TB, opts Options) *testServer {
 	t.Helper()
 	c, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir(), CommitInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv := New(c, Options{Registerer: reg})
+	opts.Registerer = reg
+	srv := New(c, opts)
 	g := grpc.NewServer(grpcopts.Server()...)
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -198,7 +198,14 @@ func (s *Server) Append(ctx context.Context, req *ternpb.AppendRequest) (*ternpb
 	if err != nil {
 		return nil, wire(err)
 	}
-	off, err := w.AppendBatch(ctx, es)
+	// gRPC holds the request already; the budget makes it wait, not pile
+	// up in the library's queue, while other appends fill memory.
+	if err := s.appends.acquire(ctx, int64(n)); err != nil {
+		return nil, wire(err)
+	}
+	p := w.AppendBatchAsync(es)
+	defer s.releaseWhenDone(p, int64(n))
+	off, err := p.Wait(ctx)
 	if err != nil {
 		return nil, wire(w.fail(err))
 	}
@@ -218,6 +225,20 @@ func (s *Server) AppendTimeTick(ctx context.Context, req *ternpb.AppendTimeTickR
 	return &ternpb.AppendTimeTickResponse{}, nil
 }
 
+// releaseWhenDone gives n bytes back to the append budget once p's
+// outcome is known: until then the library holds the entries.
+func (s *Server) releaseWhenDone(p *tern.Pending, n int64) {
+	select {
+	case <-p.Done():
+		s.appends.release(n)
+	default:
+		go func() {
+			<-p.Done()
+			s.appends.release(n)
+		}()
+	}
+}
+
 // inFlight is one batch of an AppendStream request, queued to the library.
 type inFlight struct {
 	start   time.Time
@@ -226,6 +247,30 @@ type inFlight struct {
 	err     error
 	entries int
 	bytes   int
+	// reqBytes, on the last batch of a request, is the request's bytes:
+	// unanswered until that batch's result is sent.
+	reqBytes int64
+}
+
+// failed is one failed inFlight per batch of req.
+func failed(req *grpcopts.DecodedAppend, err error) []*inFlight {
+	fs := make([]*inFlight, max(len(req.Ends), 1))
+	for i := range fs {
+		fs[i] = &inFlight{err: err}
+	}
+	return fs
+}
+
+// requestBytes counts the payload and property bytes of req's entries.
+func requestBytes(req *grpcopts.DecodedAppend) int64 {
+	var n int64
+	for _, e := range req.Entries {
+		n += int64(len(e.Payload))
+		for k, v := range e.Properties {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
 }
 
 // queue hands the request's batches to the library without waiting. A
@@ -233,7 +278,7 @@ type inFlight struct {
 func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFlight {
 	start := time.Now()
 	if len(req.Ends) == 0 {
-		return []*inFlight{{err: errInvalid("append to log %q has no batches", req.Log)}}
+		return failed(req, errInvalid("append to log %q has no batches", req.Log))
 	}
 	fs := make([]*inFlight, len(req.Ends))
 	w, werr := s.writer(ctx, req.Log, req.Epoch)
@@ -307,6 +352,12 @@ const maxResults = 4096
 // blocks, so a request whose batches went into two commit rounds has the
 // first round's answered as soon as that round is durable, not once the
 // second is.
+//
+// Memory: the receiving goroutine takes each request's bytes from the
+// Server's append budget (given back once the library is done with them,
+// by a third goroutine that waits for the outcomes), and stops receiving
+// while the stream's unanswered bytes reach the stream's budget: a client
+// that does not read its answers stops being read.
 func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	ctx, end, err := s.stream(stream.Context(), "append")
 	if err != nil {
@@ -314,11 +365,36 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 	}
 	defer end()
 
+	flow := newFlow(s.streamAppendBytes)
+	defer func() {
+		for peak := flow.most(); ; {
+			if old := s.streamPeak.Load(); old >= peak || s.streamPeak.CompareAndSwap(old, peak) {
+				break
+			}
+		}
+	}()
 	queue := make(chan []*inFlight, maxInFlight)
+	held := make(chan []*inFlight, maxInFlight)
+	go func() { // gives the budget back in order, after the handler too
+		for fs := range held {
+			var n int64
+			for _, f := range fs {
+				if f.p != nil {
+					<-f.p.Done()
+				}
+				n += f.reqBytes
+			}
+			s.appends.release(n)
+		}
+	}()
 	var recvErr error // read once queue is closed
 	go func() {
 		defer close(queue)
+		defer close(held)
 		for {
+			if err := flow.wait(ctx); err != nil {
+				return
+			}
 			// Decoded by the codec (grpcopts), not as a ternpb message.
 			req := new(grpcopts.DecodedAppend)
 			if err := stream.RecvMsg(req); err != nil {
@@ -327,8 +403,21 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 				}
 				return
 			}
-			fs := s.queue(ctx, req)
-			req.Release() // the library copied the entries
+			n := requestBytes(req)
+			var fs []*inFlight
+			if err := s.appends.acquire(ctx, n); err != nil {
+				req.Release()
+				if ctx.Err() != nil {
+					return
+				}
+				fs, n = failed(req, err), 0
+			} else {
+				fs = s.queue(ctx, req)
+				req.Release() // the library copied the entries
+			}
+			fs[len(fs)-1].reqBytes = n
+			flow.add(n)
+			held <- fs // never blocks for long: the outcomes come without the client
 			select {
 			case queue <- fs:
 			case <-ctx.Done():
@@ -339,6 +428,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 
 	var (
 		results grpcopts.EncodedResults // known, not yet sent
+		acked   int64                   // the bytes of the requests results completes
 		fs      []*inFlight             // received, outcome not yet taken
 	)
 	answer := func() error {
@@ -351,6 +441,8 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		if err := stream.SendMsg(&resp); err != nil {
 			return wire(s.streamErr("append", err))
 		}
+		flow.done(acked)
+		acked = 0
 		return nil
 	}
 	for {
@@ -382,6 +474,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 			return wire(s.streamErr("append", ctx.Err()))
 		}
 		fs = fs[1:]
+		acked += f.reqBytes
 		if err != nil {
 			results.Error(rpcerr.Proto(err))
 			continue

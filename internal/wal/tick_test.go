@@ -71,7 +71,7 @@ func readN(t *testing.T, r engine.Reader, n int, batch bool) []engine.Entry {
 	var out []engine.Entry
 	for len(out) < n {
 		if batch {
-			es, err := r.NextBatch(ctx, n-len(out))
+			es, err := r.NextBatch(ctx, n-len(out), 0)
 			if err != nil {
 				t.Fatalf("NextBatch after %s: %v", describe(out), err)
 			}

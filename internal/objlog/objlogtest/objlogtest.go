@@ -90,7 +90,7 @@ func ReadAll(t *testing.T, l engine.Engine, from, to uint64) []string {
 	defer cancel()
 	var out []string
 	for next := from; next < to; {
-		es, err := r.NextBatch(ctx, 100)
+		es, err := r.NextBatch(ctx, 100, 0)
 		if err != nil {
 			t.Fatalf("read at %d: %v", next, err)
 		}
