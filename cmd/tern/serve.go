@@ -22,9 +22,12 @@ func (a *app) serveCmd() *cobra.Command {
 --server) and for clients in any language.
 
 The metadata goes to an etcd cluster (--etcd), or, without one, to an etcd
-embedded in this process, with its data in the etcd subdirectory of --data. An HTTP listener (--http)
+embedded in this process, with its data in the etcd subdirectory of --data,
+which compacts its history, is defragmented when that frees space, and has
+the backend quota --etcd-quota. An HTTP listener (--http)
 serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
-/readyz (200 once it serves and the metadata store answers, 503 otherwise) and
+/readyz (200 once it serves, the metadata store answers and has no alarm
+raised, 503 otherwise) and
 pprof on /debug/pprof/.
 
 Logs are local (segment files under --data) or, with --storage, in an object
@@ -49,7 +52,7 @@ every user.
 
 Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
-$TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
+$TERN_ETCD_QUOTA, $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
 $TERN_ADVERTISE, $TERN_NODE_TTL) and the flags.
 --print-config prints the result in the file's format, leaving out
@@ -58,6 +61,7 @@ storage_secret_key (a comment says when it is set):
   advertise: ""
   data: ./tern-data
   etcd: []
+  etcd_quota: 2GiB
   etcd_root: /tern/
   http: 127.0.0.1:7071
   listen: 127.0.0.1:7070
@@ -106,9 +110,14 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	quota, err := cfg.etcdQuotaBytes()
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	scfg := server.Config{
 		Data: cfg.Data, Listen: cfg.Listen, HTTP: cfg.HTTP, Etcd: cfg.Etcd, EtcdRoot: cfg.EtcdRoot,
+		EtcdQuotaBytes: quota,
 		Storage: tern.StorageOptions{
 			URL: cfg.Storage, AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
 		},
