@@ -51,7 +51,7 @@ func checkEtcdDir(dir string) (err error) {
 	case err != nil:
 		return fmt.Errorf("meta: start etcd: %w: check that this user may read and write %s", err, dir)
 	case !info.Mode().IsRegular():
-		return fmt.Errorf("meta: start etcd: %w: %s is not a file: %s", ErrEtcdDamaged, path, damagedAdvice(dir))
+		return fmt.Errorf("%w: %s is not a file: %s", ErrEtcdDamaged, path, damagedAdvice(dir))
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -60,12 +60,12 @@ func checkEtcdDir(dir string) (err error) {
 	f.Close()
 	defer func() {
 		if p := recover(); p != nil { // bbolt panics on some damage
-			err = fmt.Errorf("meta: start etcd: %w: its database %s: %v: %s", ErrEtcdDamaged, path, p, damagedAdvice(dir))
+			err = fmt.Errorf("%w: its database %s: %v: %s", ErrEtcdDamaged, path, p, damagedAdvice(dir))
 		}
 	}()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
-		return fmt.Errorf("meta: start etcd: %w: its database %s cannot be opened: %v: %s", ErrEtcdDamaged, path, err, damagedAdvice(dir))
+		return fmt.Errorf("%w: its database %s cannot be opened: %v: %s", ErrEtcdDamaged, path, err, damagedAdvice(dir))
 	}
 	defer db.Close()
 	if info.Size() > fullCheckBytes {
@@ -79,7 +79,7 @@ func checkEtcdDir(dir string) (err error) {
 		return errors.Join(errs...)
 	})
 	if err != nil {
-		return fmt.Errorf("meta: start etcd: %w: its database %s fails its check: %v: %s", ErrEtcdDamaged, path, err, damagedAdvice(dir))
+		return fmt.Errorf("%w: its database %s fails its check: %v: %s", ErrEtcdDamaged, path, err, damagedAdvice(dir))
 	}
 	return nil
 }

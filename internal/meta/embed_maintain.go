@@ -5,7 +5,8 @@ package meta
 // etcd itself compacts the history (EmbedOptions.Retention, etcd's periodic
 // auto-compaction), but compaction only frees pages inside the database
 // file; the file, which the backend quota is held against, shrinks only
-// when it is defragmented. Every MaintainInterval the maintenance loop asks
+// when it is defragmented. At start and every MaintainInterval the
+// maintenance loop asks
 // the member for its file size and the part of it in use, and
 //
 //   - defragments it when at least DefragFreeBytes and a quarter of the
@@ -42,8 +43,8 @@ type maintainer struct {
 	noSpace  bool // the alarm was raised at the last look
 }
 
-// startMaintenance starts the maintenance loop of the member at endpoints;
-// the function it returns stops it and waits for it.
+// startMaintenance looks at the member at endpoints once and starts the
+// maintenance loop; the function it returns stops it and waits for it.
 func startMaintenance(endpoints []string, opts EmbedOptions) (func(), error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: maintainTimeout, Logger: zap.NewNop()})
 	if err != nil {
@@ -51,6 +52,9 @@ func startMaintenance(endpoints []string, opts EmbedOptions) (func(), error) {
 	}
 	m := &maintainer{cli: cli, endpoint: endpoints[0], opts: opts}
 	ctx, cancel := context.WithCancel(context.Background())
+	// A first look at once: a NOSPACE alarm raised before a restart with a
+	// larger quota is disarmed before the first call needs it.
+	m.maintain(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
