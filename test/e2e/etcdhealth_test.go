@@ -198,3 +198,65 @@ func TestEtcdCorruptAtStart(t *testing.T) {
 		}
 	}
 }
+
+// An external etcd that stops answering: calls that need metadata fail
+// with UNAVAILABLE (ErrUnavailable, which a client may retry), never
+// INTERNAL and never hanging; /readyz says the metadata store does not
+// answer and tern_etcd_up is 0; the server stays up, and once etcd is back
+// it is ready again and nothing acknowledged is lost.
+func TestEtcdUnreachable(t *testing.T) {
+	ec := startEtcdCluster(t, 1)
+	data := filepath.Join(t.TempDir(), "data")
+	s := startServer(t, data, "--etcd", strings.Join(ec.Endpoints(), ","))
+	c := openClient(t, s.addr)
+	ctx := deadline(t)
+	l, err := c.CreateLog(ctx, "kept", tern.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.OpenWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(ctx, tern.Entry{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+
+	ec.kill9(0)
+	_, err = c.CreateLog(ctx, "new", tern.LogOptions{})
+	t.Logf("CreateLog with etcd down: %v", err)
+	if !errors.Is(err, tern.ErrUnavailable) {
+		t.Errorf("CreateLog with etcd down: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := c.ListLogs(ctx, ""); !errors.Is(err, tern.ErrUnavailable) {
+		t.Errorf("ListLogs with etcd down: err = %v, want ErrUnavailable", err)
+	}
+	if code, body := s.httpGet("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "metadata store does not answer") {
+		t.Errorf("/readyz with etcd down: %d\n%s", code, body)
+	}
+	if _, metrics := s.httpGet("/metrics"); !strings.Contains(metrics, "tern_etcd_up 0") {
+		t.Errorf("/metrics with etcd down:\n%s", grepLines(metrics, "tern_etcd_"))
+	}
+	if !s.running() {
+		t.Fatal("tern serve exited with etcd down")
+	}
+
+	ec.start(0)
+	waitReady := time.Now().Add(waitTimeout)
+	for {
+		code, body := s.httpGet("/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(waitReady) {
+			t.Fatalf("/readyz once etcd is back: %d\n%s", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := c.CreateLog(ctx, "new", tern.LogOptions{}); err != nil {
+		t.Errorf("CreateLog once etcd is back: %v", err)
+	}
+	if got := readAll(t, l, 0, 1); string(got[0].Payload) != "before" {
+		t.Errorf("read once etcd is back: %q", got[0].Payload)
+	}
+}
