@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // UncompactedRevisions is how far an etcd's revision may run ahead of a
@@ -77,8 +78,8 @@ func (h EtcdHealth) Problem() string {
 	for _, a := range h.Alarms {
 		switch a {
 		case "NOSPACE":
-			parts = append(parts, fmt.Sprintf("etcd alarm NOSPACE: its database (%d bytes, %d in use, quota %d) is over its quota: creating logs, opening writers and committing cursors fail until it is compacted, defragmented and the alarm disarmed, or its quota raised (tern serve --etcd-quota); docs/server.md, \"Keeping etcd healthy\"",
-				h.DBBytes, h.DBInUseBytes, h.QuotaBytes))
+			parts = append(parts, fmt.Sprintf("etcd alarm NOSPACE: its database (%s, %s in use, quota %s) is over its quota: creating logs, opening writers and committing cursors fail until it is compacted, defragmented and the alarm disarmed, or its quota raised (tern serve --etcd-quota); docs/server.md, \"Keeping etcd healthy\"",
+				units.FormatBytes(h.DBBytes), units.FormatBytes(h.DBInUseBytes), units.FormatBytes(h.QuotaBytes)))
 		case "CORRUPT":
 			parts = append(parts, "etcd alarm CORRUPT: a member's data differs from the others': etcd takes no writes; restore that member from a snapshot (docs/server.md, \"Keeping etcd healthy\")")
 		default:
