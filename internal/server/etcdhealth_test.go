@@ -1,9 +1,14 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/ternwal/tern/internal/meta"
 )
@@ -60,5 +65,55 @@ func TestEtcdProblem(t *testing.T) {
 		if !strings.Contains(p, want) {
 			t.Errorf("problem %q does not say %q", p, want)
 		}
+	}
+}
+
+// The server warns at start when an external etcd's auto-compaction looks
+// off, and not once it has compacted.
+func TestWarnUncompacted(t *testing.T) {
+	srv, err := meta.StartEtcd(t.Context(), t.TempDir(), nil) // compacts after 5 minutes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i <= meta.UncompactedRevisions; i += 8 {
+				if _, err := cli.Put(t.Context(), "k", "v"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	warned := func() string {
+		var logs strings.Builder
+		warnUncompacted(t.Context(), cli, srv.Endpoints(), slog.New(slog.NewTextHandler(&logs, nil)))
+		return logs.String()
+	}
+	if logs := warned(); !strings.Contains(logs, "auto-compaction looks off") || !strings.Contains(logs, "--auto-compaction-retention") {
+		t.Errorf("no warning about an uncompacted etcd; logged:\n%s", logs)
+	}
+	resp, err := cli.Get(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(t.Context(), resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if logs := warned(); logs != "" {
+		t.Errorf("a warning about a compacted etcd:\n%s", logs)
 	}
 }
