@@ -56,8 +56,8 @@ func embeddedEtcd(t *testing.T, data string) *clientv3.Client {
 }
 
 // At the embedded etcd's quota (NOSPACE raised on purpose, with a small
-// --etcd-quota filled through etcd's own client): creating a log and
-// opening a writer fail with RESOURCE_EXHAUSTED (ErrNoSpace), /readyz is
+// --etcd-quota filled through etcd's own client): creating a log or a
+// subscription and opening a writer fail with RESOURCE_EXHAUSTED (ErrNoSpace), /readyz is
 // 503 naming the alarm and tern_etcd_alarm says it, while the process
 // stays up, the open writer goes on appending and the logs can be read. A
 // restart with a larger quota takes writes again at once, with every
@@ -109,6 +109,9 @@ func TestEtcdNoSpaceAlarm(t *testing.T) {
 	}
 	if _, err := l.OpenWriter(ctx); !errors.Is(err, tern.ErrNoSpace) {
 		t.Errorf("OpenWriter at etcd's quota: err = %v, want ErrNoSpace", err)
+	}
+	if _, err := l.CreateSubscription(ctx, "sub", tern.SubOptions{}); !errors.Is(err, tern.ErrNoSpace) {
+		t.Errorf("CreateSubscription at etcd's quota: err = %v, want ErrNoSpace", err)
 	}
 	code, body := s.httpGet("/readyz")
 	t.Logf("/readyz at etcd's quota: %d %s", code, body)
