@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/server"
 	"github.com/ternwal/tern/internal/units"
 )
@@ -40,6 +41,10 @@ type serveConfig struct {
 	Etcd []string `json:"etcd"`
 	// EtcdRoot is the key prefix of Tern's metadata in etcd.
 	EtcdRoot string `json:"etcd_root"`
+	// EtcdQuota is the embedded etcd's backend quota, a size such as
+	// 2GiB: at it, etcd takes no more writes (NOSPACE). An external etcd
+	// has its own (its --quota-backend-bytes).
+	EtcdQuota string `json:"etcd_quota"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
 
@@ -94,19 +99,20 @@ type serveConfig struct {
 
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
-var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
+var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
 	"disk_reserve", "etcd_dir", "memory_limit"}
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		Data:     "./tern-data",
-		Listen:   "127.0.0.1:7070",
-		HTTP:     "127.0.0.1:7071",
-		Etcd:     []string{},
-		EtcdRoot: "/tern/",
-		LogLevel: "info",
-		NodeTTL:  "10s",
+		Data:      "./tern-data",
+		Listen:    "127.0.0.1:7070",
+		HTTP:      "127.0.0.1:7071",
+		Etcd:      []string{},
+		EtcdRoot:  "/tern/",
+		EtcdQuota: units.FormatBytes(meta.DefaultEtcdQuotaBytes),
+		LogLevel:  "info",
+		NodeTTL:   "10s",
 
 		DiskReserve: "auto",
 	}
@@ -162,6 +168,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.Listen, "TERN_LISTEN")
 	set(&cfg.HTTP, "TERN_HTTP")
 	set(&cfg.EtcdRoot, "TERN_ETCD_ROOT")
+	set(&cfg.EtcdQuota, "TERN_ETCD_QUOTA")
 	set(&cfg.LogLevel, "TERN_LOG_LEVEL")
 	set(&cfg.Storage, "TERN_STORAGE")
 	set(&cfg.Mode, "TERN_MODE")
@@ -206,6 +213,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.HTTP, "http", d.HTTP, "the `address` of /metrics, /healthz, /readyz and /debug/pprof/; $TERN_HTTP")
 	fs.StringVar(&f.etcd, "etcd", "", "the `endpoints` (host:port,...) of an etcd cluster for the metadata; $TERN_ETCD (default: an etcd embedded in this process, with its data in <data>/etcd)")
 	fs.StringVar(&f.EtcdRoot, "etcd-root", d.EtcdRoot, "the key `prefix` of the metadata in etcd; $TERN_ETCD_ROOT")
+	fs.StringVar(&f.EtcdQuota, "etcd-quota", d.EtcdQuota, "the embedded etcd's backend quota, a `size` (at least 16MiB): at it etcd takes no writes until space is freed; $TERN_ETCD_QUOTA")
 	fs.StringVar(&f.config, "config", "", "a YAML configuration `file`, overridden by $TERN_* and flags")
 	fs.StringVar(&f.LogLevel, "log-level", d.LogLevel, "the lowest `level` logged: debug, info, warn or error; $TERN_LOG_LEVEL")
 	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=false&ca=FILE&sse=s3|c; HTTPS unless tls=false) or dir:///PATH; $TERN_STORAGE (default: none)")
@@ -239,6 +247,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.Listen, "listen", f.Listen)
 	set(&cfg.HTTP, "http", f.HTTP)
 	set(&cfg.EtcdRoot, "etcd-root", f.EtcdRoot)
+	set(&cfg.EtcdQuota, "etcd-quota", f.EtcdQuota)
 	set(&cfg.LogLevel, "log-level", f.LogLevel)
 	set(&cfg.Storage, "storage", f.Storage)
 	set(&cfg.Mode, "mode", f.Mode)
@@ -292,6 +301,9 @@ func (c serveConfig) check() error {
 	if !strings.HasPrefix(c.EtcdRoot, "/") {
 		return configErrorf("etcd root %q: use a key prefix that starts with '/', such as /tern/, with --etcd-root (or $TERN_ETCD_ROOT, or etcd_root: in the config file)", c.EtcdRoot)
 	}
+	if _, err := c.etcdQuotaBytes(); err != nil {
+		return err
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -322,6 +334,20 @@ func (c serveConfig) diskReserveBytes() (int64, error) {
 	}
 	if n == 0 {
 		return -1, nil
+	}
+	return n, nil
+}
+
+// minEtcdQuota is the smallest --etcd-quota: less leaves etcd too little
+// room for the metadata of a few logs.
+const minEtcdQuota = 16 << 20
+
+// etcdQuotaBytes is EtcdQuota in bytes.
+func (c serveConfig) etcdQuotaBytes() (int64, error) {
+	n, err := units.ParseBytes(c.EtcdQuota)
+	if err != nil || n < minEtcdQuota {
+		return 0, configErrorf("etcd quota %q: use a size of at least %s, such as 2GiB or 8GiB (etcd's largest advised), with --etcd-quota (or $TERN_ETCD_QUOTA, or etcd_quota: in the config file)",
+			c.EtcdQuota, units.FormatBytes(minEtcdQuota))
 	}
 	return n, nil
 }
@@ -468,7 +494,7 @@ func parseLevel(s string) (slog.Level, error) {
 func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
-	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
+	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.EtcdQuota, c.LogLevel, c.Storage, c.Mode,
 		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir,
 		c.MemoryLimit}, c.Etcd...) {
 		if !utf8.ValidString(v) {

@@ -84,6 +84,7 @@ memory_limit: 1GiB
 		"TERN_ETCD":         "env1:2379, env2:2379",
 		"TERN_LOG_LEVEL":    "warn",
 		"TERN_MEMORY_LIMIT": "2GiB",
+		"TERN_ETCD_QUOTA":   "64MiB",
 	}
 	got := printConfig(t, env, "--config", path, "--listen", "127.0.0.1:3000")
 	want := serveConfig{
@@ -92,6 +93,7 @@ memory_limit: 1GiB
 		HTTP:        "127.0.0.1:1001",                   // file
 		Etcd:        []string{"env1:2379", "env2:2379"}, // env over file
 		EtcdRoot:    "/file/",                           // file
+		EtcdQuota:   "64MiB",                            // env
 		LogLevel:    "warn",                             // env over file
 		Mode:        "local",                            // default
 		NodeTTL:     "10s",                              // default
@@ -105,7 +107,7 @@ memory_limit: 1GiB
 	env["TERN_DISK_RESERVE"] = "1GiB"
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9",
 		"--disk-reserve", "64MiB", "--memory-limit", "768MiB")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s",
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", EtcdQuota: "64MiB", LogLevel: "error", Mode: "local", NodeTTL: "10s",
 		DiskReserve: "64MiB", MemoryLimit: "768MiB"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
@@ -136,7 +138,7 @@ func TestConfigErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{nil, []string{"--config", unknown}, []string{`unknown key "colour"`, unknown, "data, listen, http, etcd, etcd_root, log_level"}},
+		{nil, []string{"--config", unknown}, []string{`unknown key "colour"`, unknown, "data, listen, http, etcd, etcd_root, etcd_quota, log_level"}},
 		{nil, []string{"--config", bad}, []string{"is not valid YAML", bad}},
 		{nil, []string{"--config", wrongType}, []string{wrongType, "--print-config"}},
 		{nil, []string{"--config", missing}, []string{"config file " + missing + " does not exist", "--config"}},
@@ -147,6 +149,8 @@ func TestConfigErrors(t *testing.T) {
 		{nil, []string{"--http", "nohost"}, []string{`http address "nohost"`, "--http"}},
 		{nil, []string{"--etcd", "a:1,b"}, []string{`etcd endpoint "b"`, "--etcd"}},
 		{nil, []string{"--etcd-root", "tern"}, []string{`etcd root "tern"`, "'/'"}},
+		{nil, []string{"--etcd-quota", "1MiB"}, []string{`etcd quota "1MiB"`, "at least 16MiB", "--etcd-quota"}},
+		{map[string]string{"TERN_ETCD_QUOTA": "lots"}, nil, []string{`etcd quota "lots"`, "$TERN_ETCD_QUOTA"}},
 		{nil, []string{"--data", ""}, []string{"data directory is empty"}},
 	} {
 		// With --print-config too: the configuration is checked before

@@ -86,11 +86,11 @@ func (a *app) doctorCmd() *cobra.Command {
 	var (
 		d        time.Duration
 		jsonOut  bool
-		argNames = "PATH|s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false]"
+		argNames = "PATH|s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&tls=false]|etcd://HOST:PORT[,...]"
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor " + argNames,
-		Short: "Measure whether a disk or an S3 endpoint is fast enough for Tern",
+		Short: "Measure whether a disk or an S3 endpoint is fast enough for Tern, or check an etcd's upkeep",
 		Long: `Measure the limits of the storage under Tern and judge each figure against
 published guidance (docs/doctor.md says whose, and what to do about a miss):
 
@@ -105,6 +105,12 @@ published guidance (docs/doctor.md says whose, and what to do about a miss):
   $TERN_STORAGE_ACCESS_KEY and $TERN_STORAGE_SECRET_KEY, or else
   $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY ($AWS_SESSION_TOKEN if set),
   as for tern serve. The objects are written under PREFIX and removed after.
+
+  etcd://HOST:PORT[,HOST:PORT...], the client endpoints of an etcd cluster
+  for --etcd: its alarms (NOSPACE, CORRUPT), whether its auto-compaction
+  looks off (revision 1 still readable far behind the current one), its
+  database size against its quota, and how much of the file a
+  defragmentation would free. It only reads.
 
 Each figure gets a verdict: ok, warn or FAIL. The exit code is 1 if any
 check fails.`,
@@ -187,13 +193,16 @@ func (a *app) doctor(ctx context.Context, target string, steps []step, jsonOut b
 
 // doctorSteps parses the target and returns the checks to run on it.
 func (a *app) doctorSteps(cmd *cobra.Command, target string, d time.Duration) ([]step, error) {
+	if strings.HasPrefix(target, "etcd://") {
+		return a.etcdSteps(cmd, target)
+	}
 	if strings.Contains(target, "://") {
 		u, err := url.Parse(target)
 		if err != nil {
 			return nil, usagef(cmd, "%q is not a URL: %v", target, errors.Unwrap(err))
 		}
 		if u.Scheme != "s3" {
-			return nil, usagef(cmd, "%q: the doctor checks a directory (a plain path) or an S3 bucket (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT); scheme %q is neither", target, u.Scheme)
+			return nil, usagef(cmd, "%q: the doctor checks a directory (a plain path), an S3 bucket (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT) or an etcd cluster (etcd://HOST:PORT[,...]); scheme %q is none of them", target, u.Scheme)
 		}
 		return a.objectSteps(cmd, target, d)
 	}

@@ -23,9 +23,11 @@ func (a *app) serveCmd() *cobra.Command {
 
 The metadata goes to an etcd cluster (--etcd), or, without one, to an etcd
 embedded in this process, with its data in the etcd subdirectory of --data
-(or --etcd-dir). An HTTP listener (--http)
+(or --etcd-dir), which compacts its history, is defragmented when that frees
+space, and has the backend quota --etcd-quota. An HTTP listener (--http)
 serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
-/readyz (200 once it serves and the metadata store answers, 503 otherwise) and
+/readyz (200 once it serves, the metadata store answers and has no alarm
+raised, 503 otherwise) and
 pprof on /debug/pprof/.
 
 Logs are local (segment files under --data) or, with --storage, in an object
@@ -50,7 +52,7 @@ every user.
 
 Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
-$TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
+$TERN_ETCD_QUOTA, $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
 $TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
 $TERN_MEMORY_LIMIT) and the flags.
@@ -62,6 +64,7 @@ storage_secret_key (a comment says when it is set):
   disk_reserve: auto
   etcd: []
   etcd_dir: ""
+  etcd_quota: 2GiB
   etcd_root: /tern/
   http: 127.0.0.1:7071
   listen: 127.0.0.1:7070
@@ -119,9 +122,14 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	quota, err := cfg.etcdQuotaBytes()
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	scfg := server.Config{
 		Data: cfg.Data, Listen: cfg.Listen, HTTP: cfg.HTTP, Etcd: cfg.Etcd, EtcdRoot: cfg.EtcdRoot,
+		EtcdQuotaBytes: quota,
 		Storage: tern.StorageOptions{
 			URL: cfg.Storage, AccessKey: cfg.StorageAccessKey, SecretKey: cfg.StorageSecretKey, SSECKey: cfg.ssecKey,
 		},

@@ -33,9 +33,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -51,6 +53,65 @@ const portsFile = "tern-etcd-ports"
 // saved one, or one picked as free and taken before etcd listened on it.
 const startAttempts = 3
 
+// Defaults of EmbedOptions.
+const (
+	// DefaultEtcdQuotaBytes is the embedded etcd's backend quota: etcd's
+	// own default, set explicitly so that it is known and shown.
+	DefaultEtcdQuotaBytes = 2 << 30
+	// DefaultEtcdRetention is how much history the embedded etcd keeps:
+	// every revision older is compacted away, within another as long.
+	// Tern reads no old revision except to resume a watch, which starts
+	// over from the present when its revision is gone.
+	DefaultEtcdRetention = 5 * time.Minute
+	// DefaultEtcdDefragFreeBytes is how much of the database file must be
+	// free (DbSize - DbSizeInUse), and at least a quarter of the file,
+	// before the embedded etcd is defragmented.
+	DefaultEtcdDefragFreeBytes = 64 << 20
+	// DefaultEtcdMaintainInterval is how often the embedded etcd's size
+	// and alarms are looked at.
+	DefaultEtcdMaintainInterval = time.Minute
+)
+
+// EmbedOptions configures StartEtcdWith. The zero value is the defaults.
+type EmbedOptions struct {
+	// Logger gets the server's start and stop, its maintenance and etcd's
+	// own error logs; default discard.
+	Logger *slog.Logger
+	// QuotaBytes is etcd's backend quota: once its database file reaches
+	// it, etcd raises the NOSPACE alarm and takes no more writes (the
+	// store's writes fail with rpcerr.ErrNoSpace) until space is freed
+	// and the alarm disarmed. Default DefaultEtcdQuotaBytes.
+	QuotaBytes int64
+	// Retention is the history auto-compaction keeps (etcd's periodic
+	// mode); default DefaultEtcdRetention.
+	Retention time.Duration
+	// DefragFreeBytes: the database is defragmented when this much of its
+	// file is free, and at least a quarter of it; default
+	// DefaultEtcdDefragFreeBytes.
+	DefragFreeBytes int64
+	// MaintainInterval is how often the database's size and alarms are
+	// looked at; default DefaultEtcdMaintainInterval.
+	MaintainInterval time.Duration
+}
+
+func (o *EmbedOptions) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.QuotaBytes <= 0 {
+		o.QuotaBytes = DefaultEtcdQuotaBytes
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultEtcdRetention
+	}
+	if o.DefragFreeBytes <= 0 {
+		o.DefragFreeBytes = DefaultEtcdDefragFreeBytes
+	}
+	if o.MaintainInterval <= 0 {
+		o.MaintainInterval = DefaultEtcdMaintainInterval
+	}
+}
+
 // EmbeddedEtcd is an etcd server running in this process, for `tern serve`
 // and for tests. Its methods are safe for concurrent use.
 type EmbeddedEtcd struct {
@@ -59,23 +120,38 @@ type EmbeddedEtcd struct {
 	endpoints []string
 	logger    *slog.Logger
 	closing   *atomic.Bool // silences the errors etcd logs while it stops
+	stopMaint func()       // stops the maintenance loop and waits for it
 	closeOnce sync.Once
 }
 
-// StartEtcd starts a single-member etcd (go.etcd.io/etcd/server/v3/embed) with
-// its data under dir, listening on loopback only, and returns once it serves
-// clients. dir is created if it does not exist; a dir that an earlier
-// StartEtcd used keeps its data and, if they are free, its ports.
-//
-// logger, which may be nil, gets the server's start and stop and etcd's own
-// error logs. If ctx ends before the server is ready, StartEtcd stops it and
-// returns ctx's error.
+// StartEtcd is StartEtcdWith with the default options and logger.
 func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedEtcd, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	return StartEtcdWith(ctx, dir, EmbedOptions{Logger: logger})
+}
+
+// StartEtcdWith starts a single-member etcd (go.etcd.io/etcd/server/v3/embed)
+// with its data under dir, listening on loopback only, and returns once it
+// serves clients. dir is created if it does not exist; a dir that an earlier
+// start used keeps its data and, if they are free, its ports.
+//
+// The etcd compacts its history (opts.Retention), is defragmented when that
+// frees enough of its file, and has the backend quota opts.QuotaBytes; a
+// NOSPACE alarm is disarmed once a defragmentation has brought the file
+// back under the quota (embed_maintain.go).
+//
+// A database that cannot be opened or fails bbolt's check, and a WAL etcd
+// cannot read, fail the start with an error that names the file and says
+// what to do (ErrEtcdDamaged), not with etcd's panic or exit. A start that
+// takes longer than a few seconds (etcd repairing its WAL, replaying a long
+// one) is logged while it lasts.
+//
+// If ctx ends before the server is ready, StartEtcdWith stops it and
+// returns ctx's error.
+func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*EmbeddedEtcd, error) {
+	opts.setDefaults()
+	logger := opts.Logger
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("meta: start etcd: %w", err)
+		return nil, fmt.Errorf("meta: start etcd: %w: check that the directory %s can be created and written by this user", err, dir)
 	}
 	// etcd itself would wait for ever on its database's lock: fail at once.
 	lock, err := vfs.OS.Lock(filepath.Join(dir, "LOCK"))
@@ -83,7 +159,7 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 		return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, ErrLocked)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("meta: start etcd: %w", err)
+		return nil, fmt.Errorf("meta: start etcd: %w: check that the directory %s can be written by this user", err, dir)
 	}
 	started := false
 	defer func() {
@@ -91,12 +167,16 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 			lock.Close()
 		}
 	}()
+	if err := checkEtcdDir(dir); err != nil {
+		return nil, err
+	}
 	client, peer, err := loadPorts(dir)
 	if err != nil {
 		return nil, err
 	}
 	saved := client
 	closing := new(atomic.Bool)
+	defer logSlowStart(dir, logger)()
 	var e *embed.Etcd
 	for range startAttempts {
 		if client == 0 {
@@ -104,7 +184,8 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 				return nil, fmt.Errorf("meta: start etcd: %w", err)
 			}
 		}
-		e, err = embed.StartEtcd(etcdConfig(dir, client, peer, logger, closing))
+		last := new(lastFatal)
+		e, err = startEmbed(dir, etcdConfig(dir, client, peer, opts, closing, last), last)
 		if !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
@@ -145,15 +226,23 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 			return nil, err
 		}
 	}
+	endpoints := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(client))}
+	stopMaint, err := startMaintenance(endpoints, opts)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
+	}
 	started = true
 	ee := &EmbeddedEtcd{
 		lock:      lock,
 		etcd:      e,
-		endpoints: []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(client))},
+		endpoints: endpoints,
 		logger:    logger,
 		closing:   closing,
+		stopMaint: stopMaint,
 	}
-	logger.Info("meta: etcd started", "dir", dir, "endpoints", ee.endpoints)
+	logger.Info("meta: etcd started", "dir", dir, "endpoints", ee.endpoints,
+		"quota", opts.QuotaBytes, "retention", opts.Retention)
 	return ee, nil
 }
 
@@ -167,6 +256,7 @@ func (e *EmbeddedEtcd) Endpoints() []string {
 // is idempotent and always returns nil; the error is there for io.Closer.
 func (e *EmbeddedEtcd) Close() error {
 	e.closeOnce.Do(func() {
+		e.stopMaint()
 		e.closing.Store(true)
 		e.etcd.Close()
 		<-e.etcd.Server.StopNotify()
@@ -178,7 +268,7 @@ func (e *EmbeddedEtcd) Close() error {
 
 // etcdConfig configures a single member named "tern" with its data in dir,
 // on the given loopback ports.
-func etcdConfig(dir string, client, peer int, logger *slog.Logger, closing *atomic.Bool) *embed.Config {
+func etcdConfig(dir string, client, peer int, opts EmbedOptions, closing *atomic.Bool, last *lastFatal) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = "tern"
 	cfg.Dir = dir
@@ -194,8 +284,14 @@ func etcdConfig(dir string, client, peer int, logger *slog.Logger, closing *atom
 	// A tenth of etcd's defaults (100ms, 1s) makes starts ten times faster.
 	// It lowers etcd's minimum lease TTL from 2s to 1s.
 	cfg.TickMs, cfg.ElectionMs = 10, 100
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = opts.Retention.String()
+	cfg.QuotaBackendBytes = opts.QuotaBytes
 	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{logger: logger, closing: closing}))
+	// etcd's fatal errors (a WAL it cannot read, say) panic rather than
+	// exit, so that startEmbed can turn them into an error.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{logger: opts.Logger, closing: closing, fatal: last},
+		zap.WithFatalHook(zapcore.WriteThenPanic)))
 	return cfg
 }
 
@@ -246,24 +342,28 @@ func freePorts() (client, peer int, err error) {
 }
 
 // slogCore passes etcd's zap entries of level error and above to a slog
-// logger, except while the server stops: etcd then logs its closed listeners
-// as errors.
+// logger, and the few of lower levels that an operator wants to see (the
+// repair of a WAL), except while the server stops: etcd then logs its
+// closed listeners as errors.
 type slogCore struct {
 	logger  *slog.Logger
 	closing *atomic.Bool
+	fatal   *lastFatal // keeps the fields of a fatal entry
 	fields  []zapcore.Field
 }
 
+// Enabled lets Info entries through to Check, which picks the notable ones.
 func (c *slogCore) Enabled(l zapcore.Level) bool {
-	return l >= zapcore.ErrorLevel && !c.closing.Load()
+	return l >= zapcore.InfoLevel && !c.closing.Load()
 }
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{logger: c.logger, closing: c.closing, fields: append(c.fields[:len(c.fields):len(c.fields)], fields...)}
+	return &slogCore{logger: c.logger, closing: c.closing, fatal: c.fatal, fields: append(c.fields[:len(c.fields):len(c.fields)], fields...)}
 }
 
 func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(ent.Level) {
+	_, notable := notable[ent.Message]
+	if c.Enabled(ent.Level) && (ent.Level >= zapcore.ErrorLevel || notable) {
 		return ce.AddCore(ent, c)
 	}
 	return ce
@@ -280,11 +380,32 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 		attrs = append(attrs, k, enc.Fields[k])
 	}
 	level := slog.LevelError
+	if l, ok := notable[ent.Message]; ok {
+		level = l
+	}
 	if _, ok := harmless[ent.Message]; ok {
 		level = slog.LevelDebug
 	}
 	c.logger.Log(context.Background(), level, ent.Message, attrs...)
+	if ent.Level >= zapcore.DPanicLevel || ent.Message == "bootstrap failed" {
+		kvs := make([]string, 0, len(attrs)/2)
+		for i := 2; i+1 < len(attrs); i += 2 {
+			kvs = append(kvs, fmt.Sprintf("%v=%v", attrs[i], attrs[i+1]))
+		}
+		c.fatal.set(strings.Join(kvs, " "))
+	}
 	return nil
+}
+
+// notable are the messages etcd logs below error that are passed on, at
+// the level given: the repair of a damaged WAL, which can hold up the start
+// for a while.
+var notable = map[string]slog.Level{
+	"repairing":          slog.LevelWarn,
+	"repaired":           slog.LevelWarn,
+	"repaired WAL":       slog.LevelWarn,
+	"failed to repair":   slog.LevelError,
+	"failed to open WAL": slog.LevelError,
 }
 
 // harmless are the messages etcd logs as errors that are not: a fresh

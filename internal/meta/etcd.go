@@ -65,6 +65,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/ternwal/tern/client/rpcerr"
 )
 
 // Defaults of EtcdOptions.
@@ -100,6 +102,10 @@ type EtcdOptions struct {
 	LeaseTTL time.Duration
 	// DialTimeout bounds OpenEtcd's wait for etcd to answer; default 5s.
 	DialTimeout time.Duration
+	// RequestTimeout bounds each call of the store, its retries included;
+	// default 10s. A call that runs out of it fails with
+	// rpcerr.ErrUnavailable.
+	RequestTimeout time.Duration
 	// Logger gets the state changes of the lease; default discard.
 	Logger *slog.Logger
 }
@@ -108,11 +114,13 @@ type EtcdOptions struct {
 // it, and a claim made through one is lost when another claims the log. It
 // is safe for concurrent use.
 type Etcd struct {
-	cli      *clientv3.Client
-	root     string
-	ttl      time.Duration
-	logger   *slog.Logger
-	requests atomic.Uint64
+	cli       *clientv3.Client
+	endpoints []string
+	root      string
+	ttl       time.Duration
+	timeout   time.Duration // of each call
+	logger    *slog.Logger
+	requests  atomic.Uint64
 
 	grantMu sync.Mutex // serializes lease grants
 	mu      sync.Mutex
@@ -143,13 +151,18 @@ func OpenEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = defaultEtcdDialTimeout
 	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = defaultEtcdRequestTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Etcd{
-		root:   opts.Root,
-		ttl:    opts.LeaseTTL,
-		logger: opts.Logger,
+		endpoints: opts.Endpoints,
+		root:      opts.Root,
+		ttl:       opts.LeaseTTL,
+		timeout:   opts.RequestTimeout,
+		logger:    opts.Logger,
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   opts.Endpoints,
@@ -170,7 +183,7 @@ func OpenEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("meta: cannot reach etcd at %s: %w", strings.Join(opts.Endpoints, ","), err)
+		return nil, fmt.Errorf("meta: cannot reach etcd at %s: %v (%w)", strings.Join(opts.Endpoints, ","), err, rpcerr.ErrUnavailable)
 	}
 	e.cli = cli
 	return e, nil
@@ -209,6 +222,8 @@ func (e *Etcd) CreateLog(ctx context.Context, l Log) (Log, error) {
 	if err := ctx.Err(); err != nil {
 		return Log{}, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	l = Log{
 		Name:         l.Name,
 		Created:      time.Now().UTC().Truncate(time.Microsecond),
@@ -241,7 +256,7 @@ func (e *Etcd) CreateLog(ctx context.Context, l Log) (Log, error) {
 			return l, nil
 		}
 	}
-	return Log{}, wrap("create", l.Name, err)
+	return Log{}, wrap("create", l.Name, e.classify(ctx, err))
 }
 
 // Log implements Store.
@@ -249,9 +264,11 @@ func (e *Etcd) Log(ctx context.Context, name string) (Log, error) {
 	if err := ctx.Err(); err != nil {
 		return Log{}, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	l, _, err := e.getLog(ctx, name)
 	if err != nil {
-		return Log{}, wrap("get", name, err)
+		return Log{}, wrap("get", name, e.classify(ctx, err))
 	}
 	return l, nil
 }
@@ -261,9 +278,11 @@ func (e *Etcd) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	resp, err := e.cli.Get(ctx, e.nameKey(prefix), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("meta: list %q: %w", prefix, err)
+		return nil, fmt.Errorf("meta: list %q: %w", prefix, e.classify(ctx, err))
 	}
 	var logs []Log
 	for _, kv := range resp.Kvs {
@@ -284,13 +303,15 @@ func (e *Etcd) DeleteLog(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	_, err := e.update(ctx, name, func(l *Log) []clientv3.Op {
 		return []clientv3.Op{
 			clientv3.OpDelete(e.nameKey(name)),
 			clientv3.OpDelete(e.logPrefix(l.ID), clientv3.WithPrefix()),
 		}
 	})
-	return wrap("delete", name, err)
+	return wrap("delete", name, e.classify(ctx, err))
 }
 
 // BumpEpoch implements Store.
@@ -298,6 +319,8 @@ func (e *Etcd) BumpEpoch(ctx context.Context, name string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var epoch uint64
 	_, err := e.update(ctx, name, func(l *Log) []clientv3.Op {
 		l.Epoch++
@@ -305,7 +328,7 @@ func (e *Etcd) BumpEpoch(ctx context.Context, name string) (uint64, error) {
 		return []clientv3.Op{e.putLog(*l)}
 	})
 	if err != nil {
-		return 0, wrap("bump epoch", name, err)
+		return 0, wrap("bump epoch", name, e.classify(ctx, err))
 	}
 	return epoch, nil
 }
@@ -316,6 +339,8 @@ func (e *Etcd) AdvanceStart(ctx context.Context, name string, start uint64) (uin
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var cur uint64
 	_, err := e.update(ctx, name, func(l *Log) []clientv3.Op {
 		cur = max(l.Start, start)
@@ -326,7 +351,7 @@ func (e *Etcd) AdvanceStart(ctx context.Context, name string, start uint64) (uin
 		return []clientv3.Op{e.putLog(*l)}
 	})
 	if err != nil {
-		return 0, wrap("advance start", name, err)
+		return 0, wrap("advance start", name, e.classify(ctx, err))
 	}
 	return cur, nil
 }

@@ -20,10 +20,12 @@ func (e *Etcd) ClaimWriter(ctx context.Context, name string) (Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	for retried := false; ; retried = true {
 		l, err := e.currentLease(ctx)
 		if err != nil {
-			return nil, wrap("claim writer", name, err)
+			return nil, wrap("claim writer", name, e.classify(ctx, err))
 		}
 		c, err := e.claim(ctx, name, l)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && !retried {
@@ -32,7 +34,7 @@ func (e *Etcd) ClaimWriter(ctx context.Context, name string) (Claim, error) {
 			continue
 		}
 		if err != nil {
-			return nil, wrap("claim writer", name, err)
+			return nil, wrap("claim writer", name, e.classify(ctx, err))
 		}
 		return c, nil
 	}
@@ -97,6 +99,8 @@ func (c *etcdClaim) Release(ctx context.Context) error {
 		return err
 	}
 	c.end()
+	ctx, cancel := c.e.bound(ctx)
+	defer cancel()
 	c.e.mu.Lock()
 	closed := c.e.closed
 	c.e.mu.Unlock()
@@ -108,7 +112,7 @@ func (c *etcdClaim) Release(ctx context.Context) error {
 		If(clientv3.Compare(clientv3.Value(key), "=", strconv.FormatUint(c.epoch, 10))).
 		Then(clientv3.OpDelete(key)).
 		Commit()
-	return wrap("release", c.name, err)
+	return wrap("release", c.name, c.e.classify(ctx, err))
 }
 
 // end loses the claim, stops its watch and takes it off its lease.

@@ -44,11 +44,13 @@ func (e *Etcd) CreateSegment(ctx context.Context, log string, s Segment) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	v, err := encodeNewSegment(s)
 	if err == nil {
 		err = e.createSegment(ctx, log, s, string(v))
 	}
-	return wrapSegment("create segment", log, s.Seq, err)
+	return wrapSegment("create segment", log, s.Seq, e.classify(ctx, err))
 }
 
 // createSegment is CreateSegment with the segment's record v; the comment at
@@ -130,11 +132,13 @@ func (e *Etcd) SealSegment(ctx context.Context, log string, s Segment) (Segment,
 	if err := ctx.Err(); err != nil {
 		return Segment{}, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	if !s.Sealed {
 		return Segment{}, wrapSegment("seal segment", log, s.Seq, errNotSealed)
 	}
 	if _, err := encodeSegment(s); err != nil {
-		return Segment{}, wrapSegment("seal segment", log, s.Seq, err)
+		return Segment{}, wrapSegment("seal segment", log, s.Seq, e.classify(ctx, err))
 	}
 	var got Segment
 	err := e.updateSegment(ctx, log, s.Seq, func(cur *Segment) (bool, error) {
@@ -143,7 +147,7 @@ func (e *Etcd) SealSegment(ctx context.Context, log string, s Segment) (Segment,
 		return changed, err
 	})
 	if err != nil {
-		return Segment{}, wrapSegment("seal segment", log, s.Seq, err)
+		return Segment{}, wrapSegment("seal segment", log, s.Seq, e.classify(ctx, err))
 	}
 	return got, nil
 }
@@ -153,10 +157,12 @@ func (e *Etcd) ReplaceObjects(ctx context.Context, log string, seq uint64, old, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	err := e.updateSegment(ctx, log, seq, func(cur *Segment) (bool, error) {
 		return true, replaceObjects(cur, old, new)
 	})
-	return wrapSegment("replace objects of segment", log, seq, err)
+	return wrapSegment("replace objects of segment", log, seq, e.classify(ctx, err))
 }
 
 // Segments implements Store.
@@ -164,6 +170,8 @@ func (e *Etcd) Segments(ctx context.Context, log string) ([]Segment, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var list []Segment
 	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		prefix := e.segPrefix(id)
@@ -188,7 +196,7 @@ func (e *Etcd) Segments(ctx context.Context, log string) ([]Segment, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, wrap("list segments", log, err)
+		return nil, wrap("list segments", log, e.classify(ctx, err))
 	}
 	return list, nil
 }
@@ -199,6 +207,8 @@ func (e *Etcd) DeleteSegment(ctx context.Context, log string, seq uint64) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		resp, err := e.cli.Txn(ctx).If(exists).Then(clientv3.OpDelete(e.segKey(id, seq))).Commit()
 		if err != nil {
@@ -206,7 +216,7 @@ func (e *Etcd) DeleteSegment(ctx context.Context, log string, seq uint64) error 
 		}
 		return resp.Succeeded, nil
 	})
-	return wrapSegment("delete segment", log, seq, err)
+	return wrapSegment("delete segment", log, seq, e.classify(ctx, err))
 }
 
 // updateSegment reads a segment and lets fn change it; if fn says it did and

@@ -20,6 +20,8 @@ func (e *Etcd) CreateSub(ctx context.Context, log string, s Sub) (Sub, error) {
 	if err := ctx.Err(); err != nil {
 		return Sub{}, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	s = Sub{
 		Name:    s.Name,
 		Created: time.Now().UTC().Truncate(time.Microsecond),
@@ -28,7 +30,7 @@ func (e *Etcd) CreateSub(ctx context.Context, log string, s Sub) (Sub, error) {
 	}
 	v, err := encodeSub(s)
 	if err != nil {
-		return Sub{}, wrapSub("create subscription", log, s.Name, err)
+		return Sub{}, wrapSub("create subscription", log, s.Name, e.classify(ctx, err))
 	}
 	err = e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		key := e.subKey(id, s.Name)
@@ -50,7 +52,7 @@ func (e *Etcd) CreateSub(ctx context.Context, log string, s Sub) (Sub, error) {
 		return false, nil
 	})
 	if err != nil {
-		return Sub{}, wrapSub("create subscription", log, s.Name, err)
+		return Sub{}, wrapSub("create subscription", log, s.Name, e.classify(ctx, err))
 	}
 	return s, nil
 }
@@ -60,6 +62,8 @@ func (e *Etcd) Sub(ctx context.Context, log, name string) (Sub, error) {
 	if err := ctx.Err(); err != nil {
 		return Sub{}, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var s Sub
 	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		got, err := e.getSub(ctx, id, name, exists)
@@ -71,7 +75,7 @@ func (e *Etcd) Sub(ctx context.Context, log, name string) (Sub, error) {
 		return true, err
 	})
 	if err != nil {
-		return Sub{}, wrapSub("get subscription", log, name, err)
+		return Sub{}, wrapSub("get subscription", log, name, e.classify(ctx, err))
 	}
 	return s, nil
 }
@@ -81,6 +85,8 @@ func (e *Etcd) ListSubs(ctx context.Context, log string) ([]Sub, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var list []Sub
 	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		prefix := e.subPrefix(id)
@@ -101,7 +107,7 @@ func (e *Etcd) ListSubs(ctx context.Context, log string) ([]Sub, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, wrap("list subscriptions", log, err)
+		return nil, wrap("list subscriptions", log, e.classify(ctx, err))
 	}
 	return list, nil
 }
@@ -111,6 +117,8 @@ func (e *Etcd) DeleteSub(ctx context.Context, log, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
 		resp, err := e.cli.Txn(ctx).If(exists).Then(clientv3.OpDelete(e.subKey(id, name))).Commit()
 		switch {
@@ -121,7 +129,7 @@ func (e *Etcd) DeleteSub(ctx context.Context, log, name string) error {
 		}
 		return true, nil
 	})
-	return wrapSub("delete subscription", log, name, err)
+	return wrapSub("delete subscription", log, name, e.classify(ctx, err))
 }
 
 // CommitCursor implements Store. It does not write if the cursor is already
@@ -130,6 +138,8 @@ func (e *Etcd) CommitCursor(ctx context.Context, log, name string, cursor uint64
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	var cur uint64
 	err := e.updateSub(ctx, log, name, func(s *Sub) bool {
 		cur = max(s.Cursor, cursor)
@@ -140,7 +150,7 @@ func (e *Etcd) CommitCursor(ctx context.Context, log, name string, cursor uint64
 		return true
 	})
 	if err != nil {
-		return 0, wrapSub("commit cursor", log, name, err)
+		return 0, wrapSub("commit cursor", log, name, e.classify(ctx, err))
 	}
 	return cur, nil
 }
@@ -150,6 +160,8 @@ func (e *Etcd) SeekCursor(ctx context.Context, log, name string, cursor uint64) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	err := e.updateSub(ctx, log, name, func(s *Sub) bool {
 		if s.Cursor == cursor {
 			return false
@@ -157,7 +169,7 @@ func (e *Etcd) SeekCursor(ctx context.Context, log, name string, cursor uint64) 
 		s.Cursor = cursor
 		return true
 	})
-	return wrapSub("seek cursor", log, name, err)
+	return wrapSub("seek cursor", log, name, e.classify(ctx, err))
 }
 
 // onLog reads the named log and calls fn with its ID and a comparison that

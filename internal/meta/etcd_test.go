@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/meta/metatest"
 )
@@ -458,6 +459,9 @@ func TestOpenEtcdUnreachable(t *testing.T) {
 	}
 	if want := "meta: cannot reach etcd at " + addr + ": "; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("OpenEtcd: err = %q, want it to start with %q", err, want)
+	}
+	if !errors.Is(err, rpcerr.ErrUnavailable) {
+		t.Errorf("OpenEtcd: err = %v, want rpcerr.ErrUnavailable", err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())

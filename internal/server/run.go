@@ -68,6 +68,9 @@ type Config struct {
 	Etcd []string
 	// EtcdRoot is the key prefix of Tern's metadata in etcd.
 	EtcdRoot string
+	// EtcdQuotaBytes is the embedded etcd's backend quota; zero is
+	// meta.DefaultEtcdQuotaBytes. An external etcd has its own.
+	EtcdQuotaBytes int64
 	// Storage is the object store of object logs, and of a node's sealed
 	// segments; its URL is empty for none.
 	Storage tern.StorageOptions
@@ -179,7 +182,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		if err := checkEtcdDir(cfg.Data, dir); err != nil {
 			return nil, err
 		}
-		etcd, err := meta.StartEtcd(ctx, dir, logger)
+		etcd, err := meta.StartEtcdWith(ctx, dir, meta.EmbedOptions{Logger: logger, QuotaBytes: cfg.EtcdQuotaBytes})
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded etcd in %s: %w", dir, err)
 		}
@@ -208,6 +211,11 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		return nil, fmt.Errorf("etcd at %s did not answer within %s (%v): is it running, and reachable from here? check --etcd (or $TERN_ETCD, or etcd: in the config file)",
 			strings.Join(endpoints, ","), etcdTimeout, err)
 	}
+	if len(cfg.Etcd) > 0 {
+		warnUncompacted(ctx, etcdCli, endpoints, logger)
+	}
+	etcdHealth := newEtcdHealth(etcdCli, probe)
+	reg.MustRegister(etcdHealth)
 
 	var node *clusterNode
 	var clusterOpt tern.Cluster
@@ -257,12 +265,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
 	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
-	r.ready.set("", func(ctx context.Context) (string, []string) {
-		if err := probe(ctx); err != nil {
-			return "metadata store does not answer: " + err.Error(), nil
-		}
-		return "", nil
-	}, healthCheck(c))
+	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
 	return r, nil
 }
 
@@ -354,6 +357,20 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	for _, n := range notes {
 		io.WriteString(w, n+"\n")
+	}
+}
+
+// leaseCheck fails once a node of a cluster has lost its lease (lost is
+// closed): the other nodes take its logs over, and Wait ends the server.
+// A standalone server (lost nil) always passes.
+func leaseCheck(lost <-chan struct{}, node string) check {
+	return func(context.Context) (string, []string) {
+		select {
+		case <-lost:
+			return fmt.Sprintf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl): the other nodes serve its logs; restart it", node), nil
+		default:
+			return "", nil
+		}
 	}
 }
 
