@@ -190,6 +190,8 @@ func ternCmd(args ...string) (string, error) {
 	return string(out), err
 }
 
+// httpGet returns the status and body of a GET of path on the HTTP
+// listener at addr.
 func httpGet(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + path)

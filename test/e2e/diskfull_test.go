@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -102,34 +100,18 @@ func checkLog(t *testing.T, l *tern.Log, from, end tern.Offset) {
 	}
 }
 
-// httpGet returns the status and body of a GET of the server's url path.
-func httpGet(t *testing.T, s *server, path string) (int, string) {
-	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get("http://" + s.httpAddr + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 // checkFull requires the server to say its disk is full (/readyz 503 with
 // the reason, tern_disk_full 1), or that it is not (200, 0).
 func checkFull(t *testing.T, s *server, data string, full bool) {
 	t.Helper()
-	code, body := httpGet(t, s, "/readyz")
+	code, body := httpGet(t, s.httpAddr, "/readyz")
 	if full && (code != http.StatusServiceUnavailable || !strings.Contains(body, "no space left on the disk of "+data)) {
 		t.Fatalf("/readyz on a full disk: %d %q; want 503 saying no space is left on the disk of %s", code, body, data)
 	}
 	if !full && code != http.StatusOK {
 		t.Fatalf("/readyz once space is freed: %d %q; want 200", code, body)
 	}
-	_, metrics := httpGet(t, s, "/metrics")
+	_, metrics := httpGet(t, s.httpAddr, "/metrics")
 	want := fmt.Sprintf("tern_disk_full{dir=%q} %d\n", data, map[bool]int{false: 0, true: 1}[full])
 	if !strings.Contains(metrics, want) {
 		t.Fatalf("/metrics has no %q", want)
