@@ -31,9 +31,13 @@ type embeddedClient struct {
 	bucket blob.Bucket // the object store, or nil
 
 	mu     sync.Mutex
-	logs   map[string]*embeddedLog // opened logs, by name
+	logs   map[string]*embeddedLog // the logs used since Open, by name; their engines open on use
+	counts map[string]logCount     // recent counts of logs by name prefix, for the limits
 	closed bool
-	stop   context.Context // canceled by Close: ends the retention loop and its work
+
+	openMu sync.Mutex                // guards open; taken last
+	open   map[*embeddedLog]struct{} // the logs whose engines are open
+	stop   context.Context           // canceled by Close: ends the retention loop and its work
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -50,6 +54,12 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = time.Minute
 	}
+	if opts.LogIdleTimeout <= 0 {
+		opts.LogIdleTimeout = time.Minute
+	}
+	opts.MaxLogs = limitOrDefault(opts.MaxLogs, DefaultMaxLogs)
+	opts.MaxLogsPerPrefix = limitOrDefault(opts.MaxLogsPerPrefix, DefaultMaxLogsPerPrefix)
+	opts.MaxSubscriptionsPerLog = limitOrDefault(opts.MaxSubscriptionsPerLog, DefaultMaxSubscriptionsPerLog)
 	fs := opts.fs
 	if fs == nil {
 		fs = vfs.OS
@@ -79,14 +89,16 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		}
 		return nil, err
 	}
-	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{}}
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{},
+		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()
 		return nil, err
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.retainLoop()
+	go c.idleLoop()
 	return c, nil
 }
 
@@ -246,9 +258,10 @@ func (c *embeddedClient) removeOrphans(ctx context.Context) error {
 	return nil
 }
 
-// retainLoop applies retention to every log every RetentionInterval (on a
-// node of a cluster, every log it serves), and compacts those in object
-// storage: a log needs no writer, nor a reader, for its old data to go.
+// retainLoop applies retention every RetentionInterval (on a node of a
+// cluster, to the logs it serves), and compacts the logs in object storage:
+// a log needs no writer, nor a reader, for its old data to go. It opens
+// only the logs that have work (retainable).
 func (c *embeddedClient) retainLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.RetentionInterval)
@@ -259,45 +272,92 @@ func (c *embeddedClient) retainLoop() {
 			return
 		case <-t.C:
 		}
-		for _, l := range c.allLogs() {
-			if err := l.applyRetention(); err != nil {
+		for _, l := range c.retainable() {
+			eng, release, err := l.acquire(c.stop)
+			if err != nil {
+				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotFound) && c.stop.Err() == nil {
+					c.opts.Logger.Error("opening a log for retention failed", "log", l.name, "err", err)
+				}
+				continue
+			}
+			if err := l.applyRetention(eng); err != nil {
 				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
 			}
 			// Close cancels a compaction in progress rather than wait.
 			if err := l.compact(c.stop); err != nil && c.stop.Err() == nil {
 				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
 			}
+			release()
 		}
 	}
 }
 
-// allLogs opens every log the metadata has (those already open stay as they
-// are) and returns them. A log that fails to open is logged and left out.
-// On a node of a cluster, a log that another node serves, or that none does
-// yet, is left out unopened: its retention and compaction are its owner's,
-// and would race with them.
-func (c *embeddedClient) allLogs() []*embeddedLog {
+// retainable returns the logs the retention loop has work on, decided from
+// the metadata without opening any: those open now, those whose options set
+// a retention bound, and the object logs with a sealed segment that
+// compaction would rewrite (objlog.NeedsCompaction). On a node of a cluster,
+// a log that another node serves, or that none does yet, is left out: its
+// retention and compaction are its owner's, and would race with them.
+func (c *embeddedClient) retainable() []*embeddedLog {
 	ctx, cancel := context.WithTimeout(c.stop, time.Minute)
 	defer cancel()
-	ms, err := c.meta.ListLogs(ctx, "")
+	var logs []*embeddedLog
+	for after := ""; ; {
+		ms, err := c.meta.ListLogsPage(ctx, "", after, retainPage)
+		if err != nil {
+			c.opts.Logger.Error("listing the logs for retention failed", "err", err)
+			return logs
+		}
+		for _, m := range ms {
+			if c.opts.Cluster != nil && !c.opts.Cluster.Serves(m.ID) {
+				continue
+			}
+			if !c.needsRetention(ctx, m) {
+				continue
+			}
+			l, err := c.openLog(ctx, m.Name)
+			switch {
+			case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
+			case err != nil:
+				c.opts.Logger.Error("opening a log for retention failed", "log", m.Name, "err", err)
+			default:
+				logs = append(logs, l)
+			}
+		}
+		if len(ms) < retainPage {
+			return logs
+		}
+		after = ms[len(ms)-1].Name
+	}
+}
+
+// retainPage is how many logs retainable reads from the metadata at once.
+const retainPage = 1000
+
+// needsRetention reports whether the retention loop has work on the log m.
+func (c *embeddedClient) needsRetention(ctx context.Context, m meta.Log) bool {
+	c.mu.Lock()
+	l := c.logs[m.Name]
+	c.mu.Unlock()
+	if l != nil && c.isOpen(l) {
+		return true
+	}
+	var opts LogOptions
+	if err := json.Unmarshal(m.Options, &opts); err != nil {
+		return false // openLog would fail, as every other open of it
+	}
+	if hasRetention(opts) {
+		return true
+	}
+	if opts.Mode != ModeObject || c.bucket == nil {
+		return false
+	}
+	segs, err := c.meta.Segments(ctx, m.Name)
 	if err != nil {
-		c.opts.Logger.Error("listing the logs for retention failed", "err", err)
+		c.opts.Logger.Error("reading a log's segments for compaction failed", "log", m.Name, "err", err)
+		return false
 	}
-	logs := make([]*embeddedLog, 0, len(ms))
-	for _, m := range ms {
-		if c.opts.Cluster != nil && !c.opts.Cluster.Serves(m.ID) {
-			continue
-		}
-		l, err := c.openLog(ctx, m.Name)
-		switch {
-		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
-		case err != nil:
-			c.opts.Logger.Error("opening a log for retention failed", "log", m.Name, "err", err)
-		default:
-			logs = append(logs, l)
-		}
-	}
-	return logs
+	return objlog.NeedsCompaction(segs)
 }
 
 func (c *embeddedClient) Close() error {
@@ -355,6 +415,9 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 	if c.closed {
 		return nil, ErrClosed
 	}
+	if err := c.checkLogLimits(ctx, name); err != nil {
+		return nil, err
+	}
 	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc})
 	if errors.Is(err, meta.ErrExist) {
 		return nil, fmt.Errorf("%w: %q", ErrExist, name)
@@ -362,11 +425,23 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 	if err != nil {
 		return nil, fmt.Errorf("tern: create log %q: %w", name, err)
 	}
+	c.countedLocked(name, +1)
 	return c.openLocked(ctx, m)
 }
 
+// OpenLog opens the log's engine, recovering it if it was closed, so that
+// damage shows here; it closes again when idle.
 func (c *embeddedClient) OpenLog(ctx context.Context, name string) (logImpl, error) {
-	return c.openLog(ctx, name)
+	l, err := c.openLog(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	_, release, err := l.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	return l, nil
 }
 
 // openLog opens an existing log, recovering it if this is its first open in
@@ -448,6 +523,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if err := c.meta.DeleteLog(ctx, name); err != nil {
 		return c.metaErr(name, err)
 	}
+	c.countedLocked(name, -1)
 	// A crash from here on leaves an orphan directory, whose data is
 	// removed at next Open.
 	return c.removeData(ctx, m.ID)
@@ -499,27 +575,53 @@ func (c *embeddedClient) markDeleted(id uint64, objects bool) error {
 	return nil
 }
 
+// ListLogs follows the pages of ListLogsPage.
 func (c *embeddedClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	ms, err := c.meta.ListLogs(ctx, prefix)
+	var infos []LogInfo
+	token := ""
+	for {
+		page, err := c.ListLogsPage(ctx, prefix, token, MaxListPageSize)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, page.Logs...)
+		if page.NextPageToken == "" {
+			return infos, nil
+		}
+		token = page.NextPageToken
+	}
+}
+
+// ListLogsPage describes a page of the logs whose names start with prefix,
+// from the metadata, opening none: an open log is described by its engine,
+// any other as ListLogsMeta does.
+func (c *embeddedClient) ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error) {
+	size = listPageSize(size)
+	ms, err := c.meta.ListLogsPage(ctx, prefix, token, size)
 	if err != nil {
-		return nil, fmt.Errorf("tern: list logs: %w", err)
+		return LogPage{}, fmt.Errorf("tern: list logs: %w", err)
 	}
-	infos := make([]LogInfo, 0, len(ms))
+	page := LogPage{Logs: make([]LogInfo, 0, len(ms))}
 	for _, m := range ms {
-		l, err := c.openLog(ctx, m.Name)
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted meanwhile
+		c.mu.Lock()
+		l := c.logs[m.Name]
+		c.mu.Unlock()
+		if l != nil && l.id == m.ID {
+			if info, ok := l.infoIfOpen(); ok {
+				page.Logs = append(page.Logs, info)
+				continue
+			}
 		}
+		info, err := metaInfo(m)
 		if err != nil {
-			return nil, err
+			return LogPage{}, err
 		}
-		info, err := l.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
+		page.Logs = append(page.Logs, info)
 	}
-	return infos, nil
+	if len(ms) == size {
+		page.NextPageToken = ms[len(ms)-1].Name
+	}
+	return page, nil
 }
 
 func (c *embeddedClient) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
@@ -529,11 +631,19 @@ func (c *embeddedClient) ListLogsMeta(ctx context.Context, prefix string) ([]Log
 	}
 	infos := make([]LogInfo, len(ms))
 	for i, m := range ms {
-		var opts LogOptions
-		if err := json.Unmarshal(m.Options, &opts); err != nil {
-			return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+		if infos[i], err = metaInfo(m); err != nil {
+			return nil, err
 		}
-		infos[i] = LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), Epoch: m.Epoch}
 	}
 	return infos, nil
+}
+
+// metaInfo describes a log from its metadata alone: its End is its Start,
+// and its Bytes, Segments and Objects are 0.
+func metaInfo(m meta.Log) (LogInfo, error) {
+	var opts LogOptions
+	if err := json.Unmarshal(m.Options, &opts); err != nil {
+		return LogInfo{}, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+	}
+	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch}, nil
 }

@@ -49,6 +49,21 @@ type LogInfo struct {
 	Objects int
 }
 
+// LogPage is one page of a listing of logs, by name.
+type LogPage struct {
+	Logs []LogInfo
+	// NextPageToken asks for the next page; "" on the last one. It is the
+	// name of the page's last log, but callers should pass it back as is.
+	NextPageToken string
+}
+
+// Page sizes of ListLogsPage: a size of 0 takes DefaultListPageSize, and one
+// over MaxListPageSize is lowered to it.
+const (
+	DefaultListPageSize = 1000
+	MaxListPageSize     = 10000
+)
+
 // SubOptions configure a new subscription.
 type SubOptions struct {
 	// From is the first offset the subscription delivers. It must lie

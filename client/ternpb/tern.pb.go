@@ -23,13 +23,12 @@
 package ternpb
 
 import (
-	reflect "reflect"
-	sync "sync"
-	unsafe "unsafe"
-
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
 )
 
 const (
@@ -468,9 +467,14 @@ func (x *DescribeLogRequest) GetName() string {
 	return ""
 }
 
+// ListLogsRequest asks for one page of the logs whose names start with
+// prefix, by name: up to page_size of them (0: 1,000; at most 10,000) after
+// the page page_token ends ("": from the first).
 type ListLogsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,9 +516,27 @@ func (x *ListLogsRequest) GetPrefix() string {
 	return ""
 }
 
+func (x *ListLogsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLogsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLogsResponse is a page of logs, answered from the server's metadata:
+// a log the server does not have open has end = start and bytes, segments
+// and objects 0. next_page_token is empty on the last page.
 type ListLogsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Logs          []*LogInfo             `protobuf:"bytes,1,rep,name=logs,proto3" json:"logs,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +576,13 @@ func (x *ListLogsResponse) GetLogs() []*LogInfo {
 		return x.Logs
 	}
 	return nil
+}
+
+func (x *ListLogsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type DeleteLogRequest struct {
@@ -2194,11 +2223,15 @@ const file_tern_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\aoptions\x18\x02 \x01(\v2\x13.tern.v1.LogOptionsR\aoptions\"(\n" +
 	"\x12DescribeLogRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"e\n" +
 	"\x0fListLogsRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"8\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"`\n" +
 	"\x10ListLogsResponse\x12$\n" +
-	"\x04logs\x18\x01 \x03(\v2\x10.tern.v1.LogInfoR\x04logs\"&\n" +
+	"\x04logs\x18\x01 \x03(\v2\x10.tern.v1.LogInfoR\x04logs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"&\n" +
 	"\x10DeleteLogRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
 	"\x11DeleteLogResponse\"@\n" +
