@@ -76,6 +76,8 @@ type Config struct {
 	// and NodeTTL its lease.
 	NodeID, Advertise string
 	NodeTTL           time.Duration
+	// Limits bound what clients can make the server hold.
+	Limits Limits
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
@@ -198,6 +200,10 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		Storage:     cfg.Storage,
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
+
+		MaxLogs:                cfg.Limits.MaxLogs,
+		MaxLogsPerPrefix:       cfg.Limits.MaxLogsPerPrefix,
+		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
@@ -205,7 +211,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 
 	sopts := Options{Logger: logger, Registerer: reg}
-	gopts := grpcopts.Server()
+	gopts := append(grpcopts.Server(), cfg.Limits.serverOptions()...)
 	if node != nil {
 		sopts.Cluster = node.node
 		gopts = append(gopts, replica.ServerOptions()...)
