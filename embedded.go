@@ -645,5 +645,6 @@ func metaInfo(m meta.Log) (LogInfo, error) {
 	if err := json.Unmarshal(m.Options, &opts); err != nil {
 		return LogInfo{}, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
 	}
-	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch}, nil
+	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch,
+		ExtentUnknown: true}, nil
 }

@@ -483,7 +483,7 @@ func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
 	return LogInfo{
 		Name: p.GetName(), ID: p.GetId(), Created: unixNano(p.GetCreatedUnixNano()), Options: opts,
 		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
-		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()),
+		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()), ExtentUnknown: p.GetExtentUnknown(),
 	}, nil
 }
 

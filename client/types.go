@@ -47,6 +47,10 @@ type LogInfo struct {
 	// per upload until compaction rewrites a sealed segment's into a few
 	// large ones. 0 for a local log.
 	Objects int
+	// ExtentUnknown says the log was described from its metadata alone
+	// (ListLogs, of a log not open): End is Start, and Bytes, Segments and
+	// Objects are 0, as they are not known.
+	ExtentUnknown bool
 }
 
 // LogPage is one page of a listing of logs, by name.

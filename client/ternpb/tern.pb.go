@@ -198,7 +198,11 @@ type LogInfo struct {
 	Segments        int64                  `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	Epoch           uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The objects holding a log in object mode; 0 for a local log.
-	Objects       int64 `protobuf:"varint,10,opt,name=objects,proto3" json:"objects,omitempty"`
+	Objects int64 `protobuf:"varint,10,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Set when the log was described from its metadata alone (ListLogs, of a
+	// log the server does not have open): end is start, and bytes, segments
+	// and objects are 0, as they are not known.
+	ExtentUnknown bool `protobuf:"varint,11,opt,name=extent_unknown,json=extentUnknown,proto3" json:"extent_unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +305,13 @@ func (x *LogInfo) GetObjects() int64 {
 		return x.Objects
 	}
 	return 0
+}
+
+func (x *LogInfo) GetExtentUnknown() bool {
+	if x != nil {
+		return x.ExtentUnknown
+	}
+	return false
 }
 
 type Entry struct {
@@ -2196,7 +2207,7 @@ const file_tern_proto_rawDesc = "" +
 	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\x12\x1a\n" +
 	"\bensemble\x18\f \x01(\x05R\bensemble\x12\x1d\n" +
 	"\n" +
-	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\x92\x02\n" +
+	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\xb9\x02\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
@@ -2208,7 +2219,8 @@ const file_tern_proto_rawDesc = "" +
 	"\bsegments\x18\b \x01(\x03R\bsegments\x12\x14\n" +
 	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aobjects\x18\n" +
-	" \x01(\x03R\aobjects\"\xde\x01\n" +
+	" \x01(\x03R\aobjects\x12%\n" +
+	"\x0eextent_unknown\x18\v \x01(\bR\rextentUnknown\"\xde\x01\n" +
 	"\x05Entry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12>\n" +

@@ -70,14 +70,17 @@ type serveConfig struct {
 	// its logs up this long after, and another node takes them over.
 	NodeTTL string `json:"node_ttl"`
 
+	serveLimits // config_limits.go
+
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
 }
 
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
-var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
-	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl"}
+var configKeys = append([]string{"data", "listen", "http", "etcd", "etcd_root", "log_level",
+	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl"},
+	limitKeys...)
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -88,6 +91,8 @@ func defaultServeConfig() serveConfig {
 		EtcdRoot: "/tern/",
 		LogLevel: "info",
 		NodeTTL:  "10s",
+
+		serveLimits: defaultLimits(),
 	}
 }
 
@@ -190,6 +195,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodeID, "node-id", d.NodeID, "run as the node with this `ID` of a cluster that shares --etcd and --storage; $TERN_NODE_ID (default: a standalone server)")
 	fs.StringVar(&f.Advertise, "advertise", d.Advertise, "the `address` (host:port) other nodes and clients reach this node at; $TERN_ADVERTISE (default: --listen)")
 	fs.StringVar(&f.NodeTTL, "node-ttl", d.NodeTTL, "the `duration` after which a node that stopped renewing its lease gives its logs up to the others; $TERN_NODE_TTL")
+	f.registerLimits(fs)
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -203,6 +209,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 		}
 	}
 	applyEnv(&cfg, getenv)
+	if err := applyLimitsEnv(&cfg.serveLimits, getenv); err != nil {
+		return cfg, err
+	}
 	set := func(dst *string, name, v string) {
 		if fs.Changed(name) {
 			*dst = v
@@ -222,6 +231,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
+	f.resolveLimits(fs, &cfg)
 	if cfg.Etcd == nil {
 		cfg.Etcd = []string{} // printed as [], not null
 	}
@@ -263,6 +273,9 @@ func (c serveConfig) check() error {
 		return err
 	}
 	if err := c.checkCluster(); err != nil {
+		return err
+	}
+	if err := c.serveLimits.check(); err != nil {
 		return err
 	}
 	return c.checkStorage()
@@ -398,7 +411,7 @@ func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.LogLevel, c.Storage, c.Mode,
-		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL}, c.Etcd...) {
+		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.IdleConnectionTimeout, c.MaxRequestBytes}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

@@ -93,13 +93,15 @@ log_level: debug
 		LogLevel: "warn",                             // env over file
 		Mode:     "local",                            // default
 		NodeTTL:  "10s",                              // default
+
+		serveLimits: defaultLimits(),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}
 
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s"}
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", LogLevel: "error", Mode: "local", NodeTTL: "10s", serveLimits: defaultLimits()}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)
 	}

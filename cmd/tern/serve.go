@@ -51,7 +51,10 @@ Settings come from, weakest first: the defaults, a YAML file (--config), the
 environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
-$TERN_ADVERTISE, $TERN_NODE_TTL) and the flags.
+$TERN_ADVERTISE, $TERN_NODE_TTL; the limits' $TERN_MAX_LOGS,
+$TERN_MAX_LOGS_PER_PREFIX, $TERN_MAX_SUBSCRIPTIONS_PER_LOG,
+$TERN_MAX_STREAMS_PER_CONNECTION, $TERN_IDLE_CONNECTION_TIMEOUT,
+$TERN_MAX_REQUEST_BYTES) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
@@ -60,8 +63,14 @@ storage_secret_key (a comment says when it is set):
   etcd: []
   etcd_root: /tern/
   http: 127.0.0.1:7071
+  idle_connection_timeout: 15m
   listen: 127.0.0.1:7070
   log_level: info
+  max_logs: 1000000
+  max_logs_per_prefix: 100000
+  max_request_bytes: 64MiB
+  max_streams_per_connection: 1000
+  max_subscriptions_per_log: 1000
   mode: local
   node_id: ""
   node_ttl: 10s
@@ -107,6 +116,10 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	limits, err := cfg.serveLimits.server()
+	if err != nil {
+		return err
+	}
 	scfg := server.Config{
 		Data: cfg.Data, Listen: cfg.Listen, HTTP: cfg.HTTP, Etcd: cfg.Etcd, EtcdRoot: cfg.EtcdRoot,
 		Storage: tern.StorageOptions{
@@ -115,6 +128,7 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		DefaultMode: tern.Mode(cfg.Mode),
 		NodeID:      cfg.NodeID, Advertise: cfg.Advertise,
 		Logger:          logger,
+		Limits:          limits,
 		ShutdownTimeout: a.shutdownTimeout,
 	}
 	if cfg.NodeID != "" {

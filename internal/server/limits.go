@@ -110,4 +110,3 @@ func limitStreams(max int) grpc.StreamServerInterceptor {
 		return handler(srv, ss)
 	}
 }
-

@@ -103,5 +103,6 @@ func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
 		Segments:        int64(info.Segments),
 		Epoch:           info.Epoch,
 		Objects:         int64(info.Objects),
+		ExtentUnknown:   info.ExtentUnknown,
 	}
 }
