@@ -219,13 +219,22 @@ func (c *embeddedClient) removeOrphans(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
 	}
-	logs, err := c.meta.ListLogs(ctx, "")
-	if err != nil {
-		return fmt.Errorf("tern: list logs: %w", err)
+	if len(names) == 0 {
+		return nil // no log has data here yet: nothing to compare with the metadata
 	}
 	live := map[string]bool{}
-	for _, l := range logs {
-		live[strconv.FormatUint(l.ID, 10)] = true
+	for after := ""; ; {
+		logs, err := c.meta.ListLogsPage(ctx, "", after, MaxListPageSize)
+		if err != nil {
+			return fmt.Errorf("tern: list logs: %w", err)
+		}
+		for _, l := range logs {
+			live[strconv.FormatUint(l.ID, 10)] = true
+		}
+		if len(logs) < MaxListPageSize {
+			break
+		}
+		after = logs[len(logs)-1].Name
 	}
 	for _, name := range names {
 		dir := filepath.Join(c.logsDir(), name)
@@ -426,7 +435,12 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 		return nil, fmt.Errorf("tern: create log %q: %w", name, err)
 	}
 	c.countedLocked(name, +1)
-	return c.openLocked(ctx, m)
+	l, err := c.openLocked(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	l.fresh = c.opts.Cluster == nil
+	return l, nil
 }
 
 // OpenLog opens the log's engine, recovering it if it was closed, so that
@@ -608,6 +622,10 @@ func (c *embeddedClient) ListLogsPage(ctx context.Context, prefix, token string,
 		c.mu.Unlock()
 		if l != nil && l.id == m.ID {
 			if info, ok := l.infoIfOpen(); ok {
+				page.Logs = append(page.Logs, info)
+				continue
+			}
+			if info, ok := l.freshInfo(); ok {
 				page.Logs = append(page.Logs, info)
 				continue
 			}

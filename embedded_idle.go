@@ -33,7 +33,7 @@ func (l *embeddedLog) acquire(ctx context.Context) (engine.Engine, func(), error
 		if err != nil {
 			return nil, nil, err
 		}
-		l.eng = eng
+		l.eng, l.fresh = eng, false
 		l.c.setOpen(l, true)
 	}
 	l.users++

@@ -38,6 +38,9 @@ type embeddedLog struct {
 	users     int           // acquisitions not released: calls in progress, writers, readers, subscribers
 	idleSince time.Time     // when users last fell to 0
 	gone      bool          // closed for good: by CloseLog, DeleteLog or the client's Close
+	// fresh: created by this client and never opened since, so empty; no
+	// other process shares the metadata (no cluster).
+	fresh bool
 
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
@@ -161,7 +164,11 @@ func (l *embeddedLog) close() error {
 func (l *embeddedLog) Name() string        { return l.name }
 func (l *embeddedLog) Options() LogOptions { return l.opts }
 
+// A log just created is described without opening it.
 func (l *embeddedLog) Info(ctx context.Context) (LogInfo, error) {
+	if info, ok := l.freshInfo(); ok {
+		return info, ctx.Err()
+	}
 	eng, release, err := l.acquire(ctx)
 	if err != nil {
 		return LogInfo{}, err
@@ -176,6 +183,16 @@ func (l *embeddedLog) info(s engine.Stats) LogInfo {
 		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
 		Objects: s.Objects,
 	}
+}
+
+// freshInfo describes the log if it is fresh: empty.
+func (l *embeddedLog) freshInfo() (LogInfo, bool) {
+	l.engMu.Lock()
+	defer l.engMu.Unlock()
+	if !l.fresh || l.gone {
+		return LogInfo{}, false
+	}
+	return l.info(engine.Stats{}), true
 }
 
 // infoIfOpen describes the log from its engine if that is open, without
