@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
@@ -31,8 +32,8 @@ type embeddedClient struct {
 	bucket blob.Bucket // the object store, or nil
 
 	mu     sync.Mutex
-	logs   map[string]*embeddedLog // the logs used since Open, by name; their engines open on use
-	counts map[string]logCount     // recent counts of logs by name prefix, for the limits
+	logs   map[string]weak.Pointer[embeddedLog] // the logs in use, by name (embedded_idle.go)
+	counts map[string]logCount                  // recent counts of logs by name prefix, for the limits
 	closed bool
 
 	openMu sync.Mutex                // guards open; taken last
@@ -89,7 +90,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		}
 		return nil, err
 	}
-	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{},
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]weak.Pointer[embeddedLog]{},
 		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
@@ -346,7 +347,7 @@ const retainPage = 1000
 // needsRetention reports whether the retention loop has work on the log m.
 func (c *embeddedClient) needsRetention(ctx context.Context, m meta.Log) bool {
 	c.mu.Lock()
-	l := c.logs[m.Name]
+	l := c.logLocked(m.Name)
 	c.mu.Unlock()
 	if l != nil && c.isOpen(l) {
 		return true
@@ -382,8 +383,10 @@ func (c *embeddedClient) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	var err error
-	for _, l := range logs {
-		err = errors.Join(err, l.close())
+	for _, p := range logs {
+		if l := p.Value(); l != nil {
+			err = errors.Join(err, l.close())
+		}
 	}
 	return errors.Join(err, c.closeStores())
 }
@@ -466,7 +469,7 @@ func (c *embeddedClient) openLog(ctx context.Context, name string) (*embeddedLog
 	if c.closed {
 		return nil, ErrClosed
 	}
-	if l, ok := c.logs[name]; ok {
+	if l := c.logLocked(name); l != nil {
 		return l, nil
 	}
 	m, err := c.meta.Log(ctx, name)
@@ -490,10 +493,10 @@ func (c *embeddedClient) LogID(ctx context.Context, name string) (uint64, error)
 
 func (c *embeddedClient) CloseLog(name string) error {
 	c.mu.Lock()
-	l, ok := c.logs[name]
+	l := c.logLocked(name)
 	delete(c.logs, name)
 	c.mu.Unlock()
-	if !ok {
+	if l == nil {
 		return nil
 	}
 	return l.close()
@@ -527,7 +530,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if object && c.bucket == nil {
 		return errNoStorage(name) // its objects would stay behind, unknown to anyone
 	}
-	if l, ok := c.logs[name]; ok {
+	if l := c.logLocked(name); l != nil {
 		delete(c.logs, name)
 		l.close()
 	}
@@ -618,7 +621,7 @@ func (c *embeddedClient) ListLogsPage(ctx context.Context, prefix, token string,
 	page := LogPage{Logs: make([]LogInfo, 0, len(ms))}
 	for _, m := range ms {
 		c.mu.Lock()
-		l := c.logs[m.Name]
+		l := c.logLocked(m.Name)
 		c.mu.Unlock()
 		if l != nil && l.id == m.ID {
 			if info, ok := l.infoIfOpen(); ok {

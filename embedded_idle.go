@@ -2,8 +2,10 @@ package tern
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/ternwal/tern/internal/engine"
 )
@@ -16,6 +18,36 @@ import (
 // the appends queued and seals the open segment, as closing the client does;
 // the next use opens it again from its metadata, as a restart would. A
 // quorum log stays open once opened: its open segment lives on replicas.
+
+// The client holds a log weakly while its engine is closed: the struct goes
+// once no handle, writer, pending commit or call refers to it, and the next
+// OpenLog makes it again from the metadata. While the engine is open, the
+// client's open set holds it.
+
+// logLocked returns the log the client holds by name, or nil. The caller
+// holds c.mu.
+func (c *embeddedClient) logLocked(name string) *embeddedLog {
+	if p, ok := c.logs[name]; ok {
+		return p.Value()
+	}
+	return nil
+}
+
+// rememberLocked holds l weakly, until it is collected. The caller holds
+// c.mu.
+func (c *embeddedClient) rememberLocked(l *embeddedLog) {
+	c.logs[l.name] = weak.Make(l)
+	runtime.AddCleanup(l, c.forget, l.name)
+}
+
+// forget drops the name of a collected log, unless it names a newer one.
+func (c *embeddedClient) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.logs[name]; ok && p.Value() == nil {
+		delete(c.logs, name)
+	}
+}
 
 // acquire returns the log's engine, opening it if it is closed, and holds
 // it open until release is called (release is idempotent).

@@ -21,10 +21,10 @@ import (
 // write and read path of its mode) and its subscriptions. It is safe for
 // concurrent use.
 //
-// The struct stays small and lives while the client knows the log; its
-// engine is opened on first use (acquire) and closed again once nothing has
-// used it for Options.LogIdleTimeout (embedded_idle.go), so that an idle log
-// holds no goroutine, file or buffer. Lock order: engMu, then subsMu, then
+// The struct is small, and goes once nothing refers to it; its engine is
+// opened on first use (acquire) and closed again once nothing has used it
+// for Options.LogIdleTimeout (embedded_idle.go), so that an idle log holds
+// no goroutine, file or buffer. Lock order: engMu, then subsMu, then
 // the client's mu.
 type embeddedLog struct {
 	c       *embeddedClient
@@ -72,7 +72,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 	if err := l.loadSubs(ctx); err != nil {
 		return nil, err
 	}
-	c.logs[m.Name] = l
+	c.rememberLocked(l)
 	return l, nil
 }
 

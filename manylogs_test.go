@@ -108,6 +108,48 @@ func TestIdleLogKeepsSubscriptions(t *testing.T) {
 	}
 }
 
+// A log that is idle and that no handle refers to is forgotten; opening it
+// again finds its entries and subscriptions.
+func TestIdleLogIsForgotten(t *testing.T) {
+	c, err := Open(t.Context(), Options{Dir: t.TempDir(), LogIdleTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	func() {
+		l, w := createLog(t, c, "f", LogOptions{})
+		appendN(t, w, 0, 7)
+		w.Close()
+		if _, err := l.CreateSubscription(t.Context(), "s", SubOptions{From: 2}); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, c, l)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		runtime.GC()
+		embeddedOf(c).mu.Lock()
+		n := len(embeddedOf(c).logs)
+		embeddedOf(c).mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client still holds %d idle logs that nothing refers to", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l, err := c.OpenLog(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, l, 0); len(got) != 7 {
+		t.Fatalf("read %d entries after the log was forgotten, want 7", len(got))
+	}
+	if info, err := l.Subscription(t.Context(), "s"); err != nil || info.Cursor != 2 {
+		t.Fatalf("subscription after the log was forgotten: %+v, %v", info, err)
+	}
+}
+
 func TestLogLimits(t *testing.T) {
 	dir := t.TempDir()
 	c, err := Open(t.Context(), Options{Dir: dir, MaxLogs: 5, MaxLogsPerPrefix: 2})
