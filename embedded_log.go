@@ -24,8 +24,8 @@ import (
 // The struct is small, and goes once nothing refers to it; its engine is
 // opened on first use (acquire) and closed again once nothing has used it
 // for Options.LogIdleTimeout (embedded_idle.go), so that an idle log holds
-// no goroutine, file or buffer. Lock order: engMu, then subsMu, then
-// the client's mu.
+// no goroutine, file or buffer. Lock order: the client's mu, engMu,
+// subsMu, the client's openMu.
 type embeddedLog struct {
 	c       *embeddedClient
 	name    string
