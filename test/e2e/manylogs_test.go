@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,12 +186,15 @@ func listPaged(t *testing.T, c *tern.Client, n int) map[string]tern.LogInfo {
 
 // usage is what a server process holds.
 type usage struct {
-	goroutines int
-	rssBytes   int64
+	goroutines    int
+	rssBytes      int64
+	heapBytes     int64 // the Go heap in use, the embedded etcd's included
+	etcdFileBytes int64 // the embedded etcd's database file
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("%d goroutines, RSS %d MiB", u.goroutines, u.rssBytes>>20)
+	return fmt.Sprintf("%d goroutines, RSS %d MiB, Go heap in use %d MiB, etcd database %d MiB",
+		u.goroutines, u.rssBytes>>20, u.heapBytes>>20, u.etcdFileBytes>>20)
 }
 
 // sample reads the server's goroutines from /metrics and its RSS from /proc.
@@ -211,6 +215,10 @@ func sample(t *testing.T, s *server) usage {
 			}
 			u.goroutines = int(f)
 		}
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			u.heapBytes = int64(f)
+		}
 	}
 	if u.goroutines < 0 {
 		t.Fatal("/metrics has no go_goroutines")
@@ -230,6 +238,9 @@ func sample(t *testing.T, s *server) usage {
 	}
 	if u.rssBytes == 0 {
 		t.Fatal(errors.New("no VmRSS in /proc/PID/status"))
+	}
+	if fi, err := os.Stat(filepath.Join(s.data, "etcd", "member", "snap", "db")); err == nil {
+		u.etcdFileBytes = fi.Size()
 	}
 	return u
 }
