@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -153,4 +154,35 @@ func TestListLogsPages(t *testing.T) {
 	}
 	_, err = ts.api.ListLogs(t.Context(), &ternpb.ListLogsRequest{PageSize: -1})
 	wantStatus(t, err, codes.InvalidArgument, "")
+}
+
+// A request over MaxRequestBytes is refused with RESOURCE_EXHAUSTED; one
+// under it goes through.
+func TestMaxRequestBytes(t *testing.T) {
+	ts := startLimited(t, Limits{MaxRequestBytes: 1 << 20})
+	epoch := ts.createLog(t, "l", nil)
+	_, err := ts.api.Append(t.Context(), &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: []*ternpb.Entry{{Payload: make([]byte, 2<<20)}}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a 2 MiB request to a server that takes 1 MiB: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := ts.api.Append(t.Context(), &ternpb.AppendRequest{Log: "l", Epoch: epoch, Entries: []*ternpb.Entry{{Payload: make([]byte, 512<<10)}}}); err != nil {
+		t.Fatalf("a 512 KiB request: %v", err)
+	}
+}
+
+// A connection with no call for IdleConnectionTimeout is closed by the
+// server; the client's next call connects again.
+func TestIdleConnectionTimeout(t *testing.T) {
+	ts := startLimited(t, Limits{IdleConnectionTimeout: 50 * time.Millisecond})
+	ts.createLog(t, "l", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for s := ts.conn.GetState(); s == connectivity.Ready; s = ts.conn.GetState() {
+		if !ts.conn.WaitForStateChange(ctx, s) {
+			t.Fatal("the idle connection is still open after a minute")
+		}
+	}
+	if _, err := ts.api.DescribeLog(t.Context(), &ternpb.DescribeLogRequest{Name: "l"}); err != nil {
+		t.Fatalf("a call after the idle close: %v", err)
+	}
 }
