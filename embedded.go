@@ -36,11 +36,12 @@ type embeddedClient struct {
 	counts map[string]logCount                  // recent counts of logs by name prefix, for the limits
 	closed bool
 
-	openMu sync.Mutex                // guards open; taken last
-	open   map[*embeddedLog]struct{} // the logs whose engines are open
-	stop   context.Context           // canceled by Close: ends the retention loop and its work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	openMu       sync.Mutex                // guards open and noCompaction; taken last
+	open         map[*embeddedLog]struct{} // the logs whose engines are open
+	noCompaction map[uint64]bool           // object logs, by ID, whose segments need no compaction (embedded_retain.go)
+	stop         context.Context           // canceled by Close: ends the retention loop and its work
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
@@ -91,7 +92,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		return nil, err
 	}
 	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]weak.Pointer[embeddedLog]{},
-		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}}
+		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}, noCompaction: map[uint64]bool{}}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	if err := c.removeOrphans(ctx); err != nil {
 		c.closeStores()

@@ -103,6 +103,7 @@ func (c *embeddedClient) setOpen(l *embeddedLog, open bool) {
 	defer c.openMu.Unlock()
 	if open {
 		c.open[l] = struct{}{}
+		delete(c.noCompaction, l.id) // it may seal segments
 	} else {
 		delete(c.open, l)
 	}

@@ -101,7 +101,7 @@ func (c *embeddedClient) needsRetention(ctx context.Context, m meta.Log) bool {
 	if hasRetention(opts) {
 		return true
 	}
-	if opts.Mode != ModeObject || c.bucket == nil {
+	if opts.Mode != ModeObject || c.bucket == nil || c.compacted(m.ID) {
 		return false
 	}
 	segs, err := c.meta.Segments(ctx, m.Name)
@@ -109,5 +109,24 @@ func (c *embeddedClient) needsRetention(ctx context.Context, m meta.Log) bool {
 		c.opts.Logger.Error("reading a log's segments for compaction failed", "log", m.Name, "err", err)
 		return false
 	}
-	return objlog.NeedsCompaction(segs)
+	if objlog.NeedsCompaction(segs) {
+		return true
+	}
+	c.setCompacted(m.ID)
+	return false
+}
+
+// compacted reports whether the object log with the given ID was found to
+// need no compaction since its engine was last open: only an open engine
+// seals segments, so its segments are read again only after its next use.
+func (c *embeddedClient) compacted(id uint64) bool {
+	c.openMu.Lock()
+	defer c.openMu.Unlock()
+	return c.noCompaction[id]
+}
+
+func (c *embeddedClient) setCompacted(id uint64) {
+	c.openMu.Lock()
+	defer c.openMu.Unlock()
+	c.noCompaction[id] = true
 }

@@ -314,3 +314,48 @@ func TestRetentionOpensOnlyLogsWithWork(t *testing.T) {
 		t.Fatal("the retention loop opened a log with no retention")
 	}
 }
+
+// The retention loop opens an object log that has segments to compact,
+// decided from its segment records, and leaves it, and an object log with
+// none, closed once there is nothing to compact.
+func TestRetentionCompactsIdleObjectLogs(t *testing.T) {
+	dir, store := t.TempDir(), "dir://"+t.TempDir()
+	c, err := Open(t.Context(), Options{Dir: dir, Storage: StorageOptions{URL: store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := createLog(t, c, "o", LogOptions{Mode: ModeObject, FlushBytes: 1})
+	appendN(t, w, 0, 5) // five objects in one segment
+	w.Close()
+	createLog(t, c, "idle", LogOptions{Mode: ModeObject})
+	c.Close()
+
+	c, err = Open(t.Context(), Options{Dir: dir, Storage: StorageOptions{URL: store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	names := func() []string {
+		var got []string
+		for _, l := range embeddedOf(c).retainable() {
+			got = append(got, l.name)
+		}
+		return got
+	}
+	if got := names(); !slices.Equal(got, []string{"o"}) {
+		t.Fatalf("the retention loop works on %q, want [o]", got)
+	}
+	l, err := c.OpenLog(t.Context(), "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseLog("o"); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); len(got) != 0 {
+		t.Fatalf("after compaction, the retention loop works on %q, want none", got)
+	}
+}
