@@ -222,8 +222,9 @@ func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size in
 // from the metadata store alone: it opens none of them, so no data is read
 // and no retention is applied. Name, ID, Created, Options, Epoch and Start
 // (the last truncation point) are set; End, which needs the log's data, is
-// Start, and Bytes, Segments and Objects are 0. A server uses it for the logs another
-// node serves. A client of a server fails with ErrUnsupported.
+// Start, Bytes, Segments and Objects are 0, and ExtentUnknown is set. A
+// server uses it for the logs another node serves. A client of a server
+// fails with ErrUnsupported.
 func (c *Client) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
 	return c.impl.ListLogsMeta(ctx, prefix)
 }

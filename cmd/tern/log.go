@@ -146,14 +146,14 @@ no BYTES or SEGMENTS; "tern log describe" opens it and tells all. With
 the --page-token of the next page on standard error.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if limit < 0 {
+				return usagef(cmd, "--limit %d is negative: list a page of 1 to %d logs", limit, tern.MaxListPageSize)
+			}
 			c, err := a.openClient(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			defer a.closeClient(c, &err)
-			if limit < 0 {
-				return usagef(cmd, "--limit %d is negative: list a page of 1 to %d logs", limit, tern.MaxListPageSize)
-			}
 			var infos []tern.LogInfo
 			if limit == 0 && token == "" {
 				infos, err = c.ListLogs(cmd.Context(), prefix)

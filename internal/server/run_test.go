@@ -142,9 +142,7 @@ func get(t *testing.T, url string) (int, string) {
 
 func TestReadiness(t *testing.T) {
 	ok := func(context.Context) (string, []string) { return "", nil }
-	down := func(context.Context) (string, []string) {
-		return "metadata store does not answer: context deadline exceeded", nil
-	}
+	down := func(context.Context) (string, []string) { return "metadata store does not answer: context deadline exceeded", nil }
 	noted := func(context.Context) (string, []string) { return "", []string{"degraded: log a"} }
 	for _, tc := range []struct {
 		reason string
