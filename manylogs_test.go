@@ -359,3 +359,70 @@ func TestRetentionCompactsIdleObjectLogs(t *testing.T) {
 		t.Fatalf("after compaction, the retention loop works on %q, want none", got)
 	}
 }
+
+// Calls, writers and readers race with idle closes of a log's engine (a
+// timeout of 1ms closes it between almost any two uses); every entry
+// acknowledged is read back.
+func TestIdleCloseRacesWithUse(t *testing.T) {
+	c, err := Open(t.Context(), Options{Dir: t.TempDir(), LogIdleTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 4 {
+		createLog(t, c, fmt.Sprintf("r%d", i), LogOptions{})
+	}
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			errs <- func() error {
+				name := fmt.Sprintf("r%d", i)
+				for round := range 30 {
+					l, err := c.OpenLog(t.Context(), name)
+					if err != nil {
+						return err
+					}
+					w, err := l.OpenWriter(t.Context())
+					if err != nil {
+						return err
+					}
+					for j := range 3 {
+						off, err := w.Append(t.Context(), Entry{Payload: payload(3*round + j)})
+						if err != nil {
+							return err
+						}
+						if int(off) != 3*round+j {
+							return fmt.Errorf("%s: offset %d, want %d", name, off, 3*round+j)
+						}
+					}
+					w.Close()
+					if _, err := l.Info(t.Context()); err != nil {
+						return err
+					}
+					time.Sleep(time.Duration(round%3) * time.Millisecond)
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		l, err := c.OpenLog(t.Context(), fmt.Sprintf("r%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, l, 0)
+		if len(got) != 90 {
+			t.Fatalf("r%d: read %d entries, want 90", i, len(got))
+		}
+		for j, e := range got {
+			if string(e.Payload) != string(payload(j)) {
+				t.Fatalf("r%d: entry %d is %q", i, j, e.Payload)
+			}
+		}
+	}
+}
