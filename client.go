@@ -49,6 +49,28 @@ type Options struct {
 	// committed to the subscription's cursor together. A crash redelivers
 	// what was acknowledged in the last CommitInterval. Default: 100ms.
 	CommitInterval time.Duration
+	// LogIdleTimeout is how long a log's engine (its open segment, buffers
+	// and goroutines) stays open after its last call, writer, reader or
+	// subscriber; it opens again at the next use. Default: one minute.
+	LogIdleTimeout time.Duration
+
+	// The limits: a call that would pass one fails with ErrLimit. Zero
+	// takes the default; a negative value sets no limit. They are checked
+	// against the metadata store, which the nodes of a cluster share: a
+	// node counts the logs again every few seconds, so creations on other
+	// nodes may pass MaxLogs briefly.
+	//
+	// MaxLogs bounds the logs of the metadata store. Default:
+	// DefaultMaxLogs.
+	MaxLogs int
+	// MaxLogsPerPrefix bounds the logs whose names start with one
+	// namespace prefix: a name's part up to its last '/' ("a/b/" of
+	// "a/b/c"), including the logs of deeper namespaces under it. Names with
+	// no '/' are bounded by MaxLogs alone. Default: DefaultMaxLogsPerPrefix.
+	MaxLogsPerPrefix int
+	// MaxSubscriptionsPerLog bounds the subscriptions of one log. Default:
+	// DefaultMaxSubscriptionsPerLog.
+	MaxSubscriptionsPerLog int
 
 	// Etcd lists the client endpoints (host:port) of an etcd cluster that
 	// keeps the metadata, in place of the bbolt file in Dir. The data stays
@@ -117,6 +139,7 @@ type clientImpl interface {
 	OpenLog(ctx context.Context, name string) (logImpl, error)
 	DeleteLog(ctx context.Context, name string) error
 	ListLogs(ctx context.Context, prefix string) ([]LogInfo, error)
+	ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error)
 	ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error)
 	LogID(ctx context.Context, name string) (uint64, error)
 	CloseLog(name string) error
@@ -190,18 +213,32 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	return c.impl.DeleteLog(ctx, name)
 }
 
-// ListLogs describes the logs whose names start with prefix, by name. An
-// embedded client opens each of them; ListLogsMeta does not.
+// ListLogs describes the logs whose names start with prefix, by name,
+// following every page of ListLogsPage.
 func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
 	return c.impl.ListLogs(ctx, prefix)
+}
+
+// ListLogsPage describes one page of the logs whose names start with
+// prefix, by name: up to size of them (0: DefaultListPageSize; at most
+// MaxListPageSize) after the page token ends ("": from the first). It is
+// answered from the metadata and opens no log: a log that is open (in this
+// process, or on the server) is described in full, any other as
+// ListLogsMeta describes it.
+func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error) {
+	if size < 0 {
+		return LogPage{}, fmt.Errorf("%w: page size %d is negative", ErrInvalid, size)
+	}
+	return c.impl.ListLogsPage(ctx, prefix, token, size)
 }
 
 // ListLogsMeta describes the logs whose names start with prefix, by name,
 // from the metadata store alone: it opens none of them, so no data is read
 // and no retention is applied. Name, ID, Created, Options, Epoch and Start
-// (the last truncation point) are set; End, Bytes, Segments and Objects,
-// which need the log's data, are 0. A server uses it for the logs another
-// node serves. A client of a server fails with ErrUnsupported.
+// (the last truncation point) are set; End, which needs the log's data, is
+// Start, Bytes, Segments and Objects are 0, and ExtentUnknown is set. A
+// server uses it for the logs another node serves. A client of a server
+// fails with ErrUnsupported.
 func (c *Client) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
 	return c.impl.ListLogsMeta(ctx, prefix)
 }

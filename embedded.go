@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/meta"
@@ -39,11 +40,16 @@ type embeddedClient struct {
 	cache   *objlog.CacheBudget // shared by the object logs' caches; nil for no shared bound
 
 	mu     sync.Mutex
-	logs   map[string]*embeddedLog // opened logs, by name
+	logs   map[string]weak.Pointer[embeddedLog] // the logs in use, by name (embedded_idle.go)
+	counts map[string]logCount                  // recent counts of logs by name prefix, for the limits
 	closed bool
-	stop   context.Context // canceled by Close: ends the retention loop and its work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+
+	openMu       sync.Mutex                // guards open and noCompaction; taken last
+	open         map[*embeddedLog]struct{} // the logs whose engines are open
+	noCompaction map[uint64]bool           // object logs, by ID, whose segments need no compaction (embedded_retain.go)
+	stop         context.Context           // canceled by Close: ends the retention loop and its work
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
@@ -58,6 +64,12 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = time.Minute
 	}
+	if opts.LogIdleTimeout <= 0 {
+		opts.LogIdleTimeout = time.Minute
+	}
+	opts.MaxLogs = limitOrDefault(opts.MaxLogs, DefaultMaxLogs)
+	opts.MaxLogsPerPrefix = limitOrDefault(opts.MaxLogsPerPrefix, DefaultMaxLogsPerPrefix)
+	opts.MaxSubscriptionsPerLog = limitOrDefault(opts.MaxSubscriptionsPerLog, DefaultMaxSubscriptionsPerLog)
 	fs := opts.fs
 	if fs == nil {
 		fs = vfs.OS
@@ -87,7 +99,8 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		}
 		return nil, err
 	}
-	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]*embeddedLog{},
+	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]weak.Pointer[embeddedLog]{},
+		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}, noCompaction: map[uint64]bool{},
 		disk: wal.NewDisk(fs, opts.Dir, opts.DiskReserveBytes, opts.Logger)}
 	if c.install, err = installation(ctx, bucket, store, opts); err != nil {
 		c.closeStores()
@@ -101,8 +114,9 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		c.closeStores()
 		return nil, err
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.retainLoop()
+	go c.idleLoop()
 	return c, nil
 }
 
@@ -223,13 +237,22 @@ func (c *embeddedClient) removeOrphans(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
 	}
-	logs, err := c.meta.ListLogs(ctx, "")
-	if err != nil {
-		return fmt.Errorf("tern: list logs: %w", err)
+	if len(names) == 0 {
+		return nil // no log has data here yet: nothing to compare with the metadata
 	}
 	live := map[string]bool{}
-	for _, l := range logs {
-		live[strconv.FormatUint(l.ID, 10)] = true
+	for after := ""; ; {
+		logs, err := c.meta.ListLogsPage(ctx, "", after, MaxListPageSize)
+		if err != nil {
+			return fmt.Errorf("tern: list logs: %w", err)
+		}
+		for _, l := range logs {
+			live[strconv.FormatUint(l.ID, 10)] = true
+		}
+		if len(logs) < MaxListPageSize {
+			break
+		}
+		after = logs[len(logs)-1].Name
 	}
 	for _, name := range names {
 		dir := filepath.Join(c.logsDir(), name)
@@ -262,60 +285,6 @@ func (c *embeddedClient) removeOrphans(ctx context.Context) error {
 	return nil
 }
 
-// retainLoop applies retention to every log every RetentionInterval (on a
-// node of a cluster, every log it serves), and compacts those in object
-// storage: a log needs no writer, nor a reader, for its old data to go.
-func (c *embeddedClient) retainLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.opts.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop.Done():
-			return
-		case <-t.C:
-		}
-		for _, l := range c.allLogs() {
-			if err := l.applyRetention(); err != nil {
-				c.opts.Logger.Error("retention failed", "log", l.name, "err", err)
-			}
-			// Close cancels a compaction in progress rather than wait.
-			if err := l.compact(c.stop); err != nil && c.stop.Err() == nil {
-				c.opts.Logger.Error("compaction failed", "log", l.name, "err", err)
-			}
-		}
-	}
-}
-
-// allLogs opens every log the metadata has (those already open stay as they
-// are) and returns them. A log that fails to open is logged and left out.
-// On a node of a cluster, a log that another node serves, or that none does
-// yet, is left out unopened: its retention and compaction are its owner's,
-// and would race with them.
-func (c *embeddedClient) allLogs() []*embeddedLog {
-	ctx, cancel := context.WithTimeout(c.stop, time.Minute)
-	defer cancel()
-	ms, err := c.meta.ListLogs(ctx, "")
-	if err != nil {
-		c.opts.Logger.Error("listing the logs for retention failed", "err", err)
-	}
-	logs := make([]*embeddedLog, 0, len(ms))
-	for _, m := range ms {
-		if c.opts.Cluster != nil && !c.opts.Cluster.Serves(m.ID) {
-			continue
-		}
-		l, err := c.openLog(ctx, m.Name)
-		switch {
-		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
-		case err != nil:
-			c.opts.Logger.Error("opening a log for retention failed", "log", m.Name, "err", err)
-		default:
-			logs = append(logs, l)
-		}
-	}
-	return logs
-}
-
 func (c *embeddedClient) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -329,8 +298,10 @@ func (c *embeddedClient) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	var err error
-	for _, l := range logs {
-		err = errors.Join(err, l.close())
+	for _, p := range logs {
+		if l := p.Value(); l != nil {
+			err = errors.Join(err, l.close())
+		}
 	}
 	return errors.Join(err, c.closeStores())
 }
@@ -371,6 +342,9 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 	if c.closed {
 		return nil, ErrClosed
 	}
+	if err := c.checkLogLimits(ctx, name); err != nil {
+		return nil, err
+	}
 	m, err := c.meta.CreateLog(ctx, meta.Log{Name: name, Options: enc, Installation: c.install.ID})
 	if errors.Is(err, meta.ErrExist) {
 		return nil, fmt.Errorf("%w: %q", ErrExist, name)
@@ -378,11 +352,28 @@ func (c *embeddedClient) CreateLog(ctx context.Context, name string, opts LogOpt
 	if err != nil {
 		return nil, fmt.Errorf("tern: create log %q: %w", name, err)
 	}
-	return c.openLocked(ctx, m)
+	c.countedLocked(name, +1)
+	l, err := c.openLocked(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	l.fresh = c.opts.Cluster == nil
+	return l, nil
 }
 
+// OpenLog opens the log's engine, recovering it if it was closed, so that
+// damage shows here; it closes again when idle.
 func (c *embeddedClient) OpenLog(ctx context.Context, name string) (logImpl, error) {
-	return c.openLog(ctx, name)
+	l, err := c.openLog(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	_, release, err := l.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	return l, nil
 }
 
 // openLog opens an existing log, recovering it if this is its first open in
@@ -393,7 +384,7 @@ func (c *embeddedClient) openLog(ctx context.Context, name string) (*embeddedLog
 	if c.closed {
 		return nil, ErrClosed
 	}
-	if l, ok := c.logs[name]; ok {
+	if l := c.logLocked(name); l != nil {
 		return l, nil
 	}
 	m, err := c.meta.Log(ctx, name)
@@ -417,10 +408,10 @@ func (c *embeddedClient) LogID(ctx context.Context, name string) (uint64, error)
 
 func (c *embeddedClient) CloseLog(name string) error {
 	c.mu.Lock()
-	l, ok := c.logs[name]
+	l := c.logLocked(name)
 	delete(c.logs, name)
 	c.mu.Unlock()
-	if !ok {
+	if l == nil {
 		return nil
 	}
 	return l.close()
@@ -454,7 +445,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if object && c.bucket == nil {
 		return errNoStorage(name) // its objects would stay behind, unknown to anyone
 	}
-	if l, ok := c.logs[name]; ok {
+	if l := c.logLocked(name); l != nil {
 		delete(c.logs, name)
 		l.close()
 	}
@@ -469,6 +460,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 		return c.metaErr(name, err)
 	}
 	c.damaged.forget(name)
+	c.countedLocked(name, -1)
 	// A crash from here on leaves an orphan directory, whose data is
 	// removed at next Open.
 	return c.removeData(ctx, m.ID)
@@ -520,43 +512,4 @@ func (c *embeddedClient) markDeleted(id uint64, objects string) error {
 		return fmt.Errorf("tern: mark log %d deleted: %w", id, err)
 	}
 	return nil
-}
-
-func (c *embeddedClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	ms, err := c.meta.ListLogs(ctx, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("tern: list logs: %w", err)
-	}
-	infos := make([]LogInfo, 0, len(ms))
-	for _, m := range ms {
-		l, err := c.openLog(ctx, m.Name)
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		info, err := l.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
-	}
-	return infos, nil
-}
-
-func (c *embeddedClient) ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error) {
-	ms, err := c.meta.ListLogs(ctx, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("tern: list logs: %w", err)
-	}
-	infos := make([]LogInfo, len(ms))
-	for i, m := range ms {
-		var opts LogOptions
-		if err := json.Unmarshal(m.Options, &opts); err != nil {
-			return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
-		}
-		infos[i] = LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), Epoch: m.Epoch}
-	}
-	return infos, nil
 }

@@ -20,13 +20,27 @@ import (
 // embeddedLog is a log kept by this process: its metadata, its engine (the
 // write and read path of its mode) and its subscriptions. It is safe for
 // concurrent use.
+//
+// The struct is small, and goes once nothing refers to it; its engine is
+// opened on first use (acquire) and closed again once nothing has used it
+// for Options.LogIdleTimeout (embedded_idle.go), so that an idle log holds
+// no goroutine, file or buffer. Lock order: the client's mu, engMu,
+// subsMu, the client's openMu.
 type embeddedLog struct {
 	c       *embeddedClient
 	name    string
 	id      uint64
 	created time.Time
 	opts    LogOptions
-	eng     engine.Engine // the write and read path of the log's mode
+
+	engMu     sync.Mutex
+	eng       engine.Engine // the write and read path of the log's mode; nil while closed
+	users     int           // acquisitions not released: calls in progress, writers, readers, subscribers
+	idleSince time.Time     // when users last fell to 0
+	gone      bool          // closed for good: by CloseLog, DeleteLog or the client's Close
+	// fresh: created by this client and never opened since, so empty; no
+	// other process shares the metadata (no cluster).
+	fresh bool
 
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
@@ -41,18 +55,43 @@ func encodeOptions(o LogOptions) ([]byte, error) {
 	return b, nil
 }
 
-// openLocked opens the log m describes. The caller holds c.mu.
+// openLocked makes the log m describes known to the client, with its
+// subscriptions; its engine opens at first use. The caller holds c.mu.
 func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedLog, error) {
 	var opts LogOptions
 	if err := json.Unmarshal(m.Options, &opts); err != nil {
 		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
 	}
+	switch {
+	case (opts.Mode == ModeObject || opts.Mode == ModeQuorum) && c.bucket == nil:
+		return nil, errNoStorage(m.Name)
+	case opts.Mode == ModeQuorum && c.opts.Cluster == nil:
+		return nil, errNoCluster(m.Name)
+	}
+	l := &embeddedLog{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts}
+	if err := l.loadSubs(ctx); err != nil {
+		return nil, err
+	}
+	c.rememberLocked(l)
+	return l, nil
+}
+
+// openEngine opens the log's engine from its current metadata (the writer
+// epoch and start may have moved since it was last open) and applies
+// retention to it. The caller holds engMu.
+func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
+	c := l.c
+	m, err := c.meta.Log(ctx, l.name)
+	if err != nil {
+		return nil, c.metaErr(l.name, err)
+	}
+	if m.ID != l.id {
+		return nil, fmt.Errorf("%w: %q was deleted", ErrNotFound, l.name)
+	}
+	opts := l.opts
 	var eng engine.Engine
 	switch opts.Mode {
 	case ModeObject, ModeQuorum:
-		if c.bucket == nil {
-			return nil, errNoStorage(m.Name)
-		}
 		oo := objlog.Options{
 			Bucket:        c.bucket,
 			Meta:          objlog.StoreMeta(c.meta, m.Name),
@@ -70,9 +109,6 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		var ol *objlog.Log
 		var err error
 		if opts.Mode == ModeQuorum {
-			if c.opts.Cluster == nil {
-				return nil, errNoCluster(m.Name)
-			}
 			ol, err = quorumlog.Open(ctx, oo, quorumlog.Replicas{
 				Config: quorum.Config{Ensemble: opts.Ensemble, AckQuorum: opts.AckQuorum},
 				Log:    m.ID,
@@ -107,71 +143,117 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		eng = w
 	}
 	c.damaged.note(m.Name, eng)
-	l := &embeddedLog{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts, eng: eng}
-	if err := l.loadSubs(ctx); err != nil {
+	if err := l.applyRetention(eng); err != nil {
 		eng.Close()
 		return nil, err
 	}
-	if err := l.applyRetention(); err != nil {
-		eng.Close()
-		return nil, err
-	}
-	c.logs[m.Name] = l
-	return l, nil
+	return eng, nil
 }
 
 // close ends the log's subscribers, commits their cursors and closes the
-// write path.
+// write path, for good: the log's handles fail with ErrClosed afterwards.
 func (l *embeddedLog) close() error {
+	l.engMu.Lock()
+	defer l.engMu.Unlock()
+	l.gone = true
 	err := l.closeSubs()
-	return errors.Join(err, l.eng.Close())
+	if l.eng != nil {
+		err = errors.Join(err, l.eng.Close())
+		l.eng = nil
+		l.c.setOpen(l, false)
+	}
+	return err
 }
 
 func (l *embeddedLog) Name() string        { return l.name }
 func (l *embeddedLog) Options() LogOptions { return l.opts }
 
+// A log just created is described without opening it.
 func (l *embeddedLog) Info(ctx context.Context) (LogInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if info, ok := l.freshInfo(); ok {
+		return info, ctx.Err()
+	}
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
 		return LogInfo{}, err
 	}
-	s := l.eng.Stats()
+	defer release()
+	return l.info(eng.Stats()), nil
+}
+
+func (l *embeddedLog) info(s engine.Stats) LogInfo {
 	return LogInfo{
 		Name: l.name, ID: l.id, Created: l.created, Options: l.opts,
 		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
 		Objects: s.Objects,
-	}, nil
+	}
+}
+
+// freshInfo describes the log if it is fresh: empty.
+func (l *embeddedLog) freshInfo() (LogInfo, bool) {
+	l.engMu.Lock()
+	defer l.engMu.Unlock()
+	if !l.fresh || l.gone {
+		return LogInfo{}, false
+	}
+	return l.info(engine.Stats{}), true
+}
+
+// infoIfOpen describes the log from its engine if that is open, without
+// opening it.
+func (l *embeddedLog) infoIfOpen() (LogInfo, bool) {
+	l.engMu.Lock()
+	defer l.engMu.Unlock()
+	if l.eng == nil {
+		return LogInfo{}, false
+	}
+	return l.info(l.eng.Stats()), true
 }
 
 // OpenWriter claims a new epoch in the metadata store and fences the engine
 // with it.
+// The writer holds the engine open until it is closed.
 func (l *embeddedLog) OpenWriter(ctx context.Context) (writerImpl, error) {
-	claim, err := l.c.meta.ClaimWriter(ctx, l.name)
+	eng, release, err := l.acquire(ctx)
 	if err != nil {
-		return nil, l.c.metaErr(l.name, err)
-	}
-	if err := l.eng.Fence(ctx, claim.Epoch(), claim.Valid); err != nil {
-		claim.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &embeddedWriter{l: l, epoch: claim.Epoch(), claim: claim}, nil
+	claim, err := l.c.meta.ClaimWriter(ctx, l.name)
+	if err != nil {
+		release()
+		return nil, l.c.metaErr(l.name, err)
+	}
+	if err := eng.Fence(ctx, claim.Epoch(), claim.Valid); err != nil {
+		claim.Release(context.WithoutCancel(ctx))
+		release()
+		return nil, err
+	}
+	return &embeddedWriter{l: l, eng: eng, release: release, epoch: claim.Epoch(), claim: claim}, nil
 }
 
+// The reader holds the engine open until it is closed.
 func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	o := client.NewReadOptions(opts...)
-	r, err := l.eng.NewReader(uint64(from), o.Ticks)
+	eng, release, err := l.acquire(ctx)
 	if err != nil {
+		return nil, err
+	}
+	r, err := eng.NewReader(uint64(from), o.Ticks)
+	if err != nil {
+		release()
 		return nil, err // says which offset, and where the log starts or ends
 	}
-	return embeddedReader{r: r, maxBytes: o.MaxBatchBytes}, nil
+	return embeddedReader{r: r, maxBytes: o.MaxBatchBytes, release: release}, nil
 }
 
-// embeddedReader is a Reader of an engine.
+// embeddedReader is a Reader of an engine, which it holds open.
 type embeddedReader struct {
 	r        engine.Reader
-	maxBytes int // of one NextBatch (WithMaxBatchBytes)
+	maxBytes int    // of one NextBatch (WithMaxBatchBytes)
+	release  func() // idempotent
 }
 
 func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
@@ -190,7 +272,10 @@ func (r embeddedReader) NextBatch(ctx context.Context, max int) ([]Entry, error)
 	return entries(es), nil
 }
 
-func (r embeddedReader) Close() error { return r.r.Close() }
+func (r embeddedReader) Close() error {
+	defer r.release()
+	return r.r.Close()
+}
 
 func entry(e engine.Entry) Entry {
 	if e.IsTick {
@@ -208,23 +293,34 @@ func entries(es []engine.Entry) []Entry {
 }
 
 func (l *embeddedLog) Truncate(ctx context.Context, before Offset) error {
-	if end := l.eng.Stats().End; uint64(before) > end {
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if end := eng.Stats().End; uint64(before) > end {
 		return fmt.Errorf("%w: cannot truncate %q before offset %d, the log ends at %d", ErrOutOfRange, l.name, before, end)
 	}
 	if _, err := l.c.meta.AdvanceStart(ctx, l.name, uint64(before)); err != nil {
 		return l.c.metaErr(l.name, err)
 	}
-	if err := l.eng.Truncate(uint64(before)); err != nil {
+	if err := eng.Truncate(uint64(before)); err != nil {
 		return fmt.Errorf("tern: truncate %q: %w", l.name, err)
 	}
 	return nil
 }
 
-func (l *embeddedLog) applyRetention() error {
-	if l.opts.RetentionAge == 0 && l.opts.RetentionBytes == 0 && l.opts.RetentionEntries == 0 {
+// hasRetention reports whether the options set a retention bound.
+func hasRetention(o LogOptions) bool {
+	return o.RetentionAge != 0 || o.RetentionBytes != 0 || o.RetentionEntries != 0
+}
+
+// applyRetention applies the log's retention to eng, its open engine.
+func (l *embeddedLog) applyRetention(eng engine.Engine) error {
+	if !hasRetention(l.opts) {
 		return nil
 	}
-	err := l.eng.ApplyRetention(time.Now(), engine.Retention{
+	err := eng.ApplyRetention(time.Now(), engine.Retention{
 		Age: l.opts.RetentionAge, Bytes: l.opts.RetentionBytes, Entries: uint64(l.opts.RetentionEntries),
 		Keep: l.pinnedFrom(),
 	})
@@ -247,7 +343,12 @@ func (l *embeddedLog) compact(ctx context.Context) error {
 // Compact compacts an object log's sealed segments; a local log has none to
 // compact.
 func (l *embeddedLog) Compact(ctx context.Context) error {
-	c, ok := l.eng.(compacter)
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	c, ok := eng.(compacter)
 	if !ok {
 		return nil
 	}

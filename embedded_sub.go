@@ -68,7 +68,12 @@ func (l *embeddedLog) subErr(name string, err error) error {
 }
 
 func (l *embeddedLog) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
-	st := l.eng.Stats()
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
+		return SubInfo{}, err
+	}
+	defer release()
+	st := eng.Stats()
 	from := uint64(opts.From)
 	if opts.FromEnd {
 		from = st.End
@@ -81,6 +86,11 @@ func (l *embeddedLog) CreateSubscription(ctx context.Context, name string, opts 
 	}
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
+	if limit := l.c.opts.MaxSubscriptionsPerLog; limit > 0 && len(l.subs) >= limit {
+		if _, ok := l.subs[name]; !ok {
+			return SubInfo{}, fmt.Errorf("%w: log %q has %d subscriptions, the most a log may have (Options.MaxSubscriptionsPerLog, tern serve --max-subscriptions-per-log): delete one, or raise the limit", ErrLimit, l.name, len(l.subs))
+		}
+	}
 	s, err := l.c.meta.CreateSub(ctx, l.name, meta.Sub{Name: name, Cursor: from, Pin: opts.Pin})
 	if err != nil {
 		return SubInfo{}, l.subErr(name, err)
@@ -100,10 +110,12 @@ func (l *embeddedLog) subInfo(s *subState, end uint64) SubInfo {
 }
 
 func (l *embeddedLog) Subscription(ctx context.Context, name string) (SubInfo, error) {
-	if err := ctx.Err(); err != nil {
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
 		return SubInfo{}, err
 	}
-	end := l.eng.Stats().End
+	defer release()
+	end := eng.Stats().End
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	s, ok := l.subs[name]
@@ -114,10 +126,12 @@ func (l *embeddedLog) Subscription(ctx context.Context, name string) (SubInfo, e
 }
 
 func (l *embeddedLog) Subscriptions(ctx context.Context) ([]SubInfo, error) {
-	if err := ctx.Err(); err != nil {
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
-	end := l.eng.Stats().End
+	defer release()
+	end := eng.Stats().End
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	infos := make([]SubInfo, 0, len(l.subs))
@@ -148,7 +162,12 @@ func (l *embeddedLog) DeleteSubscription(ctx context.Context, name string) error
 }
 
 func (l *embeddedLog) Seek(ctx context.Context, name string, to Offset) error {
-	st := l.eng.Stats()
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	st := eng.Stats()
 	switch {
 	case uint64(to) < st.Start:
 		return &TruncatedError{Offset: uint64(to), Start: st.Start}
@@ -194,8 +213,10 @@ type embeddedSubscriber struct {
 	// maxBytes bounds one NextBatch (WithMaxBatchBytes); 0 is no bound.
 	maxBytes int
 
-	r   engine.Reader
-	gen uint64 // the generation r reads for
+	eng     engine.Engine // the log's, held open until Close
+	release func()
+	r       engine.Reader
+	gen     uint64 // the generation r reads for
 
 	done   context.Context // canceled when the embeddedSubscriber is superseded or closed
 	cancel context.CancelFunc
@@ -214,20 +235,26 @@ func (l *embeddedLog) Subscribe(ctx context.Context, name string, opts ...ReadOp
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	eng, release, err := l.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	s, ok := l.subs[name]
 	if !ok {
+		release()
 		return nil, l.subErr(name, meta.ErrSubNotFound)
 	}
-	r, err := l.eng.NewReader(s.acked, o.Ticks)
+	r, err := eng.NewReader(s.acked, o.Ticks)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	if s.active != nil {
 		s.active.supersede(fmt.Errorf("%w: subscription %q was taken over by a newer subscriber", ErrClosed, name))
 	}
-	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, maxBytes: o.MaxBatchBytes, r: r, gen: s.gen, delivered: s.acked}
+	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, maxBytes: o.MaxBatchBytes, eng: eng, release: release, r: r, gen: s.gen, delivered: s.acked}
 	sub.done, sub.cancel = context.WithCancel(context.Background())
 	sub.seeked, sub.seekCancel = context.WithCancel(context.Background())
 	s.active = sub
@@ -303,7 +330,7 @@ func (s *embeddedSubscriber) reposition() (context.Context, error) {
 	if s.gen == s.state.gen {
 		return s.seeked, nil
 	}
-	r, err := l.eng.NewReader(s.state.acked, s.ticks)
+	r, err := s.eng.NewReader(s.state.acked, s.ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +421,7 @@ func (s *embeddedSubscriber) Close() error {
 	}
 	l.subsMu.Unlock()
 	l.commitSub(st)
+	defer s.release()
 	return s.r.Close()
 }
 

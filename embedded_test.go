@@ -44,3 +44,14 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 		t.Fatalf("walked %d paths: %v", n, err)
 	}
 }
+
+// applyRetention applies l's retention now, opening it if it is idle.
+func applyRetention(t testing.TB, l *embeddedLog) error {
+	t.Helper()
+	eng, release, err := l.acquire(t.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
+	return l.applyRetention(eng)
+}

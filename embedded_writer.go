@@ -15,9 +15,11 @@ import (
 // claim on its epoch in the metadata store, and queues appends on the log's
 // engine.
 type embeddedWriter struct {
-	l     *embeddedLog
-	epoch uint64
-	claim meta.Claim
+	l       *embeddedLog
+	eng     engine.Engine // the log's, held open until Close
+	release func()
+	epoch   uint64
+	claim   meta.Claim
 
 	mu     sync.Mutex
 	last   engine.Pending // the latest queued append, for Close
@@ -43,7 +45,7 @@ func (w *embeddedWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	p, err := w.l.eng.AppendTick(w.epoch, t)
+	p, err := w.eng.AppendTick(w.epoch, t)
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -72,7 +74,7 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry) pendingImpl {
 	if w.closed {
 		return failedPending{ErrClosed}
 	}
-	p, err := w.l.eng.Append(w.epoch, recs)
+	p, err := w.eng.Append(w.epoch, recs)
 	if err != nil {
 		return failedPending{err}
 	}
@@ -94,6 +96,7 @@ func (w *embeddedWriter) Close() error {
 	if queued {
 		<-last.Done()
 	}
+	w.release()
 	// Bounded: with etcd unreachable the release would retry for ever, and
 	// the lease lapses on its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -59,7 +59,7 @@ func TestRetentionSkipsLogsServedElsewhere(t *testing.T) {
 			}
 			defer c.Close()
 			var got []string
-			for _, l := range embeddedOf(c).allLogs() {
+			for _, l := range embeddedOf(c).retainable() {
 				got = append(got, l.name)
 			}
 			slices.Sort(got)

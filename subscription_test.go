@@ -200,7 +200,7 @@ func TestSubscriptionPinsRetention(t *testing.T) {
 		}
 	}
 	appendN(t, w, 0, 1000)
-	if err := logOf(l).applyRetention(); err != nil {
+	if err := applyRetention(t, logOf(l)); err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := l.Info(t.Context()); info.Start != 0 {
@@ -216,7 +216,7 @@ func TestSubscriptionPinsRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if err := logOf(l).applyRetention(); err != nil {
+	if err := applyRetention(t, logOf(l)); err != nil {
 		t.Fatal(err)
 	}
 	info, _ := l.Info(t.Context())

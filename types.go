@@ -15,6 +15,8 @@ type (
 	Entry = client.Entry
 	// LogInfo describes a log.
 	LogInfo = client.LogInfo
+	// LogPage is one page of ListLogsPage.
+	LogPage = client.LogPage
 	// LogOptions are a log's settings, fixed when it is created.
 	LogOptions = client.LogOptions
 	// Fsync is a log's durability setting; see client.Fsync.
@@ -49,6 +51,8 @@ const (
 	DefaultFlushInterval   = client.DefaultFlushInterval
 	DefaultUploadsInFlight = client.DefaultUploadsInFlight
 	MaxBatchBytes          = client.MaxBatchBytes
+	DefaultListPageSize    = client.DefaultListPageSize
+	MaxListPageSize        = client.MaxListPageSize
 	MaxNameBytes           = client.MaxNameBytes
 )
 

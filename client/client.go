@@ -246,24 +246,49 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 	})
 }
 
-// ListLogs describes the logs whose names start with prefix, by name.
+// ListLogs describes the logs whose names start with prefix, by name: it
+// follows every page of ListLogsPage.
 func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix})
-	if err != nil {
-		return nil, c.err(err)
-	}
-	infos := make([]LogInfo, 0, len(resp.GetLogs()))
-	for _, pi := range resp.GetLogs() {
-		info, err := logInfoFromProto(pi)
+	var infos []LogInfo
+	token := ""
+	for {
+		page, err := c.ListLogsPage(ctx, prefix, token, MaxListPageSize)
 		if err != nil {
 			return nil, err
 		}
-		infos = append(infos, info)
+		infos = append(infos, page.Logs...)
+		if page.NextPageToken == "" {
+			return infos, nil
+		}
+		token = page.NextPageToken
 	}
-	return infos, nil
+}
+
+// ListLogsPage describes one page of the logs whose names start with
+// prefix: up to size of them (0: DefaultListPageSize) after the page that
+// token ends ("": from the first). The server answers from its metadata: a
+// log it does not have open has End equal to Start and Bytes, Segments and
+// Objects 0 (DescribeLog describes it in full).
+func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error) {
+	if c.isClosed() {
+		return LogPage{}, ErrClosed
+	}
+	if size < 0 {
+		return LogPage{}, fmt.Errorf("%w: page size %d is negative", ErrInvalid, size)
+	}
+	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix, PageSize: int32(min(size, MaxListPageSize)), PageToken: token})
+	if err != nil {
+		return LogPage{}, c.err(err)
+	}
+	page := LogPage{Logs: make([]LogInfo, 0, len(resp.GetLogs())), NextPageToken: resp.GetNextPageToken()}
+	for _, pi := range resp.GetLogs() {
+		info, err := logInfoFromProto(pi)
+		if err != nil {
+			return LogPage{}, err
+		}
+		page.Logs = append(page.Logs, info)
+	}
+	return page, nil
 }
 
 // Log is a handle on a log of the server. Its name and options are fixed;
@@ -458,7 +483,7 @@ func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
 	return LogInfo{
 		Name: p.GetName(), ID: p.GetId(), Created: unixNano(p.GetCreatedUnixNano()), Options: opts,
 		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
-		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()),
+		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()), ExtentUnknown: p.GetExtentUnknown(),
 	}, nil
 }
 

@@ -47,7 +47,26 @@ type LogInfo struct {
 	// per upload until compaction rewrites a sealed segment's into a few
 	// large ones. 0 for a local log.
 	Objects int
+	// ExtentUnknown says the log was described from its metadata alone
+	// (ListLogs, of a log not open): End is Start, and Bytes, Segments and
+	// Objects are 0, as they are not known.
+	ExtentUnknown bool
 }
+
+// LogPage is one page of a listing of logs, by name.
+type LogPage struct {
+	Logs []LogInfo
+	// NextPageToken asks for the next page; "" on the last one. It is the
+	// name of the page's last log, but callers should pass it back as is.
+	NextPageToken string
+}
+
+// Page sizes of ListLogsPage: a size of 0 takes DefaultListPageSize, and one
+// over MaxListPageSize is lowered to it.
+const (
+	DefaultListPageSize = 1000
+	MaxListPageSize     = 10000
+)
 
 // SubOptions configure a new subscription.
 type SubOptions struct {

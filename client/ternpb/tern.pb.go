@@ -205,7 +205,11 @@ type LogInfo struct {
 	Segments        int64                  `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	Epoch           uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The objects holding a log in object mode; 0 for a local log.
-	Objects       int64 `protobuf:"varint,10,opt,name=objects,proto3" json:"objects,omitempty"`
+	Objects int64 `protobuf:"varint,10,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Set when the log was described from its metadata alone (ListLogs, of a
+	// log the server does not have open): end is start, and bytes, segments
+	// and objects are 0, as they are not known.
+	ExtentUnknown bool `protobuf:"varint,11,opt,name=extent_unknown,json=extentUnknown,proto3" json:"extent_unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +312,13 @@ func (x *LogInfo) GetObjects() int64 {
 		return x.Objects
 	}
 	return 0
+}
+
+func (x *LogInfo) GetExtentUnknown() bool {
+	if x != nil {
+		return x.ExtentUnknown
+	}
+	return false
 }
 
 type Entry struct {
@@ -474,9 +485,14 @@ func (x *DescribeLogRequest) GetName() string {
 	return ""
 }
 
+// ListLogsRequest asks for one page of the logs whose names start with
+// prefix, by name: up to page_size of them (0: 1,000; at most 10,000) after
+// the page page_token ends ("": from the first).
 type ListLogsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,9 +534,27 @@ func (x *ListLogsRequest) GetPrefix() string {
 	return ""
 }
 
+func (x *ListLogsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLogsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLogsResponse is a page of logs, answered from the server's metadata:
+// a log the server does not have open has end = start and bytes, segments
+// and objects 0. next_page_token is empty on the last page.
 type ListLogsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Logs          []*LogInfo             `protobuf:"bytes,1,rep,name=logs,proto3" json:"logs,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -560,6 +594,13 @@ func (x *ListLogsResponse) GetLogs() []*LogInfo {
 		return x.Logs
 	}
 	return nil
+}
+
+func (x *ListLogsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type DeleteLogRequest struct {
@@ -2360,7 +2401,7 @@ const file_tern_proto_rawDesc = "" +
 	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\x12\x1a\n" +
 	"\bensemble\x18\f \x01(\x05R\bensemble\x12\x1d\n" +
 	"\n" +
-	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\x92\x02\n" +
+	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\xb9\x02\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
@@ -2372,7 +2413,8 @@ const file_tern_proto_rawDesc = "" +
 	"\bsegments\x18\b \x01(\x03R\bsegments\x12\x14\n" +
 	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aobjects\x18\n" +
-	" \x01(\x03R\aobjects\"\xde\x01\n" +
+	" \x01(\x03R\aobjects\x12%\n" +
+	"\x0eextent_unknown\x18\v \x01(\bR\rextentUnknown\"\xde\x01\n" +
 	"\x05Entry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12>\n" +
@@ -2387,11 +2429,15 @@ const file_tern_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\aoptions\x18\x02 \x01(\v2\x13.tern.v1.LogOptionsR\aoptions\"(\n" +
 	"\x12DescribeLogRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"e\n" +
 	"\x0fListLogsRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"8\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"`\n" +
 	"\x10ListLogsResponse\x12$\n" +
-	"\x04logs\x18\x01 \x03(\v2\x10.tern.v1.LogInfoR\x04logs\"&\n" +
+	"\x04logs\x18\x01 \x03(\v2\x10.tern.v1.LogInfoR\x04logs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"&\n" +
 	"\x10DeleteLogRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
 	"\x11DeleteLogResponse\"@\n" +

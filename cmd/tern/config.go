@@ -93,15 +93,18 @@ type serveConfig struct {
 	// memoryLimitBytes is MemoryLimit parsed by check; 0 for the default.
 	memoryLimitBytes int64
 
+	serveLimits // config_limits.go
+
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
 }
 
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
-var configKeys = []string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level",
+var configKeys = append([]string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
-	"disk_reserve", "etcd_dir", "memory_limit"}
+	"disk_reserve", "etcd_dir", "memory_limit"},
+	limitKeys...)
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -115,6 +118,7 @@ func defaultServeConfig() serveConfig {
 		NodeTTL:   "10s",
 
 		DiskReserve: "auto",
+		serveLimits: defaultLimits(),
 	}
 }
 
@@ -225,6 +229,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.DiskReserve, "disk-reserve", d.DiskReserve, "the free `size` on the data directory's disk that appends leave for the metadata (the embedded etcd) and the subscriptions' cursors, such as 256MiB; 0 for none; $TERN_DISK_RESERVE (auto: 256MiB, or a tenth of the filesystem if less)")
 	fs.StringVar(&f.EtcdDir, "etcd-dir", d.EtcdDir, "the embedded etcd's data `directory`, on another disk than --data so that a full data disk cannot stop it; $TERN_ETCD_DIR (default: <data>/etcd)")
 	fs.StringVar(&f.MemoryLimit, "memory-limit", d.MemoryLimit, "the `size` the server's memory is held to, such as 2GiB: Go's soft memory limit and the budgets of appends and reads in memory; $TERN_MEMORY_LIMIT (default: a quarter of the machine's memory, or of the cgroup's limit if smaller)")
+	f.registerLimits(fs)
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -238,6 +243,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 		}
 	}
 	applyEnv(&cfg, getenv)
+	if err := applyLimitsEnv(&cfg.serveLimits, getenv); err != nil {
+		return cfg, err
+	}
 	set := func(dst *string, name, v string) {
 		if fs.Changed(name) {
 			*dst = v
@@ -261,6 +269,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	if fs.Changed("etcd") {
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
+	f.resolveLimits(fs, &cfg)
 	if cfg.Etcd == nil {
 		cfg.Etcd = []string{} // printed as [], not null
 	}
@@ -317,6 +326,9 @@ func (c serveConfig) check() error {
 		return err
 	}
 	if err := c.checkMemory(); err != nil {
+		return err
+	}
+	if err := c.serveLimits.check(); err != nil {
 		return err
 	}
 	return c.checkStorage()
@@ -496,7 +508,7 @@ func (c serveConfig) marshal() ([]byte, error) {
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.EtcdQuota, c.LogLevel, c.Storage, c.Mode,
 		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir,
-		c.MemoryLimit}, c.Etcd...) {
+		c.MemoryLimit, c.IdleConnectionTimeout, c.MaxRequestBytes}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -129,20 +130,41 @@ func (a *app) logListCmd() *cobra.Command {
 	var (
 		prefix string
 		asJSON bool
+		limit  int
+		token  string
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the logs",
 		Long: `List the logs. FSYNC applies to local logs; FLUSH (size/interval) and
-UPLOADS (in flight) to object logs.`,
+UPLOADS (in flight) to object logs.
+
+The list comes from the metadata, without opening the logs: a log that is
+not open (on the server, or in this process) shows its END at its START and
+no BYTES or SEGMENTS; "tern log describe" opens it and tells all. With
+--limit or --page-token it lists one page, and if more logs follow, prints
+the --page-token of the next page on standard error.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if limit < 0 {
+				return usagef(cmd, "--limit %d is negative: list a page of 1 to %d logs", limit, tern.MaxListPageSize)
+			}
 			c, err := a.openClient(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			defer a.closeClient(c, &err)
-			infos, err := c.ListLogs(cmd.Context(), prefix)
+			var infos []tern.LogInfo
+			if limit == 0 && token == "" {
+				infos, err = c.ListLogs(cmd.Context(), prefix)
+			} else {
+				var page tern.LogPage
+				page, err = c.ListLogsPage(cmd.Context(), prefix, token, limit)
+				infos = page.Logs
+				if page.NextPageToken != "" {
+					defer fmt.Fprintf(a.stderr, "tern: more logs follow; the next page: --page-token %s\n", shellQuote(page.NextPageToken))
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -165,15 +187,29 @@ UPLOADS (in flight) to object logs.`,
 					flush = units.FormatBytes(int64(o.FlushBytes)) + "/" + units.FormatDuration(o.FlushInterval)
 					uploads = strconv.Itoa(o.UploadsInFlight)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n",
-					i.Name, i.Start, i.End, i.End-i.Start, units.FormatBytes(i.Bytes), i.Segments, fsync, modeOf(o), flush, uploads)
+				end, entries, size, segments := strconv.FormatUint(uint64(i.End), 10), strconv.FormatUint(uint64(i.End-i.Start), 10), units.FormatBytes(i.Bytes), strconv.Itoa(i.Segments)
+				if i.ExtentUnknown {
+					end, entries, size, segments = "-", "-", "-", "-"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+					i.Name, i.Start, end, entries, size, segments, fsync, modeOf(o), flush, uploads)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the logs whose names start with this")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per log, as describe --json does")
+	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("list one page of at most this many logs (at most %d; default: every log)", tern.MaxListPageSize))
+	cmd.Flags().StringVar(&token, "page-token", "", "list the page that starts after the one this token, printed by the last --limit, ends")
 	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell if it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (a *app) logDescribeCmd() *cobra.Command {
@@ -257,7 +293,10 @@ type logJSON struct {
 	Bytes    int64       `json:"bytes"`
 	Segments int         `json:"segments"`
 	Epoch    uint64      `json:"epoch"`
-	Options  struct {
+	// ExtentUnknown: listed from the metadata, unopened; end, entries,
+	// bytes and segments are not known.
+	ExtentUnknown bool `json:"extent_unknown,omitempty"`
+	Options       struct {
 		Fsync            string `json:"fsync"`
 		SegmentBytes     int64  `json:"segment_bytes"`
 		SegmentAge       string `json:"segment_age"`
@@ -276,6 +315,7 @@ func infoJSON(i tern.LogInfo) logJSON {
 	j := logJSON{
 		Name: i.Name, ID: i.ID, Created: i.Created, Start: i.Start, End: i.End,
 		Entries: uint64(i.End - i.Start), Bytes: i.Bytes, Segments: i.Segments, Epoch: i.Epoch,
+		ExtentUnknown: i.ExtentUnknown,
 	}
 	o := i.Options
 	j.Options.Fsync = o.Fsync.String()

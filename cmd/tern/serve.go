@@ -55,7 +55,10 @@ environment ($TERN_DATA, $TERN_LISTEN, $TERN_HTTP, $TERN_ETCD, $TERN_ETCD_ROOT,
 $TERN_ETCD_QUOTA, $TERN_LOG_LEVEL, $TERN_STORAGE, $TERN_MODE, $TERN_STORAGE_ACCESS_KEY,
 $TERN_STORAGE_SECRET_KEY, $TERN_STORAGE_SSEC_KEY_FILE, $TERN_NODE_ID,
 $TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
-$TERN_MEMORY_LIMIT) and the flags.
+$TERN_MEMORY_LIMIT; the limits' $TERN_MAX_LOGS,
+$TERN_MAX_LOGS_PER_PREFIX, $TERN_MAX_SUBSCRIPTIONS_PER_LOG,
+$TERN_MAX_STREAMS_PER_CONNECTION, $TERN_IDLE_CONNECTION_TIMEOUT,
+$TERN_MAX_REQUEST_BYTES) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
@@ -67,9 +70,15 @@ storage_secret_key (a comment says when it is set):
   etcd_quota: 2GiB
   etcd_root: /tern/
   http: 127.0.0.1:7071
+  idle_connection_timeout: 15m
   listen: 127.0.0.1:7070
   log_level: info
   memory_limit: ""
+  max_logs: 1000000
+  max_logs_per_prefix: 100000
+  max_request_bytes: 64MiB
+  max_streams_per_connection: 1000
+  max_subscriptions_per_log: 1000
   mode: local
   node_id: ""
   node_ttl: 10s
@@ -127,6 +136,10 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	limits, err := cfg.serveLimits.server()
+	if err != nil {
+		return err
+	}
 	scfg := server.Config{
 		Data: cfg.Data, Listen: cfg.Listen, HTTP: cfg.HTTP, Etcd: cfg.Etcd, EtcdRoot: cfg.EtcdRoot,
 		EtcdQuotaBytes: quota,
@@ -136,6 +149,7 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		DefaultMode: tern.Mode(cfg.Mode),
 		NodeID:      cfg.NodeID, Advertise: cfg.Advertise,
 		Logger:          logger,
+		Limits:          limits,
 		ShutdownTimeout: a.shutdownTimeout,
 
 		EtcdDir:          cfg.EtcdDir,

@@ -231,6 +231,11 @@ func (b *Bolt) Log(ctx context.Context, name string) (Log, error) {
 
 // ListLogs implements Store. It returns nil if no name starts with prefix.
 func (b *Bolt) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
+	return b.ListLogsPage(ctx, prefix, "", 0)
+}
+
+// ListLogsPage implements Store. It returns nil if no name is left.
+func (b *Bolt) ListLogsPage(ctx context.Context, prefix, after string, limit int) ([]Log, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -238,7 +243,14 @@ func (b *Bolt) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 	err := b.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(logsBucket).Cursor()
 		p := []byte(prefix)
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		k, v := c.Seek(p)
+		if after != "" && after >= prefix {
+			a := []byte(after)
+			if k, v = c.Seek(a); k != nil && bytes.Equal(k, a) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, p) && (limit <= 0 || len(logs) < limit); k, v = c.Next() {
 			l, err := decodeLog(v)
 			if err != nil {
 				return fmt.Errorf("log %q: %w", k, err)
@@ -252,6 +264,26 @@ func (b *Bolt) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 		return nil, fmt.Errorf("meta: list %q: %w", prefix, err)
 	}
 	return logs, nil
+}
+
+// CountLogs implements Store: it walks the keys, without decoding records.
+func (b *Bolt) CountLogs(ctx context.Context, prefix string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(logsBucket).Cursor()
+		p := []byte(prefix)
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("meta: count %q: %w", prefix, err)
+	}
+	return n, nil
 }
 
 // DeleteLog implements Store. The log's ID is not reused. The log's

@@ -275,18 +275,36 @@ func (e *Etcd) Log(ctx context.Context, name string) (Log, error) {
 
 // ListLogs implements Store. It returns nil if no name starts with prefix.
 func (e *Etcd) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
+	return e.ListLogsPage(ctx, prefix, "", 0)
+}
+
+// ListLogsPage implements Store: one range read from after's successor to
+// the end of the prefix. It returns nil if no name is left.
+func (e *Etcd) ListLogsPage(ctx context.Context, prefix, after string, limit int) ([]Log, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := e.bound(ctx)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, e.nameKey(prefix), clientv3.WithPrefix())
+	from := e.nameKey(prefix)
+	end := clientv3.GetPrefixRangeEnd(from)
+	if after != "" && after >= prefix {
+		from = e.nameKey(after) + "\x00" // the first key after after
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(end)}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	resp, err := e.cli.Get(ctx, from, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("meta: list %q: %w", prefix, e.classify(ctx, err))
 	}
 	var logs []Log
 	for _, kv := range resp.Kvs {
 		name := strings.TrimPrefix(string(kv.Key), e.nameKey(""))
+		if !strings.HasPrefix(name, prefix) {
+			break // after sorts past the prefix
+		}
 		l, err := decodeLog(kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("meta: list %q: log %q: %w", prefix, name, err)
@@ -295,6 +313,20 @@ func (e *Etcd) ListLogs(ctx context.Context, prefix string) ([]Log, error) {
 		logs = append(logs, l)
 	}
 	return logs, nil
+}
+
+// CountLogs implements Store with a count-only range read.
+func (e *Etcd) CountLogs(ctx context.Context, prefix string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.nameKey(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("meta: count %q: %w", prefix, e.classify(ctx, err))
+	}
+	return int(resp.Count), nil
 }
 
 // DeleteLog implements Store. The log's ID is not reused. Its subscriptions,

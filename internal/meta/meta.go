@@ -137,6 +137,14 @@ type Store interface {
 	Log(ctx context.Context, name string) (Log, error)
 	// ListLogs returns the logs whose names start with prefix, by name.
 	ListLogs(ctx context.Context, prefix string) ([]Log, error)
+	// ListLogsPage returns, by name, at most limit of the logs whose names
+	// start with prefix and sort after after ("" from the first): a page of
+	// ListLogs, whose next page starts after the last name returned. limit
+	// <= 0 means no limit.
+	ListLogsPage(ctx context.Context, prefix, after string, limit int) ([]Log, error)
+	// CountLogs returns the number of logs whose names start with prefix,
+	// without reading their records.
+	CountLogs(ctx context.Context, prefix string) (int, error)
 	// DeleteLog removes the named log or returns ErrNotFound.
 	DeleteLog(ctx context.Context, name string) error
 	// BumpEpoch atomically increments the log's epoch and returns the new

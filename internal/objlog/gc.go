@@ -264,3 +264,15 @@ func (l *Log) getAll(ctx context.Context, prefix string, objs []object) ([][]byt
 	})
 	return parts, err
 }
+
+// NeedsCompaction reports, from a log's segment metadata alone, whether
+// Compact would rewrite any of its sealed segments: a caller can decide
+// whether to open the log at all.
+func NeedsCompaction(ms []meta.Segment) bool {
+	for _, m := range ms {
+		if m.Sealed && needsCompaction(sealedSeg(m)) {
+			return true
+		}
+	}
+	return false
+}

@@ -46,58 +46,24 @@ func (s *Server) DescribeLog(ctx context.Context, req *ternpb.DescribeLogRequest
 	return logInfoProto(info), nil
 }
 
-// ListLogs describes the logs whose names start with the prefix. A node of
-// a cluster lists them all too, but opens only those it serves (listServed).
+// ListLogs describes a page of the logs whose names start with the prefix,
+// from the metadata, opening none (tern.Client.ListLogsPage): a log the
+// server has open is described in full, any other with its End at its
+// Start and no Bytes, Segments or Objects. A node of a cluster lists every
+// log, the ones other nodes serve too.
 func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*ternpb.ListLogsResponse, error) {
-	var infos []tern.LogInfo
-	var err error
-	if s.node == nil {
-		infos, err = s.c.ListLogs(ctx, req.GetPrefix())
-	} else {
-		infos, err = s.listServed(ctx, req.GetPrefix())
+	if req.GetPageSize() < 0 {
+		return nil, wire(fmt.Errorf("%w: page size %d is negative", tern.ErrInvalid, req.GetPageSize()))
 	}
+	page, err := s.c.ListLogsPage(ctx, req.GetPrefix(), req.GetPageToken(), int(req.GetPageSize()))
 	if err != nil {
 		return nil, wire(err)
 	}
-	resp := &ternpb.ListLogsResponse{Logs: make([]*ternpb.LogInfo, len(infos))}
-	for i, info := range infos {
+	resp := &ternpb.ListLogsResponse{Logs: make([]*ternpb.LogInfo, len(page.Logs)), NextPageToken: page.NextPageToken}
+	for i, info := range page.Logs {
 		resp.Logs[i] = logInfoProto(info)
 	}
 	return resp, nil
-}
-
-// listServed describes the logs whose names start with prefix: in full
-// those this node serves, and the others from their metadata alone, without
-// opening them (another node serves them, or will at the first call): name,
-// ID, creation time, options, writer epoch and start. Their End is given as
-// their Start, and their Bytes, Segments and Objects as 0; DescribeLog, on
-// the node that serves the log, describes it in full.
-func (s *Server) listServed(ctx context.Context, prefix string) ([]tern.LogInfo, error) {
-	ms, err := s.c.ListLogsMeta(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]tern.LogInfo, 0, len(ms))
-	for _, info := range ms {
-		if !s.servesID(info.ID) {
-			info.End = info.Start
-			infos = append(infos, info)
-			continue
-		}
-		l, err := s.c.OpenLog(ctx, info.Name)
-		if errors.Is(err, tern.ErrNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		full, err := l.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, full)
-	}
-	return infos, nil
 }
 
 // DeleteLog deletes a log and its data, and drops the Server's writers of it.
@@ -137,5 +103,6 @@ func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
 		Segments:        int64(info.Segments),
 		Epoch:           info.Epoch,
 		Objects:         int64(info.Objects),
+		ExtentUnknown:   info.ExtentUnknown,
 	}
 }

@@ -90,6 +90,8 @@ type Config struct {
 	// appends leave for the embedded etcd and the subscriptions' cursors
 	// (tern.Options.DiskReserveBytes): 0 the default, negative none.
 	DiskReserveBytes int64
+	// Limits bound what clients can make the server hold.
+	Limits Limits
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
@@ -236,8 +238,11 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
 
-		DiskReserveBytes: cfg.DiskReserveBytes,
-		ObjectCacheBytes: budgets.cacheBytes,
+		DiskReserveBytes:       cfg.DiskReserveBytes,
+		ObjectCacheBytes:       budgets.cacheBytes,
+		MaxLogs:                cfg.Limits.MaxLogs,
+		MaxLogsPerPrefix:       cfg.Limits.MaxLogsPerPrefix,
+		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
@@ -246,7 +251,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	registerDisk(reg, cfg.Data, c)
 
 	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes}
-	gopts := grpcopts.Server()
+	gopts := append(grpcopts.Server(), cfg.Limits.serverOptions()...)
 	if node != nil {
 		sopts.Cluster = node.node
 		gopts = append(gopts, replica.ServerOptions()...)

@@ -34,6 +34,8 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ConcurrentCreate", testConcurrentCreate},
 		{"NotFound", testNotFound},
 		{"ListLogs", testListLogs},
+		{"ListLogsPage", testListLogsPage},
+		{"CountLogs", testCountLogs},
 		{"BumpEpoch", testBumpEpoch},
 		{"ConcurrentBumpEpoch", testConcurrentBumpEpoch},
 		{"AdvanceStart", testAdvanceStart},

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/internal/server"
+	"github.com/ternwal/tern/internal/units"
+)
+
+// serveLimits are tern serve's limits (docs/server.md, "Limits"), embedded
+// in serveConfig: their keys sit at the top level of the config file. A
+// count of 0 or less, or a duration of 0, sets no limit.
+type serveLimits struct {
+	MaxLogs                 int    `json:"max_logs"`
+	MaxLogsPerPrefix        int    `json:"max_logs_per_prefix"`
+	MaxSubscriptionsPerLog  int    `json:"max_subscriptions_per_log"`
+	MaxStreamsPerConnection int    `json:"max_streams_per_connection"`
+	IdleConnectionTimeout   string `json:"idle_connection_timeout"`
+	MaxRequestBytes         string `json:"max_request_bytes"`
+}
+
+// limitKeys are serveLimits' keys in a config file.
+var limitKeys = []string{"max_logs", "max_logs_per_prefix", "max_subscriptions_per_log",
+	"max_streams_per_connection", "idle_connection_timeout", "max_request_bytes"}
+
+// minRequestBytes is the smallest max_request_bytes: a batch of one entry
+// of the default largest size, with room for its framing.
+const minRequestBytes = tern.DefaultMaxEntryBytes + 1<<20
+
+func defaultLimits() serveLimits {
+	return serveLimits{
+		MaxLogs:                 tern.DefaultMaxLogs,
+		MaxLogsPerPrefix:        tern.DefaultMaxLogsPerPrefix,
+		MaxSubscriptionsPerLog:  tern.DefaultMaxSubscriptionsPerLog,
+		MaxStreamsPerConnection: server.DefaultMaxStreamsPerConnection,
+		IdleConnectionTimeout:   units.FormatDuration(server.DefaultIdleConnectionTimeout),
+		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
+	}
+}
+
+// limitCounts pairs each count with its key, flag and variable.
+func (l *serveLimits) counts() []struct {
+	key, env, flag string
+	v              *int
+} {
+	return []struct {
+		key, env, flag string
+		v              *int
+	}{
+		{"max_logs", "TERN_MAX_LOGS", "max-logs", &l.MaxLogs},
+		{"max_logs_per_prefix", "TERN_MAX_LOGS_PER_PREFIX", "max-logs-per-prefix", &l.MaxLogsPerPrefix},
+		{"max_subscriptions_per_log", "TERN_MAX_SUBSCRIPTIONS_PER_LOG", "max-subscriptions-per-log", &l.MaxSubscriptionsPerLog},
+		{"max_streams_per_connection", "TERN_MAX_STREAMS_PER_CONNECTION", "max-streams-per-connection", &l.MaxStreamsPerConnection},
+	}
+}
+
+// applyLimitsEnv overlays the non-empty $TERN_ variables of the limits.
+func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
+	for _, c := range l.counts() {
+		if v := getenv(c.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return configErrorf("$%s %q: use a whole number (0 for no limit)", c.env, v)
+			}
+			*c.v = n
+		}
+	}
+	if v := getenv("TERN_IDLE_CONNECTION_TIMEOUT"); v != "" {
+		l.IdleConnectionTimeout = v
+	}
+	if v := getenv("TERN_MAX_REQUEST_BYTES"); v != "" {
+		l.MaxRequestBytes = v
+	}
+	return nil
+}
+
+func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
+	d := defaultLimits()
+	fs.IntVar(&f.MaxLogs, "max-logs", d.MaxLogs, "the most logs the server may have (0: no limit); $TERN_MAX_LOGS")
+	fs.IntVar(&f.MaxLogsPerPrefix, "max-logs-per-prefix", d.MaxLogsPerPrefix, "the most logs under one namespace prefix, a name's part up to its last '/' (0: no limit); $TERN_MAX_LOGS_PER_PREFIX")
+	fs.IntVar(&f.MaxSubscriptionsPerLog, "max-subscriptions-per-log", d.MaxSubscriptionsPerLog, "the most subscriptions one log may have (0: no limit); $TERN_MAX_SUBSCRIPTIONS_PER_LOG")
+	fs.IntVar(&f.MaxStreamsPerConnection, "max-streams-per-connection", d.MaxStreamsPerConnection, "the most streams (reads, subscriptions, append streams) open at once on one client connection (0: no limit); $TERN_MAX_STREAMS_PER_CONNECTION")
+	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
+	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
+}
+
+// resolveLimits sets the limits changed on the command line.
+func (f *serveFlags) resolveLimits(fs *pflag.FlagSet, cfg *serveConfig) {
+	for i, c := range cfg.serveLimits.counts() {
+		if fs.Changed(c.flag) {
+			*c.v = *f.serveLimits.counts()[i].v
+		}
+	}
+	if fs.Changed("idle-connection-timeout") {
+		cfg.IdleConnectionTimeout = f.IdleConnectionTimeout
+	}
+	if fs.Changed("max-request-bytes") {
+		cfg.MaxRequestBytes = f.MaxRequestBytes
+	}
+}
+
+// check validates the limits.
+func (l serveLimits) check() error {
+	if _, err := l.server(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// server is the limits as server.Limits, where 0 is the default and a
+// negative value none.
+func (l serveLimits) server() (server.Limits, error) {
+	none := func(n int) int {
+		if n <= 0 {
+			return -1
+		}
+		return n
+	}
+	s := server.Limits{
+		MaxLogs:                 none(l.MaxLogs),
+		MaxLogsPerPrefix:        none(l.MaxLogsPerPrefix),
+		MaxSubscriptionsPerLog:  none(l.MaxSubscriptionsPerLog),
+		MaxStreamsPerConnection: none(l.MaxStreamsPerConnection),
+	}
+	d, err := time.ParseDuration(l.IdleConnectionTimeout)
+	if err != nil || d < 0 {
+		return s, configErrorf("idle connection timeout %q: use a duration such as 15m (0: never), with --idle-connection-timeout (or $TERN_IDLE_CONNECTION_TIMEOUT, or idle_connection_timeout: in the config file)", l.IdleConnectionTimeout)
+	}
+	s.IdleConnectionTimeout = d
+	if d == 0 {
+		s.IdleConnectionTimeout = -1
+	}
+	n, err := units.ParseBytes(l.MaxRequestBytes)
+	if err != nil || n < minRequestBytes || n > 1<<31-1 {
+		return s, configErrorf("max request bytes %q: use a size from %s to 2GiB, such as 64MiB, with --max-request-bytes (or $TERN_MAX_REQUEST_BYTES, or max_request_bytes: in the config file)", l.MaxRequestBytes, units.FormatBytes(minRequestBytes))
+	}
+	s.MaxRequestBytes = int(n)
+	return s, nil
+}
