@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // One log whose open segment is damaged opens degraded and stays alone in
@@ -37,6 +38,9 @@ func TestDegradedLogStaysAlone(t *testing.T) {
 	infos, err := c.ListLogs(t.Context(), "")
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("ListLogs with a degraded log: %v, %v", infos, err)
+	}
+	if _, err := mustOpen(t, c, "bad").Info(t.Context()); err != nil {
+		t.Fatal(err) // opened at its first use, if recovery at start has not yet
 	}
 	h, err := c.Health()
 	if err != nil || len(h.Degraded) != 1 || h.Degraded[0].Name != "bad" || !errors.Is(h.Degraded[0].Err, ErrDamaged) ||
@@ -134,4 +138,53 @@ func degradedAt(c *Client, name, path string) (bool, string) {
 		return true, ""
 	}
 	return false, ""
+}
+
+// A log that was being written when the process died is recovered in the
+// background at the next open, not at its first use: its damage is in
+// Health without any call on it, and the log that was closed cleanly stays
+// closed.
+func TestDegradedLogFoundAtStart(t *testing.T) {
+	dir := t.TempDir()
+	c := openClient(t, dir)
+	lBad, wBad := createLog(t, c, "bad", LogOptions{})
+	id := logOf(lBad).id
+	_, wGood := createLog(t, c, "good", LogOptions{})
+	appendN(t, wBad, 0, 100)
+	appendN(t, wGood, 0, 10)
+	if err := c.CloseLog("good"); err != nil {
+		t.Fatal(err)
+	}
+	abandon(t, c) // as a crash would: bad's open segment stays open
+	segs, err := filepath.Glob(filepath.Join(dir, "logs", fmt.Sprint(id), "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments of bad: %v, %v", segs, err)
+	}
+	st, _ := os.Stat(segs[0])
+	flipByte(t, segs[0], st.Size()/2)
+
+	c = openClient(t, dir)
+	ec := embeddedOf(c)
+	for {
+		h, err := c.Health()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h.Degraded) == 1 && h.Degraded[0].Name == "bad" && strings.Contains(h.Degraded[0].Err.Error(), segs[0]) {
+			break
+		}
+		if len(h.Degraded) != 0 {
+			t.Fatalf("Health: %+v; want log bad degraded, naming %s", h, segs[0])
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the damaged log was never reported")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for _, l := range ec.openLogs() {
+		if l.name == "good" {
+			t.Fatal("recovery at start opened a log that was closed cleanly")
+		}
+	}
 }

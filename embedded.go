@@ -110,13 +110,15 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		c.cache = objlog.NewCacheBudget(opts.ObjectCacheBytes)
 	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
-	if err := c.removeOrphans(ctx); err != nil {
+	live, err := c.removeOrphans(ctx)
+	if err != nil {
 		c.closeStores()
 		return nil, err
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.retainLoop()
 	go c.idleLoop()
+	go c.recoverUnclean(live)
 	return c, nil
 }
 
@@ -229,60 +231,67 @@ const objectsMark = "OBJECTS"
 // directory of no known log that is not marked is kept and reported: it may
 // belong to another metadata store (a wrong --etcd or root), and data is
 // never removed on a guess.
-func (c *embeddedClient) removeOrphans(ctx context.Context) error {
+//
+// It returns the names of the logs that have a directory, by directory.
+func (c *embeddedClient) removeOrphans(ctx context.Context) (map[string]string, error) {
 	if err := vfs.MkdirAllSync(c.fs, c.logsDir()); err != nil {
-		return fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
+		return nil, fmt.Errorf("tern: create %s: %w", c.logsDir(), err)
 	}
 	names, err := c.fs.List(c.logsDir())
 	if err != nil {
-		return fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
+		return nil, fmt.Errorf("tern: list %s: %w", c.logsDir(), err)
 	}
 	if len(names) == 0 {
-		return nil // no log has data here yet: nothing to compare with the metadata
+		return nil, nil // no log has data here yet: nothing to compare with the metadata
 	}
-	live := map[string]bool{}
+	logNames := map[string]string{}
 	for after := ""; ; {
 		logs, err := c.meta.ListLogsPage(ctx, "", after, MaxListPageSize)
 		if err != nil {
-			return fmt.Errorf("tern: list logs: %w", err)
+			return nil, fmt.Errorf("tern: list logs: %w", err)
 		}
 		for _, l := range logs {
-			live[strconv.FormatUint(l.ID, 10)] = true
+			logNames[strconv.FormatUint(l.ID, 10)] = l.Name
 		}
 		if len(logs) < MaxListPageSize {
 			break
 		}
 		after = logs[len(logs)-1].Name
 	}
+	dirs := map[string]string{}
 	for _, name := range names {
 		dir := filepath.Join(c.logsDir(), name)
 		_, err := c.fs.Stat(filepath.Join(dir, deletedMark))
 		marked := err == nil
+		live := logNames[name] != ""
+		if live {
+			dirs[name] = logNames[name]
+		}
 		switch {
-		case live[name] && marked:
+		case live && marked:
 			// The deletion did not reach the metadata: the log lives on.
 			if err := c.fs.Remove(filepath.Join(dir, deletedMark)); err != nil {
-				return fmt.Errorf("tern: %w", err)
+				return nil, fmt.Errorf("tern: %w", err)
 			}
 			if err := c.fs.SyncDir(dir); err != nil {
-				return fmt.Errorf("tern: %w", err)
+				return nil, fmt.Errorf("tern: %w", err)
 			}
-		case !live[name] && marked && c.bucket == nil && c.exists(filepath.Join(dir, objectsMark)):
+		case !live && marked && c.bucket == nil && c.exists(filepath.Join(dir, objectsMark)):
 			c.opts.Logger.Warn("keeping a deleted log's directory until a client with its object store removes its objects", "dir", dir)
-		case !live[name] && marked:
+		case !live && marked:
 			c.opts.Logger.Info("removing the data of a deleted log", "dir", dir)
 			id, err := strconv.ParseUint(name, 10, 64)
 			if err != nil {
-				return fmt.Errorf("tern: %s is marked deleted but is not a log's directory", dir)
+				return nil, fmt.Errorf("tern: %s is marked deleted but is not a log's directory", dir)
 			}
 			if err := c.removeData(ctx, id); err != nil {
-				return err
+				return nil, err
 			}
-		case !live[name]:
+		case !live:
 			c.opts.Logger.Warn("keeping a log directory that the metadata does not know; remove it by hand if it is not needed", "dir", dir)
 		}
 	}
-	return nil
+	return dirs, nil
 }
 
 func (c *embeddedClient) Close() error {

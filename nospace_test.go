@@ -57,8 +57,8 @@ func TestHealthReportsFullDisk(t *testing.T) {
 	}
 }
 
-// A log whose directory does not fit on a full disk fails to open with
-// ErrNoSpace, and opens once there is room.
+// A log whose directory does not fit on a full disk fails to open, at its
+// first use, with ErrNoSpace, and opens once there is room.
 func TestCreateLogOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	var full atomic.Bool
@@ -74,17 +74,18 @@ func TestCreateLogOnFullDisk(t *testing.T) {
 	}
 	defer c.Close()
 	full.Store(true)
-	if _, err := c.CreateLog(t.Context(), "full", LogOptions{}); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("create a log on a full disk: %v; want ErrNoSpace naming %s", err, dir)
-	}
-	full.Store(false)
-	l, err := c.OpenLog(t.Context(), "full")
-	if err != nil {
-		t.Fatalf("open the log once there is room: %v", err)
-	}
-	w, err := l.OpenWriter(t.Context())
+	// A log's engine, and so its directory, opens at its first use.
+	l, err := c.CreateLog(t.Context(), "full", LogOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := l.OpenWriter(t.Context()); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("open a writer of a new log on a full disk: %v; want ErrNoSpace naming %s", err, dir)
+	}
+	full.Store(false)
+	w, err := l.OpenWriter(t.Context())
+	if err != nil {
+		t.Fatalf("open a writer once there is room: %v", err)
 	}
 	if off, err := w.Append(t.Context(), Entry{Payload: payload(0)}); err != nil || off != 0 {
 		t.Fatalf("append: offset %d, %v", off, err)

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -70,4 +71,27 @@ func (l *Log) writeClosed(end uint64) error {
 		return fmt.Errorf("wal: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// Unclean reports whether the log in dir was being written when its process
+// stopped without closing it (a crash, kill -9): its newest segment is open,
+// while a clean close seals every segment. A directory with no segment is
+// clean. It reads the newest segment's footer only, so that a client can
+// find the logs to recover among many at start.
+func Unclean(fs vfs.FS, dir string) (bool, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return false, fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	newest := ""
+	for _, name := range names {
+		if _, ok := segment.ParseFileName(name); ok && name > newest {
+			newest = name // names are zero-padded base offsets
+		}
+	}
+	if newest == "" {
+		return false, nil
+	}
+	_, err = segment.ReadSealed(fs, dir+"/"+newest)
+	return err != nil, nil
 }

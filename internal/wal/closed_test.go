@@ -203,3 +203,32 @@ func FuzzClosed(f *testing.F) {
 		}
 	})
 }
+
+// Unclean tells a log whose process stopped while it was open (its newest
+// segment open) from one closed cleanly, and from one with no segment.
+func TestUnclean(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := vfs.MkdirAllSync(fs, "/empty"); err != nil {
+		t.Fatal(err)
+	}
+	if unclean, err := Unclean(fs, "/empty"); err != nil || unclean {
+		t.Fatalf("a directory with no segment: unclean %v, %v", unclean, err)
+	}
+	l, err := Open(t.Context(), Options{FS: fs, Dir: "/log", Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendWait(t, l, 1, "a")
+	if unclean, err := Unclean(fs, "/log"); err != nil || !unclean {
+		t.Fatalf("a log being written: unclean %v, %v; want true", unclean, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if unclean, err := Unclean(fs, "/log"); err != nil || unclean {
+		t.Fatalf("a log closed cleanly: unclean %v, %v; want false", unclean, err)
+	}
+	if _, err := Unclean(fs, "/missing"); err == nil {
+		t.Fatal("Unclean of a missing directory: no error")
+	}
+}
