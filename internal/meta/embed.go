@@ -82,8 +82,8 @@ type EmbedOptions struct {
 	// store's writes fail with rpcerr.ErrNoSpace) until space is freed
 	// and the alarm disarmed. Default DefaultEtcdQuotaBytes.
 	QuotaBytes int64
-	// Retention is the history auto-compaction keeps (etcd's periodic
-	// mode); default DefaultEtcdRetention.
+	// Retention is the history the maintenance loop's compaction keeps
+	// (to within a MaintainInterval); default DefaultEtcdRetention.
 	Retention time.Duration
 	// DefragFreeBytes: the database is defragmented when this much of its
 	// file is free, and at least a quarter of it; default
@@ -284,8 +284,9 @@ func etcdConfig(dir string, client, peer int, opts EmbedOptions, closing *atomic
 	// A tenth of etcd's defaults (100ms, 1s) makes starts ten times faster.
 	// It lowers etcd's minimum lease TTL from 2s to 1s.
 	cfg.TickMs, cfg.ElectionMs = 10, 100
-	cfg.AutoCompactionMode = embed.CompactorModePeriodic
-	cfg.AutoCompactionRetention = opts.Retention.String()
+	// The maintenance loop compacts the history, not etcd's periodic
+	// compactor: the two would run beside the loop's defragmentations, and
+	// on a busy machine etcd's was seen to stop compacting (embed_maintain.go).
 	cfg.QuotaBackendBytes = opts.QuotaBytes
 	cfg.LogLevel = "error"
 	// etcd's fatal errors (a WAL it cannot read, say) panic rather than

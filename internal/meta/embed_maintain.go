@@ -21,9 +21,11 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -37,10 +39,38 @@ const (
 
 // maintainer keeps one embedded member's database in shape.
 type maintainer struct {
-	cli      *clientv3.Client
-	endpoint string
-	opts     EmbedOptions
-	noSpace  bool // the alarm was raised at the last look
+	cli       *clientv3.Client
+	endpoint  string
+	opts      EmbedOptions
+	noSpace   bool    // the alarm was raised at the last look
+	seen      []revAt // the revisions of the looks within Retention, oldest first
+	compacted int64   // the revision of the last compaction
+}
+
+// revAt is the member's revision at a look.
+type revAt struct {
+	at  time.Time
+	rev int64
+}
+
+// compactTarget records the revision rev seen now, and returns the one to
+// compact to: the newest seen at least Retention ago, or rev itself when
+// the database is near its quota; 0 for none.
+func (m *maintainer) compactTarget(now time.Time, rev int64, nearQuota bool) int64 {
+	m.seen = append(m.seen, revAt{now, rev})
+	var target int64
+	i := 0
+	for ; i < len(m.seen) && now.Sub(m.seen[i].at) >= m.opts.Retention; i++ {
+		target = m.seen[i].rev
+	}
+	m.seen = m.seen[i:]
+	if nearQuota {
+		target = rev
+	}
+	if target <= m.compacted {
+		return 0
+	}
+	return target
 }
 
 // startMaintenance looks at the member at endpoints once and starts the
@@ -93,6 +123,22 @@ func (m *maintainer) maintain(ctx context.Context) {
 			"size", st.DbSize, "in_use", st.DbSizeInUse, "quota", m.opts.QuotaBytes)
 	}
 	m.noSpace = noSpace
+	if rev := m.compactTarget(time.Now(), st.Header.Revision, noSpace || st.DbSizeInUse >= m.opts.QuotaBytes/4*3); rev > 0 {
+		cctx, cancel := context.WithTimeout(ctx, maintainTimeout)
+		_, err := m.cli.Compact(cctx, rev, clientv3.WithCompactPhysical())
+		cancel()
+		if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			if ctx.Err() == nil {
+				logger.Warn("meta: etcd compaction failed", "revision", rev, "err", err)
+			}
+			return
+		}
+		m.compacted = rev
+		logger.Debug("meta: etcd compacted", "revision", rev)
+		if st, alarms, err = m.look(ctx); err != nil {
+			return
+		}
+	}
 	free := st.DbSize - st.DbSizeInUse
 	if (free >= m.opts.DefragFreeBytes && free*4 >= st.DbSize) || (noSpace && free > 0) {
 		t0 := time.Now()

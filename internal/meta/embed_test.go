@@ -35,7 +35,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // The embedded etcd compacts its history by itself: an old revision
 // becomes unreadable once the retention has passed.
 func TestEmbeddedEtcdCompacts(t *testing.T) {
-	srv, err := meta.StartEtcdWith(t.Context(), t.TempDir(), meta.EmbedOptions{Retention: time.Second})
+	srv, err := meta.StartEtcdWith(t.Context(), t.TempDir(), meta.EmbedOptions{Retention: time.Second, MaintainInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,11 @@ func TestEmbeddedEtcdCompacts(t *testing.T) {
 		t.Errorf("EtcdHistory = revision %d, oldest %d; want the oldest after %d", rev, oldest, old)
 	}
 	if _, err := cli.Get(ctx, "k", clientv3.WithRev(oldest)); err != nil {
-		t.Errorf("Get at the oldest revision %d: %v", oldest, err)
+		// Only a compaction since may have taken it.
+		_, now, herr := meta.EtcdHistory(ctx, cli)
+		if !errors.Is(err, rpctypes.ErrCompacted) || herr != nil || now <= oldest {
+			t.Errorf("Get at the oldest revision %d: %v (the oldest is now %d, %v)", oldest, err, now, herr)
+		}
 	}
 	if _, err := cli.Get(ctx, "k", clientv3.WithRev(oldest-1)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Errorf("Get below the oldest revision %d: err = %v, want ErrCompacted", oldest, err)
@@ -128,33 +132,45 @@ func TestEmbeddedEtcdNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := rawClient(t, srv.Endpoints())
+	// Fill until a store write is refused: the maintenance loop may free
+	// some room (defragmenting) and disarm the alarm while this fills, so
+	// put more until the store sees the quota full.
 	filler := strings.Repeat("x", 512<<10)
 	n := 0
-	for ; ; n++ {
-		_, err := cli.Put(ctx, fmt.Sprintf("/fill/%d", n), filler)
-		if errors.Is(err, rpctypes.ErrNoSpace) {
-			break
+	var h meta.EtcdHealth
+	for probe := 0; ; probe++ {
+		_, err = s.CreateLog(ctx, meta.Log{Name: fmt.Sprintf("probe-%d", probe)})
+		if errors.Is(err, rpcerr.ErrNoSpace) {
+			var herr error
+			if h, herr = meta.ReadEtcdHealth(ctx, cli); herr != nil {
+				t.Fatal(herr)
+			}
+			if len(h.Alarms) > 0 {
+				break
+			}
+			continue // disarmed meanwhile: fill more
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("CreateLog near the quota: %v", err)
 		}
-		if n > 4*quota/len(filler) {
-			t.Fatalf("%d puts of %d bytes and no NOSPACE with a quota of %d", n, len(filler), quota)
+		for ; ; n++ {
+			_, err := cli.Put(ctx, fmt.Sprintf("/fill/%d", n), filler)
+			if errors.Is(err, rpctypes.ErrNoSpace) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 16*quota/len(filler) {
+				t.Fatalf("%d puts of %d bytes and no NOSPACE with a quota of %d", n, len(filler), quota)
+			}
 		}
-	}
-	_, err = s.CreateLog(ctx, meta.Log{Name: "after"})
-	if !errors.Is(err, rpcerr.ErrNoSpace) {
-		t.Fatalf("CreateLog at the quota: err = %v, want ErrNoSpace", err)
 	}
 	if code := rpcerr.Status(err).Code().String(); code != "ResourceExhausted" {
 		t.Errorf("CreateLog at the quota is sent as %s", code)
 	}
 	if _, err := s.Log(ctx, "before"); err != nil {
 		t.Errorf("Log at the quota: %v", err)
-	}
-	h, err := meta.ReadEtcdHealth(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(h.Alarms) != 1 || h.Alarms[0] != "NOSPACE" || !strings.Contains(h.Problem(), "NOSPACE") || h.QuotaBytes != quota {
 		t.Errorf("ReadEtcdHealth = %+v (%q), want the NOSPACE alarm and quota %d", h, h.Problem(), quota)
@@ -163,8 +179,10 @@ func TestEmbeddedEtcdNoSpace(t *testing.T) {
 	if _, err := cli.Delete(ctx, "/fill/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
+	tries := 0
 	eventually(t, "writes taken again after the filler's deletion", func() bool {
-		_, err := s.CreateLog(ctx, meta.Log{Name: "after"})
+		tries++
+		_, err := s.CreateLog(ctx, meta.Log{Name: fmt.Sprintf("after-%d", tries)})
 		return err == nil
 	})
 	eventually(t, "the file defragmented once the filler is compacted away", func() bool {
