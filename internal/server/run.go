@@ -250,7 +250,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 	registerDisk(reg, cfg.Data, c)
 
-	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes}
+	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes, MaxStreams: limitOr(cfg.Limits.MaxStreams, budgets.streams)}
 	gopts := append(grpcopts.Server(), cfg.Limits.serverOptions()...)
 	if node != nil {
 		sopts.Cluster = node.node
@@ -268,7 +268,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
-	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes)
+	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes, "max_streams", sopts.MaxStreams)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
 	return r, nil
@@ -510,9 +510,10 @@ func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
 }
 
 // checkEtcdDir refuses to start an embedded etcd with no data in dir for a
-// data directory that holds logs: their metadata is elsewhere (another
-// --etcd-dir, or a wiped one), and a fresh etcd would give new logs the
-// IDs, and so the directories, of the old ones.
+// data directory whose metadata was in etcd (it has the mark tern.Open
+// leaves, meta.etcd) or that holds logs: their metadata is elsewhere
+// (another --etcd-dir, a wiped one, or an external etcd), and a fresh etcd
+// would give new logs the IDs, and so the directories, of the old ones.
 func checkEtcdDir(data, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
 		return nil
@@ -520,11 +521,13 @@ func checkEtcdDir(data, dir string) error {
 	if _, err := os.Stat(filepath.Join(data, "meta.db")); err == nil {
 		return nil // an embedded program's directory: tern.Open says so
 	}
+	_, err := os.Stat(filepath.Join(data, "meta.etcd"))
+	marked := err == nil
 	logs, err := os.ReadDir(filepath.Join(data, "logs"))
-	if err != nil || len(logs) == 0 {
+	if !marked && (err != nil || len(logs) == 0) {
 		return nil // a new data directory, or one tern.Open reports on
 	}
-	return fmt.Errorf("the data directory %s holds logs, and the embedded etcd's directory %s holds no etcd data: the logs' metadata is elsewhere; start with the --etcd-dir that holds it (by default %s), or with a new --data",
+	return fmt.Errorf("the data directory %s has its metadata in etcd, and the embedded etcd's directory %s holds no etcd data: the metadata is elsewhere; start with the --etcd-dir that holds it (by default %s), or the --etcd it was in, or with a new --data",
 		data, dir, filepath.Join(data, "etcd"))
 }
 
