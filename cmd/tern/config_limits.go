@@ -21,13 +21,14 @@ type serveLimits struct {
 	MaxLogsPerPrefix        int    `json:"max_logs_per_prefix"`
 	MaxSubscriptionsPerLog  int    `json:"max_subscriptions_per_log"`
 	MaxStreamsPerConnection int    `json:"max_streams_per_connection"`
+	MaxStreams              string `json:"max_streams"` // a count, or auto (from the memory limit)
 	IdleConnectionTimeout   string `json:"idle_connection_timeout"`
 	MaxRequestBytes         string `json:"max_request_bytes"`
 }
 
 // limitKeys are serveLimits' keys in a config file.
 var limitKeys = []string{"max_logs", "max_logs_per_prefix", "max_subscriptions_per_log",
-	"max_streams_per_connection", "idle_connection_timeout", "max_request_bytes"}
+	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "max_request_bytes"}
 
 // minRequestBytes is the smallest max_request_bytes: a batch of one entry
 // of the default largest size, with room for its framing.
@@ -39,6 +40,7 @@ func defaultLimits() serveLimits {
 		MaxLogsPerPrefix:        tern.DefaultMaxLogsPerPrefix,
 		MaxSubscriptionsPerLog:  tern.DefaultMaxSubscriptionsPerLog,
 		MaxStreamsPerConnection: server.DefaultMaxStreamsPerConnection,
+		MaxStreams:              "auto",
 		IdleConnectionTimeout:   units.FormatDuration(server.DefaultIdleConnectionTimeout),
 		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
 	}
@@ -71,6 +73,9 @@ func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
 			*c.v = n
 		}
 	}
+	if v := getenv("TERN_MAX_STREAMS"); v != "" {
+		l.MaxStreams = v
+	}
 	if v := getenv("TERN_IDLE_CONNECTION_TIMEOUT"); v != "" {
 		l.IdleConnectionTimeout = v
 	}
@@ -86,6 +91,7 @@ func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
 	fs.IntVar(&f.MaxLogsPerPrefix, "max-logs-per-prefix", d.MaxLogsPerPrefix, "the most logs under one namespace prefix, a name's part up to its last '/' (0: no limit); $TERN_MAX_LOGS_PER_PREFIX")
 	fs.IntVar(&f.MaxSubscriptionsPerLog, "max-subscriptions-per-log", d.MaxSubscriptionsPerLog, "the most subscriptions one log may have (0: no limit); $TERN_MAX_SUBSCRIPTIONS_PER_LOG")
 	fs.IntVar(&f.MaxStreamsPerConnection, "max-streams-per-connection", d.MaxStreamsPerConnection, "the most streams (reads, subscriptions, append streams) open at once on one client connection (0: no limit); $TERN_MAX_STREAMS_PER_CONNECTION")
+	fs.StringVar(&f.MaxStreams, "max-streams", d.MaxStreams, "the most streams open at once on the server, all connections together (auto: a quarter of --memory-limit at 2 MiB a stream, at least 64; 0: no limit); $TERN_MAX_STREAMS")
 	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
 	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
 }
@@ -96,6 +102,9 @@ func (f *serveFlags) resolveLimits(fs *pflag.FlagSet, cfg *serveConfig) {
 		if fs.Changed(c.flag) {
 			*c.v = *f.serveLimits.counts()[i].v
 		}
+	}
+	if fs.Changed("max-streams") {
+		cfg.MaxStreams = f.MaxStreams
 	}
 	if fs.Changed("idle-connection-timeout") {
 		cfg.IdleConnectionTimeout = f.IdleConnectionTimeout
@@ -127,6 +136,13 @@ func (l serveLimits) server() (server.Limits, error) {
 		MaxLogsPerPrefix:        none(l.MaxLogsPerPrefix),
 		MaxSubscriptionsPerLog:  none(l.MaxSubscriptionsPerLog),
 		MaxStreamsPerConnection: none(l.MaxStreamsPerConnection),
+	}
+	if l.MaxStreams != "auto" {
+		n, err := strconv.Atoi(l.MaxStreams)
+		if err != nil {
+			return s, configErrorf("max streams %q: use a whole number (0 for no limit), or auto, with --max-streams (or $TERN_MAX_STREAMS, or max_streams: in the config file)", l.MaxStreams)
+		}
+		s.MaxStreams = none(n)
 	}
 	d, err := time.ParseDuration(l.IdleConnectionTimeout)
 	if err != nil || d < 0 {

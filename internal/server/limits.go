@@ -25,6 +25,10 @@ type Limits struct {
 	// append streams) open at once on one client connection: one more
 	// fails with RESOURCE_EXHAUSTED. Default DefaultMaxStreamsPerConnection.
 	MaxStreamsPerConnection int
+	// MaxStreams bounds the streams open at once on the server, all
+	// connections together (Options.MaxStreams). Default: from the memory
+	// limit, a quarter of it at 2 MiB a stream, at least 64.
+	MaxStreams int
 	// IdleConnectionTimeout closes a client connection that has had no call
 	// for this long (the client reconnects at its next call). Default
 	// DefaultIdleConnectionTimeout.

@@ -117,6 +117,54 @@ func TestStreamsPerConnection(t *testing.T) {
 	}
 }
 
+// The server's streams are bounded all connections together: a client
+// that opens many connections cannot make the server hold more streams
+// (each of which may hold a few MiB while its client does not read). One
+// that ends makes room.
+func TestMaxStreams(t *testing.T) {
+	ts := startWith(t, Options{MaxStreams: 2})
+	epoch := ts.createLog(t, "l", nil)
+	ts.appendN(t, "l", epoch, 1)
+	// Each follower on a connection of its own.
+	follow := func(ctx context.Context) error {
+		conn, err := grpc.NewClient(ts.conn.Target(), append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		stream, err := ternpb.NewTernClient(conn).Read(ctx, &ternpb.ReadRequest{Log: "l", Follow: true})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	first, cancelFirst := context.WithCancel(t.Context())
+	defer cancelFirst()
+	if err := follow(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := follow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err := follow(t.Context())
+	wantStatus(t, err, codes.ResourceExhausted, "LIMIT")
+	if !strings.Contains(status.Convert(err).Message(), "--max-streams") {
+		t.Errorf("%q does not name --max-streams", status.Convert(err).Message())
+	}
+	cancelFirst()
+	for {
+		err := follow(t.Context())
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("a stream once another ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the ended stream's handler returns
+	}
+}
+
 func TestListLogsPages(t *testing.T) {
 	ts := start(t)
 	var want []string

@@ -40,7 +40,10 @@ func DefaultMemoryLimit() int64 {
 //     eighth;
 //   - replicaBytes: on a node of a cluster, the fragments of open segments
 //     its replica store holds (replica.Options.MemBytes), a quarter, plus
-//     up to half of that in recycled buffers.
+//     up to half of that in recycled buffers;
+//   - streams: the streams open at once (Options.MaxStreams, unless
+//     Limits.MaxStreams says otherwise), a quarter at streamBytes each, and
+//     at least minStreams.
 //
 // The rest is for what is bounded per stream or per log rather than
 // server-wide (a read stream holds about two responses of ~1 MiB),
@@ -50,10 +53,19 @@ type memoryBudgets struct {
 	appendBytes  int64
 	cacheBytes   int64
 	replicaBytes int64
+	streams      int
 }
 
+// streamBytes is what a stream is reckoned to hold when its client does
+// not read: two responses of about 1 MiB (docs/server.md, Memory).
+const streamBytes = 2 << 20
+
+// minStreams is the fewest streams a memory limit allows by default.
+const minStreams = 64
+
 func budgetsOf(limit int64) memoryBudgets {
-	return memoryBudgets{appendBytes: limit / 4, cacheBytes: limit / 8, replicaBytes: limit / 4}
+	return memoryBudgets{appendBytes: limit / 4, cacheBytes: limit / 8, replicaBytes: limit / 4,
+		streams: int(max(limit/4/streamBytes, minStreams))}
 }
 
 // machineBytes is MemTotal of /proc/meminfo.

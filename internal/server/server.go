@@ -44,6 +44,12 @@ type Options struct {
 	// not yet answered: past it, the stream is not read until answers go
 	// out. Zero: DefaultStreamAppendBytes, or AppendBytes if smaller.
 	StreamAppendBytes int64
+	// MaxStreams bounds the streams (reads, subscriptions, append streams)
+	// open at once on the Server, all connections together: one more fails
+	// with rpcerr.ErrLimit. Each may hold a few MiB while its client does
+	// not read. Zero: no bound. tern serve sets it from --max-streams, by
+	// default from --memory-limit.
+	MaxStreams int
 }
 
 // DefaultStreamAppendBytes is Options.StreamAppendBytes when it is zero:
@@ -73,6 +79,8 @@ type Server struct {
 	// streamPeak is the most any ended stream had (for tests).
 	streamAppendBytes int64
 	streamPeak        atomic.Int64
+	maxStreams        int // Options.MaxStreams
+	openStreams       int // streams open now, under mu
 	takeMu            sync.Mutex     // one log taken at a time
 	streams           sync.WaitGroup // the open streams; Add only under mu, before closed
 	closing           sync.WaitGroup // writers being closed in the background
@@ -97,6 +105,7 @@ func New(c *tern.Client, opts Options) *Server {
 		served:  map[uint64]string{},
 		ids:     map[string]uint64{},
 		appends: newBudget(opts.AppendBytes, "tern serve --memory-limit"),
+		maxStreams: opts.MaxStreams,
 	}
 	registerDamage(opts.Registerer, c)
 	s.streamAppendBytes = cmp.Or(opts.StreamAppendBytes, DefaultStreamAppendBytes)
@@ -229,6 +238,10 @@ func (s *Server) stream(ctx context.Context, kind string) (context.Context, func
 	if s.closed {
 		return nil, nil, errShutdown
 	}
+	if s.maxStreams > 0 && s.openStreams >= s.maxStreams {
+		return nil, nil, fmt.Errorf("%w: the server has %d streams open, its most (tern serve --max-streams, by default from --memory-limit): close streams this client does not read, or raise the limit", tern.ErrLimit, s.openStreams)
+	}
+	s.openStreams++
 	s.streams.Add(1)
 	gauge := s.metrics.streams.WithLabelValues(kind)
 	gauge.Inc()
@@ -238,6 +251,9 @@ func (s *Server) stream(ctx context.Context, kind string) (context.Context, func
 		stop()
 		cancel()
 		gauge.Dec()
+		s.mu.Lock()
+		s.openStreams--
+		s.mu.Unlock()
 		s.streams.Done()
 	}, nil
 }
