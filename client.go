@@ -138,7 +138,6 @@ type clientImpl interface {
 	CreateLog(ctx context.Context, name string, opts LogOptions) (logImpl, error)
 	OpenLog(ctx context.Context, name string) (logImpl, error)
 	DeleteLog(ctx context.Context, name string) error
-	ListLogs(ctx context.Context, prefix string) ([]LogInfo, error)
 	ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error)
 	ListLogsMeta(ctx context.Context, prefix string) ([]LogInfo, error)
 	LogID(ctx context.Context, name string) (uint64, error)
@@ -216,7 +215,18 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 // ListLogs describes the logs whose names start with prefix, by name,
 // following every page of ListLogsPage.
 func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	return c.impl.ListLogs(ctx, prefix)
+	var infos []LogInfo
+	for token := ""; ; {
+		page, err := c.impl.ListLogsPage(ctx, prefix, token, MaxListPageSize)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, page.Logs...)
+		if page.NextPageToken == "" {
+			return infos, nil
+		}
+		token = page.NextPageToken
+	}
 }
 
 // ListLogsPage describes one page of the logs whose names start with

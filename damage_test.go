@@ -18,23 +18,10 @@ import (
 // intact.
 func TestDegradedLogStaysAlone(t *testing.T) {
 	dir := t.TempDir()
-	c := openClient(t, dir)
-	lBad, wBad := createLog(t, c, "bad", LogOptions{})
-	id := logOf(lBad).id
-	_, wGood := createLog(t, c, "good", LogOptions{})
-	appendN(t, wBad, 0, 100)
-	appendN(t, wGood, 0, 10)
-	abandon(t, c) // as a crash would: the open segments stay open
-
-	segs, err := filepath.Glob(filepath.Join(dir, "logs", fmt.Sprint(id), "*.seg"))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments of bad: %v, %v", segs, err)
-	}
-	seg := segs[0]
+	seg := crashDamaged(t, dir, false)
 	st, _ := os.Stat(seg)
-	flipByte(t, seg, st.Size()/2)
 
-	c = openClient(t, dir)
+	c := openClient(t, dir)
 	infos, err := c.ListLogs(t.Context(), "")
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("ListLogs with a degraded log: %v, %v", infos, err)
@@ -146,35 +133,19 @@ func degradedAt(c *Client, name, path string) (bool, string) {
 // closed.
 func TestDegradedLogFoundAtStart(t *testing.T) {
 	dir := t.TempDir()
+	seg := crashDamaged(t, dir, true)
 	c := openClient(t, dir)
-	lBad, wBad := createLog(t, c, "bad", LogOptions{})
-	id := logOf(lBad).id
-	_, wGood := createLog(t, c, "good", LogOptions{})
-	appendN(t, wBad, 0, 100)
-	appendN(t, wGood, 0, 10)
-	if err := c.CloseLog("good"); err != nil {
-		t.Fatal(err)
-	}
-	abandon(t, c) // as a crash would: bad's open segment stays open
-	segs, err := filepath.Glob(filepath.Join(dir, "logs", fmt.Sprint(id), "*.seg"))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments of bad: %v, %v", segs, err)
-	}
-	st, _ := os.Stat(segs[0])
-	flipByte(t, segs[0], st.Size()/2)
-
-	c = openClient(t, dir)
 	ec := embeddedOf(c)
 	for {
 		h, err := c.Health()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h.Degraded) == 1 && h.Degraded[0].Name == "bad" && strings.Contains(h.Degraded[0].Err.Error(), segs[0]) {
+		if len(h.Degraded) == 1 && h.Degraded[0].Name == "bad" && strings.Contains(h.Degraded[0].Err.Error(), seg) {
 			break
 		}
 		if len(h.Degraded) != 0 {
-			t.Fatalf("Health: %+v; want log bad degraded, naming %s", h, segs[0])
+			t.Fatalf("Health: %+v; want log bad degraded, naming %s", h, seg)
 		}
 		select {
 		case <-t.Context().Done():
@@ -187,4 +158,34 @@ func TestDegradedLogFoundAtStart(t *testing.T) {
 			t.Fatal("recovery at start opened a log that was closed cleanly")
 		}
 	}
+}
+
+// crashDamaged writes 100 entries to log "bad" and 10 to log "good" in the
+// data directory dir, closing good first if closeGood, and leaves them as a
+// crash would (open segments stay open); then it flips a byte in the middle
+// of bad's open segment, whose path it returns.
+func crashDamaged(t *testing.T, dir string, closeGood bool) string {
+	t.Helper()
+	c := openClient(t, dir)
+	lBad, wBad := createLog(t, c, "bad", LogOptions{})
+	id := logOf(lBad).id
+	_, wGood := createLog(t, c, "good", LogOptions{})
+	appendN(t, wBad, 0, 100)
+	appendN(t, wGood, 0, 10)
+	if closeGood {
+		if err := c.CloseLog("good"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abandon(t, c)
+	segs, err := filepath.Glob(filepath.Join(dir, "logs", fmt.Sprint(id), "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments of bad: %v, %v", segs, err)
+	}
+	st, err := os.Stat(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, segs[0], st.Size()/2)
+	return segs[0]
 }

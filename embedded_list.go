@@ -8,23 +8,6 @@ import (
 	"github.com/ternwal/tern/internal/meta"
 )
 
-// ListLogs follows the pages of ListLogsPage.
-func (c *embeddedClient) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error) {
-	var infos []LogInfo
-	token := ""
-	for {
-		page, err := c.ListLogsPage(ctx, prefix, token, MaxListPageSize)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, page.Logs...)
-		if page.NextPageToken == "" {
-			return infos, nil
-		}
-		token = page.NextPageToken
-	}
-}
-
 // ListLogsPage describes a page of the logs whose names start with prefix,
 // from the metadata, opening none: an open log is described by its engine,
 // any other as ListLogsMeta does.
