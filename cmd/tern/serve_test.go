@@ -504,7 +504,10 @@ func TestServeLocalDefaultRefusesFlush(t *testing.T) {
 	s.must(t, "", "log", "create", "y", "--mode", "object", "--flush-bytes", "1MiB")
 	out := s.must(t, "", "log", "list")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "y 0 0 0 0B 0 - object 1MiB/20ms 4" {
+	// A log the server does not have open lists its extent as unknown
+	// (docs/server.md); one it has open, as empty.
+	row := strings.Join(strings.Fields(lines[len(lines)-1]), " ")
+	if len(lines) != 2 || (row != "y 0 0 0 0B 0 - object 1MiB/20ms 4" && row != "y 0 - - - - - object 1MiB/20ms 4") {
 		t.Errorf("log list printed:\n%s", out)
 	}
 	s.fails(t, 2, []string{"--storage", "dir:///x", "log", "list"}, "--server and --storage cannot be used together")
