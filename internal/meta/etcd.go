@@ -65,6 +65,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/ternwal/tern/client/rpcerr"
 )
@@ -132,6 +133,16 @@ type Etcd struct {
 
 var _ Store = (*Etcd)(nil)
 
+// Reconnect is how a client of etcd (the store's, the server's) dials it
+// again after losing it: gRPC's default backoff grows to two minutes, so a
+// store whose etcd was down for a while kept failing calls long after etcd
+// was back. A second between attempts at most costs a dial a second while
+// etcd is down.
+var Reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
+
 // OpenEtcd connects to etcd and returns the store under opts.Root. It fails
 // with an error that names the endpoints if etcd does not answer within
 // opts.DialTimeout, or with ctx's error if ctx ends first.
@@ -168,7 +179,7 @@ func OpenEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		Endpoints:   opts.Endpoints,
 		DialTimeout: opts.DialTimeout,
 		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.count)},
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.count), grpc.WithConnectParams(Reconnect)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: open etcd at %s: %w", strings.Join(opts.Endpoints, ","), err)

@@ -194,7 +194,8 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	} else {
 		logger.Info("etcd external", "endpoints", strings.Join(endpoints, ","))
 	}
-	etcdCli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
+	etcdCli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdTimeout, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(meta.Reconnect)}})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
 	}

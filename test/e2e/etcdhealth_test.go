@@ -256,8 +256,17 @@ func TestEtcdUnreachable(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := c.CreateLog(ctx, "new", tern.LogOptions{}); err != nil {
-		t.Errorf("CreateLog once etcd is back: %v", err)
+	// The store's client dials etcd again within about a second; until
+	// then a call fails UNAVAILABLE, which a client retries.
+	for {
+		_, err := c.CreateLog(ctx, "new", tern.LogOptions{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, tern.ErrUnavailable) || time.Now().After(waitReady) {
+			t.Fatalf("CreateLog once etcd is back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if got := readAll(t, l, 0, 1); string(got[0].Payload) != "before" {
 		t.Errorf("read once etcd is back: %q", got[0].Payload)
