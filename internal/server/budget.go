@@ -4,31 +4,33 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/ternwal/tern/client/rpcerr"
 )
 
-// budget is a semaphore counted in bytes: the bytes of appends the Server
-// holds in memory, from their receipt until the library no longer holds
-// them (durable, or failed). Waiters are served in order, so a large
-// request is not starved by a stream of small ones. The zero budget, and a
-// nil one, bound nothing.
+// budget is a semaphore counted in bytes (golang.org/x/sync's, which serves
+// waiters in order, so a large request is not starved by a stream of small
+// ones): the bytes of appends the Server holds in memory, from their
+// receipt until the library no longer holds them (durable, or failed). The
+// zero budget, and a nil one, bound nothing.
 type budget struct {
 	limit int64  // 0: no bound
 	name  string // the setting that sets limit, for the error of a request that never fits
+	sem   *semaphore.Weighted
 
-	mu      sync.Mutex
-	used    int64
-	waiters []*budgetWaiter // in arrival order
-}
-
-type budgetWaiter struct {
-	n     int64
-	ready chan struct{} // closed once the bytes are granted
+	used    atomic.Int64 // granted and not released
+	waiters atomic.Int64 // in acquire
 }
 
 func newBudget(limit int64, name string) *budget {
-	return &budget{limit: max(limit, 0), name: name}
+	b := &budget{limit: max(limit, 0), name: name}
+	if b.limit > 0 {
+		b.sem = semaphore.NewWeighted(b.limit)
+	}
+	return b
 }
 
 // acquire takes n bytes, waiting until they are free or ctx ends. A request
@@ -42,37 +44,14 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		return fmt.Errorf("%w: an append of %d bytes is over the %d bytes the server holds for appends in memory; send smaller requests, or raise %s",
 			rpcerr.ErrLimit, n, b.limit, b.name)
 	}
-	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.limit {
-		b.used += n
-		b.mu.Unlock()
-		return nil
+	b.waiters.Add(1)
+	err := b.sem.Acquire(ctx, n)
+	b.waiters.Add(-1)
+	if err != nil {
+		return err
 	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
-	b.waiters = append(b.waiters, w)
-	b.mu.Unlock()
-
-	select {
-	case <-w.ready:
-		return nil
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case <-w.ready: // granted meanwhile: give it back
-		b.used -= n
-		b.grant()
-	default:
-		for i, o := range b.waiters {
-			if o == w {
-				b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
-				break
-			}
-		}
-		b.grant() // the first waiter may fit now that w no longer blocks it
-	}
-	return ctx.Err()
+	b.used.Add(n)
+	return nil
 }
 
 // release gives back n bytes taken by acquire.
@@ -80,42 +59,21 @@ func (b *budget) release(n int64) {
 	if b == nil || b.limit == 0 || n <= 0 {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	if b.used < 0 {
+	if b.used.Add(-n) < 0 {
 		panic(fmt.Sprintf("server: %s budget released more than it granted", b.name))
 	}
-	b.grant()
+	b.sem.Release(n)
 }
 
-// grant wakes the waiters, in order, while the first fits. The caller holds
-// mu.
-func (b *budget) grant() {
-	for len(b.waiters) > 0 && b.used+b.waiters[0].n <= b.limit {
-		w := b.waiters[0]
-		b.waiters[0] = nil
-		b.waiters = b.waiters[1:]
-		b.used += w.n
-		close(w.ready)
-	}
-}
-
-// waiting is how many acquires wait.
-func (b *budget) waiting() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.waiters)
-}
+// waiting is how many acquires wait, or are about to.
+func (b *budget) waiting() int { return int(b.waiters.Load()) }
 
 // inUse is the bytes granted and not yet released.
 func (b *budget) inUse() int64 {
 	if b == nil {
 		return 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
+	return b.used.Load()
 }
 
 // flow is an AppendStream's flow control: the bytes of its requests not yet
