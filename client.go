@@ -233,8 +233,9 @@ func (c *Client) ListLogs(ctx context.Context, prefix string) ([]LogInfo, error)
 // prefix, by name: up to size of them (0: DefaultListPageSize; at most
 // MaxListPageSize) after the page token ends ("": from the first). It is
 // answered from the metadata and opens no log: a log that is open (in this
-// process, or on the server) is described in full, any other as
-// ListLogsMeta describes it.
+// process, or on the server) is described in full, a local log that is not
+// by its files (never opened: empty; closed cleanly: its newest segment's
+// footer), any other as ListLogsMeta describes it (ExtentUnknown).
 func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error) {
 	if size < 0 {
 		return LogPage{}, fmt.Errorf("%w: page size %d is negative", ErrInvalid, size)

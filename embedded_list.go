@@ -3,13 +3,17 @@ package tern
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/wal"
 )
 
 // ListLogsPage describes a page of the logs whose names start with prefix,
 // from the metadata, opening none: an open log is described by its engine,
+// a local log closed cleanly by its files (its newest segment's footer),
 // any other as ListLogsMeta does.
 func (c *embeddedClient) ListLogsPage(ctx context.Context, prefix, token string, size int) (LogPage, error) {
 	size = listPageSize(size)
@@ -35,6 +39,9 @@ func (c *embeddedClient) ListLogsPage(ctx context.Context, prefix, token string,
 		info, err := metaInfo(m)
 		if err != nil {
 			return LogPage{}, err
+		}
+		if info.Options.Mode == ModeLocal || info.Options.Mode == "" {
+			c.closedExtent(&info)
 		}
 		page.Logs = append(page.Logs, info)
 	}
@@ -67,4 +74,23 @@ func metaInfo(m meta.Log) (LogInfo, error) {
 	}
 	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch,
 		ExtentUnknown: true}, nil
+}
+
+// closedExtent fills in the extent of a local log that is not open from its
+// files: a log with no directory was never opened, so is empty; one closed
+// cleanly says where it ends in its newest segment's footer. Otherwise the
+// extent stays unknown.
+func (c *embeddedClient) closedExtent(info *LogInfo) {
+	x, ok, err := wal.ClosedExtent(c.fs, c.logDir(info.ID))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		info.ExtentUnknown = false // End is Start, and the rest 0
+		return
+	case err != nil:
+		c.opts.Logger.Warn("reading a closed log's extent failed", "log", info.Name, "err", err)
+	}
+	if !ok || Offset(x.End) < info.Start {
+		return
+	}
+	info.End, info.Bytes, info.Segments, info.ExtentUnknown = Offset(x.End), x.Bytes, x.Segments, false
 }

@@ -24,10 +24,13 @@ func TestCreateListDescribe(t *testing.T) {
 	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME START END ENTRIES BYTES SEGMENTS FSYNC MODE FLUSH UPLOADS" {
 		t.Fatalf("log list printed:\n%s", out)
 	}
-	// This process has not opened the log: its extent is not known from the
-	// metadata the list comes from.
-	if f := strings.Fields(lines[1]); f[0] != "tenant/a" || f[1] != "0" || f[2] != "-" || f[3] != "-" || f[6] != "always" || f[7] != "local" {
+	// This process has not opened the logs: a local log closed cleanly is
+	// described by its files, one never opened is empty.
+	if f := strings.Fields(lines[1]); f[0] != "tenant/a" || f[1] != "0" || f[2] != "2" || f[3] != "2" || f[5] != "1" || f[6] != "always" || f[7] != "local" {
 		t.Errorf("log list row %q", lines[1])
+	}
+	if f := strings.Fields(lines[2]); f[0] != "tenant/b" || f[2] != "0" || f[3] != "0" || f[4] != "0B" {
+		t.Errorf("log list row %q", lines[2])
 	}
 
 	out = must(t, dir, "", "log", "list", "--json")
