@@ -51,7 +51,8 @@ type Options struct {
 	CommitInterval time.Duration
 	// LogIdleTimeout is how long a log's engine (its open segment, buffers
 	// and goroutines) stays open after its last call, writer, reader or
-	// subscriber; it opens again at the next use. Default: one minute.
+	// subscriber; it opens again at the next use. Default:
+	// DefaultLogIdleTimeout.
 	LogIdleTimeout time.Duration
 
 	// The limits: a call that would pass one fails with ErrLimit. Zero
@@ -127,6 +128,9 @@ type Cluster interface {
 	// cheap: no I/O.
 	Serves(logID uint64) bool
 }
+
+// DefaultLogIdleTimeout is Options.LogIdleTimeout when it is zero.
+const DefaultLogIdleTimeout = time.Minute
 
 // Client is a handle on a data directory, or on a Tern server. It is safe
 // for concurrent use.

@@ -65,7 +65,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 		opts.RetentionInterval = time.Minute
 	}
 	if opts.LogIdleTimeout <= 0 {
-		opts.LogIdleTimeout = time.Minute
+		opts.LogIdleTimeout = DefaultLogIdleTimeout
 	}
 	opts.MaxLogs = limitOrDefault(opts.MaxLogs, DefaultMaxLogs)
 	opts.MaxLogsPerPrefix = limitOrDefault(opts.MaxLogsPerPrefix, DefaultMaxLogsPerPrefix)

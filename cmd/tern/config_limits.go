@@ -23,12 +23,13 @@ type serveLimits struct {
 	MaxStreamsPerConnection int    `json:"max_streams_per_connection"`
 	MaxStreams              string `json:"max_streams"` // a count, or auto (from the memory limit)
 	IdleConnectionTimeout   string `json:"idle_connection_timeout"`
+	LogIdleTimeout          string `json:"log_idle_timeout"`
 	MaxRequestBytes         string `json:"max_request_bytes"`
 }
 
 // limitKeys are serveLimits' keys in a config file.
 var limitKeys = []string{"max_logs", "max_logs_per_prefix", "max_subscriptions_per_log",
-	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "max_request_bytes"}
+	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "log_idle_timeout", "max_request_bytes"}
 
 // minRequestBytes is the smallest max_request_bytes: a batch of one entry
 // of the default largest size, with room for its framing.
@@ -42,6 +43,7 @@ func defaultLimits() serveLimits {
 		MaxStreamsPerConnection: server.DefaultMaxStreamsPerConnection,
 		MaxStreams:              "auto",
 		IdleConnectionTimeout:   units.FormatDuration(server.DefaultIdleConnectionTimeout),
+		LogIdleTimeout:          units.FormatDuration(tern.DefaultLogIdleTimeout),
 		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
 	}
 }
@@ -79,6 +81,9 @@ func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
 	if v := getenv("TERN_IDLE_CONNECTION_TIMEOUT"); v != "" {
 		l.IdleConnectionTimeout = v
 	}
+	if v := getenv("TERN_LOG_IDLE_TIMEOUT"); v != "" {
+		l.LogIdleTimeout = v
+	}
 	if v := getenv("TERN_MAX_REQUEST_BYTES"); v != "" {
 		l.MaxRequestBytes = v
 	}
@@ -93,6 +98,7 @@ func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
 	fs.IntVar(&f.MaxStreamsPerConnection, "max-streams-per-connection", d.MaxStreamsPerConnection, "the most streams (reads, subscriptions, append streams) open at once on one client connection (0: no limit); $TERN_MAX_STREAMS_PER_CONNECTION")
 	fs.StringVar(&f.MaxStreams, "max-streams", d.MaxStreams, "the most streams open at once on the server, all connections together (auto: a quarter of --memory-limit at 2 MiB a stream, at least 64; 0: no limit); $TERN_MAX_STREAMS")
 	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
+	fs.StringVar(&f.LogIdleTimeout, "log-idle-timeout", d.LogIdleTimeout, "close a log's engine (its open segment, its goroutines) after this `duration` with no call, writer, reader or subscriber; it opens again at its next use, and a local log starts a new segment then; $TERN_LOG_IDLE_TIMEOUT")
 	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
 }
 
@@ -108,6 +114,9 @@ func (f *serveFlags) resolveLimits(fs *pflag.FlagSet, cfg *serveConfig) {
 	}
 	if fs.Changed("idle-connection-timeout") {
 		cfg.IdleConnectionTimeout = f.IdleConnectionTimeout
+	}
+	if fs.Changed("log-idle-timeout") {
+		cfg.LogIdleTimeout = f.LogIdleTimeout
 	}
 	if fs.Changed("max-request-bytes") {
 		cfg.MaxRequestBytes = f.MaxRequestBytes
@@ -152,6 +161,11 @@ func (l serveLimits) server() (server.Limits, error) {
 	if d == 0 {
 		s.IdleConnectionTimeout = -1
 	}
+	idle, err := time.ParseDuration(l.LogIdleTimeout)
+	if err != nil || idle <= 0 {
+		return s, configErrorf("log idle timeout %q: use a duration such as 1m, with --log-idle-timeout (or $TERN_LOG_IDLE_TIMEOUT, or log_idle_timeout: in the config file)", l.LogIdleTimeout)
+	}
+	s.LogIdleTimeout = idle
 	n, err := units.ParseBytes(l.MaxRequestBytes)
 	if err != nil || n < minRequestBytes || n > 1<<31-1 {
 		return s, configErrorf("max request bytes %q: use a size from %s to 2GiB, such as 64MiB, with --max-request-bytes (or $TERN_MAX_REQUEST_BYTES, or max_request_bytes: in the config file)", l.MaxRequestBytes, units.FormatBytes(minRequestBytes))

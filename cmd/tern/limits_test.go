@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // log list --limit lists a page, and prints the token of the next one on
@@ -54,15 +55,15 @@ func TestLogListPages(t *testing.T) {
 // other settings do, and bad values are refused naming the setting.
 func TestServeLimitsConfig(t *testing.T) {
 	path := writeConfig(t, "max_logs: 10\nmax_logs_per_prefix: 5\nidle_connection_timeout: 1m\n")
-	env := map[string]string{"TERN_MAX_LOGS_PER_PREFIX": "6", "TERN_MAX_REQUEST_BYTES": "32MiB", "TERN_MAX_STREAMS": "300"}
+	env := map[string]string{"TERN_MAX_LOGS_PER_PREFIX": "6", "TERN_MAX_REQUEST_BYTES": "32MiB", "TERN_MAX_STREAMS": "300", "TERN_LOG_IDLE_TIMEOUT": "5m"}
 	got := printConfig(t, env, "--config", path, "--max-subscriptions-per-log", "7", "--max-streams-per-connection", "0")
 	want := serveLimits{MaxLogs: 10, MaxLogsPerPrefix: 6, MaxSubscriptionsPerLog: 7, MaxStreamsPerConnection: 0, MaxStreams: "300",
-		IdleConnectionTimeout: "1m", MaxRequestBytes: "32MiB"}
+		IdleConnectionTimeout: "1m", LogIdleTimeout: "5m", MaxRequestBytes: "32MiB"}
 	if got.serveLimits != want {
 		t.Fatalf("limits\n got %+v\nwant %+v", got.serveLimits, want)
 	}
 	lim, err := got.serveLimits.server()
-	if err != nil || lim.MaxStreamsPerConnection != -1 || lim.MaxStreams != 300 || lim.MaxRequestBytes != 32<<20 {
+	if err != nil || lim.MaxStreamsPerConnection != -1 || lim.MaxStreams != 300 || lim.MaxRequestBytes != 32<<20 || lim.LogIdleTimeout != 5*time.Minute {
 		t.Fatalf("server limits %+v, %v: want no stream limit per connection, 300 streams and 32 MiB requests", lim, err)
 	}
 	if lim, err := defaultLimits().server(); err != nil || lim.MaxStreams != 0 {
@@ -77,6 +78,7 @@ func TestServeLimitsConfig(t *testing.T) {
 		{nil, []string{"--max-request-bytes", "1KiB"}, "--max-request-bytes"},
 		{nil, []string{"--idle-connection-timeout", "soon"}, "--idle-connection-timeout"},
 		{nil, []string{"--max-streams", "lots"}, "--max-streams"},
+		{nil, []string{"--log-idle-timeout", "0s"}, "--log-idle-timeout"},
 	} {
 		r := ternEnv(t, tc.env, append([]string{"serve", "--print-config"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

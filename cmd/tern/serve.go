@@ -58,7 +58,8 @@ $TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
 $TERN_MEMORY_LIMIT; the limits' $TERN_MAX_LOGS,
 $TERN_MAX_LOGS_PER_PREFIX, $TERN_MAX_SUBSCRIPTIONS_PER_LOG,
 $TERN_MAX_STREAMS_PER_CONNECTION, $TERN_IDLE_CONNECTION_TIMEOUT,
-$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS) and the flags.
+$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS, $TERN_LOG_IDLE_TIMEOUT) and
+the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
@@ -72,6 +73,7 @@ storage_secret_key (a comment says when it is set):
   http: 127.0.0.1:7071
   idle_connection_timeout: 15m
   listen: 127.0.0.1:7070
+  log_idle_timeout: 1m
   log_level: info
   max_logs: 1000000
   max_logs_per_prefix: 100000

@@ -33,6 +33,9 @@ type Limits struct {
 	// for this long (the client reconnects at its next call). Default
 	// DefaultIdleConnectionTimeout.
 	IdleConnectionTimeout time.Duration
+	// LogIdleTimeout is tern.Options.LogIdleTimeout: how long a log's
+	// engine stays open unused. Default tern.DefaultLogIdleTimeout.
+	LogIdleTimeout time.Duration
 	// MaxRequestBytes bounds one request message, such as a batch of
 	// appends. Default grpcopts.MaxMessageBytes.
 	MaxRequestBytes int

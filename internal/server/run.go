@@ -244,6 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		MaxLogs:                cfg.Limits.MaxLogs,
 		MaxLogsPerPrefix:       cfg.Limits.MaxLogsPerPrefix,
 		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
+		LogIdleTimeout:         cfg.Limits.LogIdleTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
