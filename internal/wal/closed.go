@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
+	iofs "io/fs"
 
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -49,7 +49,7 @@ func (l *Log) closedPath() string { return l.opts.Dir + "/" + closedName }
 func (l *Log) readClosed() (uint64, error) {
 	path := l.closedPath()
 	b, err := vfs.ReadFile(l.opts.FS, path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, iofs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
@@ -87,8 +87,10 @@ func Unclean(fs vfs.FS, dir string) (bool, error) {
 	return err != nil, nil
 }
 
-// scanSegments returns the path of the newest segment file in dir ("" for
-// none) and, if sizes, the count and bytes of them all.
+// scanSegments returns the name of the newest segment file in dir ("" for
+// none) and, if sizes, the count and bytes of them all. Only a missing dir
+// fails with fs.ErrNotExist: a file removed meanwhile (by retention) is
+// left out.
 func scanSegments(fs vfs.FS, dir string, sizes bool) (newest string, x Extent, _ error) {
 	names, err := fs.List(dir)
 	if err != nil {
@@ -103,6 +105,9 @@ func scanSegments(fs vfs.FS, dir string, sizes bool) (newest string, x Extent, _
 			continue
 		}
 		st, err := fs.Stat(dir + "/" + name)
+		if errors.Is(err, iofs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return "", Extent{}, fmt.Errorf("wal: %w", err)
 		}
