@@ -91,7 +91,9 @@ func (c *testCluster) stopEtcd() { c.etcdMembers.killAll() }
 // startEtcd starts the cluster's etcd again after stopEtcd.
 func (c *testCluster) startEtcd(t *testing.T) {
 	t.Helper()
-	c.etcdMembers.startAll()
+	if !c.etcdMembers.startAll() {
+		t.Fatal("an etcd member's port was taken while it was down")
+	}
 }
 
 // owner returns the ID of the node that serves the only log, waiting while

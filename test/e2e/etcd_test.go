@@ -27,20 +27,30 @@ type etcdCluster struct {
 
 func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 	t.Helper()
-	c := &etcdCluster{t: t, members: make([]*child, n)}
-	var initial []string
-	for i := range n {
-		client, peer := freeAddr(t), freeAddr(t)
-		name := fmt.Sprintf("m%d", i)
-		c.args = append(c.args, []string{"-name", name, "-dir", t.TempDir(), "-client", client, "-peer", peer})
-		c.clients = append(c.clients, client)
-		initial = append(initial, name+"=http://"+peer)
+	// A port freeAddr found free may be taken (as the source port of a
+	// connection of another package's tests) before the member binds it:
+	// start again on other ports.
+	for attempt := 1; ; attempt++ {
+		c := &etcdCluster{t: t, members: make([]*child, n)}
+		var initial []string
+		for i := range n {
+			client, peer := freeAddr(t), freeAddr(t)
+			name := fmt.Sprintf("m%d", i)
+			c.args = append(c.args, []string{"-name", name, "-dir", t.TempDir(), "-client", client, "-peer", peer})
+			c.clients = append(c.clients, client)
+			initial = append(initial, name+"=http://"+peer)
+		}
+		for i := range c.args {
+			c.args[i] = append(c.args[i], "-initial-cluster", strings.Join(initial, ","))
+		}
+		if c.startAll() || attempt == 3 {
+			return c
+		}
+		t.Logf("an etcd member's port was taken before it bound it; starting the cluster again on other ports")
+		for i := range n {
+			c.kill9(i)
+		}
 	}
-	for i := range c.args {
-		c.args[i] = append(c.args[i], "-initial-cluster", strings.Join(initial, ","))
-	}
-	c.startAll()
-	return c
 }
 
 // Endpoints returns the members' client addresses, host:port.
@@ -95,15 +105,22 @@ func (c *etcdCluster) killAll() {
 	}
 }
 
-func (c *etcdCluster) startAll() {
+// startAll starts the members that are down and waits until they serve.
+// It returns false, leaving the rest to the caller, if one exited because
+// its port was taken.
+func (c *etcdCluster) startAll() bool {
 	c.t.Helper()
 	var ms []*child
 	for i := range c.args {
 		ms = append(ms, c.launch(i))
 	}
+	ready := func(lines []string) bool { return countPrefix(lines, "ready") > 0 }
 	for _, m := range ms {
-		m.waitFor("etcd member ready", func(lines []string) bool { return countPrefix(lines, "ready") > 0 })
+		if !m.readyOrPortTaken(ready) {
+			return false
+		}
 	}
+	return true
 }
 
 // etcdChild runs one etcd member until it is killed, and prints "ready"

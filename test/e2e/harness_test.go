@@ -52,13 +52,17 @@ func startServer(t *testing.T, data string, args ...string) *server {
 // startServerEnv is startServer with more environment variables.
 func startServerEnv(t *testing.T, data string, env []string, args ...string) *server {
 	t.Helper()
-	return startServerAt(t, data, freeAddr(t), env, args...)
+	return startServerAt(t, data, "", env, args...)
 }
 
 // startServerAt is startServerEnv with the gRPC address given (a proxy in
-// front of the server needs it first).
+// front of the server needs it first); "" picks a free one.
 func startServerAt(t *testing.T, data, addr string, env []string, args ...string) *server {
 	t.Helper()
+	picked := addr == ""
+	if picked {
+		addr = freeAddr(t)
+	}
 	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
 	t.Cleanup(func() {
 		s.kill()
@@ -67,7 +71,16 @@ func startServerAt(t *testing.T, data, addr string, env []string, args ...string
 			t.Logf("tern serve --data %s logged:\n%s", data, s.stderr.tail(64<<10))
 		}
 	})
-	s.start()
+	// A port freeAddr found free may be taken (as the source port of a
+	// connection of another package's tests) before the server binds it:
+	// start again on other ports.
+	for attempt := 1; !s.startOrPortTaken(attempt < 3); attempt++ {
+		t.Logf("a port of tern serve was taken before it bound it; starting it again on other ports")
+		s.httpAddr = freeAddr(t)
+		if picked {
+			s.addr = freeAddr(t)
+		}
+	}
 	return s
 }
 
@@ -96,6 +109,13 @@ func freeAddr(t *testing.T) string {
 
 // start runs the server and waits until /readyz answers 200.
 func (s *server) start() {
+	s.t.Helper()
+	s.startOrPortTaken(false)
+}
+
+// startOrPortTaken is start, except that with retry a server that exited
+// because one of its ports was taken returns false.
+func (s *server) startOrPortTaken(retry bool) bool {
 	t := s.t
 	t.Helper()
 	args := append([]string{"serve", "--data", s.data, "--listen", s.addr, "--http", s.httpAddr}, s.args...)
@@ -121,11 +141,14 @@ func (s *server) start() {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
 		select {
 		case <-s.done:
+			if retry && strings.Contains(s.stderr.tail(4<<10), "address already in use") {
+				return false
+			}
 			t.Fatalf("tern serve exited before it was ready (%v); it logged:\n%s", s.err, s.stderr.tail(64<<10))
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -292,6 +315,33 @@ func (c *child) waitFor(what string, ok func(lines []string) bool) []string {
 			c.t.Fatalf("%s exited (%v) before %s", c.name, c.err, what)
 		case <-deadline:
 			c.t.Fatalf("%s: no %s within %v", c.name, what, waitTimeout)
+		}
+	}
+}
+
+// readyOrPortTaken is waitFor(ok), except that a child that exited because
+// its port was taken returns false.
+func (c *child) readyOrPortTaken(ok func(lines []string) bool) bool {
+	c.t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		lines, changed := c.out.snapshot()
+		if ok(lines) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-c.done:
+			lines, _ := c.out.snapshot()
+			if ok(lines) {
+				return true
+			}
+			if strings.Contains(strings.Join(lines, "\n")+c.errs.String(), "address already in use") {
+				return false
+			}
+			c.t.Fatalf("%s exited (%v) before it was ready", c.name, c.err)
+		case <-deadline:
+			c.t.Fatalf("%s: not ready within %v", c.name, waitTimeout)
 		}
 	}
 }
