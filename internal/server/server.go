@@ -79,8 +79,8 @@ type Server struct {
 	// streamPeak is the most any ended stream had (for tests).
 	streamAppendBytes int64
 	streamPeak        atomic.Int64
-	maxStreams        int // Options.MaxStreams
-	openStreams       int // streams open now, under mu
+	maxStreams        int            // Options.MaxStreams
+	openStreams       int            // streams open now, under mu
 	takeMu            sync.Mutex     // one log taken at a time
 	streams           sync.WaitGroup // the open streams; Add only under mu, before closed
 	closing           sync.WaitGroup // writers being closed in the background
@@ -97,14 +97,14 @@ func New(c *tern.Client, opts Options) *Server {
 		opts.Registerer = prometheus.NewRegistry()
 	}
 	s := &Server{
-		c:       c,
-		log:     opts.Logger,
-		metrics: newMetrics(opts.Registerer),
-		writers: map[string]map[uint64]*writer{},
-		node:    opts.Cluster,
-		served:  map[uint64]string{},
-		ids:     map[string]uint64{},
-		appends: newBudget(opts.AppendBytes, "tern serve --memory-limit"),
+		c:          c,
+		log:        opts.Logger,
+		metrics:    newMetrics(opts.Registerer),
+		writers:    map[string]map[uint64]*writer{},
+		node:       opts.Cluster,
+		served:     map[uint64]string{},
+		ids:        map[string]uint64{},
+		appends:    newBudget(opts.AppendBytes, "tern serve --memory-limit"),
 		maxStreams: opts.MaxStreams,
 	}
 	registerDamage(opts.Registerer, c)
