@@ -3,7 +3,6 @@ package tern
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -449,8 +448,8 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	if err != nil {
 		return c.metaErr(name, err)
 	}
-	var opts LogOptions
-	object := json.Unmarshal(m.Options, &opts) == nil && (opts.Mode == ModeObject || opts.Mode == ModeQuorum)
+	opts, err := decodeOptions(m)
+	object := err == nil && (opts.Mode == ModeObject || opts.Mode == ModeQuorum)
 	if object && c.bucket == nil {
 		return errNoStorage(name) // its objects would stay behind, unknown to anyone
 	}

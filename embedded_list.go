@@ -2,7 +2,6 @@ package tern
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -68,9 +67,9 @@ func (c *embeddedClient) ListLogsMeta(ctx context.Context, prefix string) ([]Log
 // metaInfo describes a log from its metadata alone: its End is its Start,
 // and its Bytes, Segments and Objects are 0.
 func metaInfo(m meta.Log) (LogInfo, error) {
-	var opts LogOptions
-	if err := json.Unmarshal(m.Options, &opts); err != nil {
-		return LogInfo{}, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+	opts, err := decodeOptions(m)
+	if err != nil {
+		return LogInfo{}, err
 	}
 	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch,
 		ExtentUnknown: true}, nil

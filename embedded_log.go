@@ -55,12 +55,21 @@ func encodeOptions(o LogOptions) ([]byte, error) {
 	return b, nil
 }
 
+// decodeOptions reads the options in the log m's metadata.
+func decodeOptions(m meta.Log) (LogOptions, error) {
+	var opts LogOptions
+	if err := json.Unmarshal(m.Options, &opts); err != nil {
+		return LogOptions{}, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+	}
+	return opts, nil
+}
+
 // openLocked makes the log m describes known to the client, with its
 // subscriptions; its engine opens at first use. The caller holds c.mu.
 func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedLog, error) {
-	var opts LogOptions
-	if err := json.Unmarshal(m.Options, &opts); err != nil {
-		return nil, fmt.Errorf("tern: log %q has unreadable options: %w", m.Name, err)
+	opts, err := decodeOptions(m)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case (opts.Mode == ModeObject || opts.Mode == ModeQuorum) && c.bucket == nil:

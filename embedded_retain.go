@@ -2,7 +2,6 @@ package tern
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -94,8 +93,8 @@ func (c *embeddedClient) needsRetention(ctx context.Context, m meta.Log) bool {
 	if l != nil && c.isOpen(l) {
 		return true
 	}
-	var opts LogOptions
-	if err := json.Unmarshal(m.Options, &opts); err != nil {
+	opts, err := decodeOptions(m)
+	if err != nil {
 		return false // openLog would fail, as every other open of it
 	}
 	if hasRetention(opts) {
