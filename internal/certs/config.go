@@ -1,0 +1,112 @@
+package certs
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// ServerConfig returns a configuration for a listener of tern serve (gRPC,
+// HTTP, the replica stream). Each handshake reads the Store's current
+// certificate and client CAs, so a reload applies to the next connection
+// without touching the open ones. TLS 1.2 is the least accepted, 1.3 is
+// negotiated when the client has it, the cipher suites are Go's defaults.
+// ALPN offers h2 (gRPC needs it); a client that offers no ALPN still
+// connects. With a client CA every client must present a certificate it
+// issued. The caller may set more fields on the returned Config (it is
+// the caller's), but not the certificates, ClientCAs or GetConfigForClient.
+func (s *Store) ServerConfig() *tls.Config {
+	c := s.serverConfig(nil)
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return s.serverConfig(s.cur.Load()), nil
+	}
+	return c
+}
+
+// serverConfig returns the configuration of one handshake with m, or the
+// base configuration without m.
+func (s *Store) serverConfig(m *material) *tls.Config {
+	c := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"},
+	}
+	if s.Mutual() {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	if m == nil {
+		return c
+	}
+	c.Certificates = []tls.Certificate{*m.cert}
+	if m.pool != nil {
+		c.ClientCAs = m.pool
+		// A resumed session skips the verification against ClientCAs: its
+		// client certificate was verified against the pool of the session's
+		// first handshake, which a reload may have replaced since.
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if !cs.DidResume {
+				return nil
+			}
+			return verifyPeer(cs, m.pool, "", x509.ExtKeyUsageClientAuth)
+		}
+	}
+	return c
+}
+
+// ClientConfig returns a configuration for a node that dials another node:
+// it presents the Store's current certificate as its client certificate,
+// and accepts only a server whose certificate verifies against the current
+// client CAs (the cluster's CA, which issues every node's certificate) for
+// serverName, a host name or an IP address, which must be the one dialed
+// (gRPC's authority is not seen by the verification). Without a client CA
+// the server's certificate is verified against the system's roots. Each
+// handshake reads the current material, so a reloaded certificate or CA
+// applies to the next connection. TLS 1.2 is the least accepted. ALPN is
+// left to the caller (gRPC's credentials add h2).
+func (s *Store) ClientConfig(serverName string) *tls.Config {
+	if h, _, err := net.SplitHostPort(serverName); err == nil {
+		serverName = h // a host:port, given by mistake
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return s.cur.Load().cert, nil
+		},
+		// Go's own verification would read a fixed RootCAs pool, which a
+		// reload would not reach: VerifyConnection does it in full instead,
+		// on every handshake, resumed ones included.
+		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if serverName == "" {
+				return errors.New("certs: no server name to verify the server's certificate against: give ClientConfig the host name or IP address dialed")
+			}
+			return verifyPeer(cs, s.cur.Load().pool, serverName, x509.ExtKeyUsageServerAuth)
+		},
+	}
+}
+
+// verifyPeer verifies the peer's chain of cs against roots (nil: the
+// system's), for name when it is not empty (a host name or an IP address),
+// for the extended key usage.
+func verifyPeer(cs tls.ConnectionState, roots *x509.CertPool, name string, usage x509.ExtKeyUsage) error {
+	who := "client"
+	if usage == x509.ExtKeyUsageServerAuth {
+		who = "server"
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("certs: the %s presented no certificate", who)
+	}
+	leaf := cs.PeerCertificates[0]
+	_, err := leaf.Verify(x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: poolOf(cs.PeerCertificates[1:]),
+		DNSName:       name,
+		KeyUsages:     []x509.ExtKeyUsage{usage},
+	})
+	if err != nil {
+		return fmt.Errorf("certs: the %s's certificate (subject %q) is refused: %w", who, leaf.Subject, err)
+	}
+	return nil
+}
