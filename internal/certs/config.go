@@ -41,9 +41,10 @@ func (s *Store) serverConfig(m *material) *tls.Config {
 	c.Certificates = []tls.Certificate{*m.cert}
 	if m.pool != nil {
 		c.ClientCAs = m.pool
-		// A resumed session skips the verification against ClientCAs: its
-		// client certificate was verified against the pool of the session's
-		// first handshake, which a reload may have replaced since.
+		// A resumed session's client certificate was verified against the
+		// pool of the session's first handshake, which a reload may have
+		// replaced since. Recent Go refuses such a resumption itself; this
+		// check keeps the guarantee without relying on it.
 		c.VerifyConnection = func(cs tls.ConnectionState) error {
 			if !cs.DidResume {
 				return nil
