@@ -59,8 +59,11 @@ func (s *Store) serverConfig(m *material) *tls.Config {
 // it presents the Store's current certificate as its client certificate,
 // and accepts only a server whose certificate verifies against the current
 // client CAs (the cluster's CA, which issues every node's certificate) for
-// serverName, a host name or an IP address, which must be the one dialed
-// (gRPC's authority is not seen by the verification). Without a client CA
+// serverName, a host name or an IP address, the one dialed. An empty
+// serverName takes the host name the connection sent as SNI (the one
+// tls.Dial or gRPC's credentials set from the address dialed); an IP
+// address is sent as none, so a node dialed by IP is refused unless
+// serverName names it. Without a client CA
 // the server's certificate is verified against the system's roots. Each
 // handshake reads the current material, so a reloaded certificate or CA
 // applies to the next connection. TLS 1.2 is the least accepted. ALPN is
@@ -80,10 +83,14 @@ func (s *Store) ClientConfig(serverName string) *tls.Config {
 		// on every handshake, resumed ones included.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if serverName == "" {
+			name := serverName
+			if name == "" {
+				name = cs.ServerName
+			}
+			if name == "" {
 				return errors.New("certs: no server name to verify the server's certificate against: give ClientConfig the host name or IP address dialed")
 			}
-			return verifyPeer(cs, s.cur.Load().pool, serverName, x509.ExtKeyUsageServerAuth)
+			return verifyPeer(cs, s.cur.Load().pool, name, x509.ExtKeyUsageServerAuth)
 		},
 	}
 }

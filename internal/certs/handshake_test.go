@@ -2,6 +2,7 @@ package certs_test
 
 import (
 	"crypto/tls"
+	"net"
 	"testing"
 
 	"github.com/ternwal/tern/internal/certs/certstest"
@@ -144,6 +145,12 @@ func TestClientConfig(t *testing.T) {
 		srv.next(t)
 		_, err = dial(t, srv.addr, nodeB.ClientConfig(""))
 		mustFail(t, err, "no server name")
+		srv.next(t)
+		// Dialed by host name, the name sent as SNI is the one verified.
+		_, port, _ := net.SplitHostPort(srv.addr)
+		if _, err := dial(t, net.JoinHostPort("localhost", port), nodeB.ClientConfig("")); err != nil {
+			t.Errorf("dialing localhost with no server name given: %v", err)
+		}
 		srv.next(t)
 	})
 	t.Run("server of another CA", func(t *testing.T) {
