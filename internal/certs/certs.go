@@ -40,8 +40,9 @@ type Files struct {
 	ClientCA string
 }
 
-// Store is a server's current TLS material. It is safe for concurrent use:
-// handshakes read the material while Reload replaces it.
+// Store is a server's current TLS material, made by Load (the zero Store is
+// not usable). It is safe for concurrent use: handshakes read the material
+// while Reload or Watch replaces it.
 type Store struct {
 	files Files
 	cur   atomic.Pointer[material]

@@ -13,44 +13,55 @@ import (
 // certificate and client CAs, so a reload applies to the next connection
 // without touching the open ones. TLS 1.2 is the least accepted, 1.3 is
 // negotiated when the client has it, the cipher suites are Go's defaults.
-// ALPN offers h2 (gRPC needs it); a client that offers no ALPN still
-// connects. With a client CA every client must present a certificate it
-// issued. The caller may set more fields on the returned Config (it is
-// the caller's), but not the certificates, ClientCAs or GetConfigForClient.
+// ALPN offers h2 (gRPC needs it); a client that offers no ALPN, or only
+// http/1.1, still connects. With a client CA every client must present a
+// certificate it issued.
+//
+// The Config is the caller's: fields it sets before the first handshake
+// apply to every handshake (its VerifyConnection runs after the Store's
+// checks), except Certificates, GetCertificate and ClientCAs, which the
+// Store's material replaces, and GetConfigForClient, which must stay.
 func (s *Store) ServerConfig() *tls.Config {
-	c := s.serverConfig(nil)
-	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		return s.serverConfig(s.cur.Load()), nil
-	}
-	return c
-}
-
-// serverConfig returns the configuration of one handshake with m, or the
-// base configuration without m.
-func (s *Store) serverConfig(m *material) *tls.Config {
-	c := &tls.Config{
+	base := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2"},
 	}
 	if s.Mutual() {
-		c.ClientAuth = tls.RequireAndVerifyClientCert
+		base.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	if m == nil {
+	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return handshakeConfig(base, s.cur.Load()), nil
+	}
+	return base
+}
+
+// handshakeConfig returns the configuration of one handshake: base with
+// the material m.
+func handshakeConfig(base *tls.Config, m *material) *tls.Config {
+	c := base.Clone()
+	c.GetConfigForClient = nil
+	c.GetCertificate = nil
+	c.Certificates = []tls.Certificate{*m.cert}
+	if m.pool == nil {
 		return c
 	}
-	c.Certificates = []tls.Certificate{*m.cert}
-	if m.pool != nil {
-		c.ClientCAs = m.pool
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	c.ClientCAs = m.pool
+	next := base.VerifyConnection
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
 		// A resumed session's client certificate was verified against the
 		// pool of the session's first handshake, which a reload may have
 		// replaced since. Recent Go refuses such a resumption itself; this
 		// check keeps the guarantee without relying on it.
-		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			if !cs.DidResume {
-				return nil
+		if cs.DidResume {
+			if err := verifyPeer(cs, m.pool, "", x509.ExtKeyUsageClientAuth); err != nil {
+				return err
 			}
-			return verifyPeer(cs, m.pool, "", x509.ExtKeyUsageClientAuth)
 		}
+		if next != nil {
+			return next(cs)
+		}
+		return nil
 	}
 	return c
 }

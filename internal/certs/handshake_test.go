@@ -222,3 +222,32 @@ func TestVersions(t *testing.T) {
 	mustFail(t, err, "protocol version")
 	mustFail(t, srv.next(t).err, "unsupported versions")
 }
+
+// Fields the caller sets on ServerConfig's Config apply to each handshake.
+func TestServerConfigCallerFields(t *testing.T) {
+	ca := certstest.NewCA(t, "ca")
+	s := store(t, files(t, true), nodeLeaf(t, ca, "server"), ca)
+	cfg := s.ServerConfig()
+	cfg.MinVersion = tls.VersionTLS13
+	var seen []string
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		seen = append(seen, cs.PeerCertificates[0].Subject.CommonName)
+		return nil
+	}
+	srv := serve(t, cfg)
+
+	client := trusting(ca, "localhost")
+	client.Certificates = []tls.Certificate{nodeLeaf(t, ca, "client").TLSCertificate(t)}
+	if _, err := dial(t, srv.addr, client); err != nil {
+		t.Fatal(err)
+	}
+	srv.next(t)
+	if len(seen) != 1 || seen[0] != "client" {
+		t.Errorf("the caller's VerifyConnection saw %q, want [client]", seen)
+	}
+
+	client.MaxVersion = tls.VersionTLS12
+	_, err := dial(t, srv.addr, client)
+	mustFail(t, err, "protocol version")
+	srv.next(t)
+}
