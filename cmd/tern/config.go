@@ -34,7 +34,8 @@ type serveConfig struct {
 	Data string `json:"data"`
 	// Listen is the gRPC address, host:port.
 	Listen string `json:"listen"`
-	// HTTP is the address of /metrics, /healthz, /readyz and /debug/pprof/.
+	// HTTP is the address of /metrics, /healthz, /readyz and, with Pprof,
+	// /debug/pprof/.
 	HTTP string `json:"http"`
 	// Etcd lists the client endpoints (host:port) of an external etcd
 	// cluster for the metadata. Empty starts an embedded etcd.
@@ -93,7 +94,8 @@ type serveConfig struct {
 	// memoryLimitBytes is MemoryLimit parsed by check; 0 for the default.
 	memoryLimitBytes int64
 
-	serveLimits // config_limits.go
+	serveLimits   // config_limits.go
+	serveSecurity // config_security.go
 
 	// ssecKey is the key read from StorageSSECKeyFile by resolve.
 	ssecKey []byte
@@ -104,7 +106,7 @@ type serveConfig struct {
 var configKeys = append([]string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
 	"disk_reserve", "etcd_dir", "memory_limit"},
-	limitKeys...)
+	append(limitKeys, securityKeys...)...)
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -214,7 +216,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	d := defaultServeConfig()
 	fs.StringVar(&f.Data, "data", d.Data, "the data `directory`; $TERN_DATA")
 	fs.StringVar(&f.Listen, "listen", d.Listen, "the gRPC `address` (host:port); $TERN_LISTEN")
-	fs.StringVar(&f.HTTP, "http", d.HTTP, "the `address` of /metrics, /healthz, /readyz and /debug/pprof/; $TERN_HTTP")
+	fs.StringVar(&f.HTTP, "http", d.HTTP, "the `address` of /metrics, /healthz, /readyz and, with --pprof, /debug/pprof/; $TERN_HTTP")
 	fs.StringVar(&f.etcd, "etcd", "", "the `endpoints` (host:port,...) of an etcd cluster for the metadata; $TERN_ETCD (default: an etcd embedded in this process, with its data in <data>/etcd)")
 	fs.StringVar(&f.EtcdRoot, "etcd-root", d.EtcdRoot, "the key `prefix` of the metadata in etcd; $TERN_ETCD_ROOT")
 	fs.StringVar(&f.EtcdQuota, "etcd-quota", d.EtcdQuota, "the embedded etcd's backend quota, a `size` (at least 16MiB): at it etcd takes no writes until space is freed; $TERN_ETCD_QUOTA")
@@ -230,6 +232,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EtcdDir, "etcd-dir", d.EtcdDir, "the embedded etcd's data `directory`, on another disk than --data so that a full data disk cannot stop it; $TERN_ETCD_DIR (default: <data>/etcd)")
 	fs.StringVar(&f.MemoryLimit, "memory-limit", d.MemoryLimit, "the `size` the server's memory is held to, such as 2GiB: Go's soft memory limit and the budgets of appends and reads in memory; $TERN_MEMORY_LIMIT (default: a quarter of the machine's memory, or of the cgroup's limit if smaller)")
 	f.registerLimits(fs)
+	f.registerSecurity(fs)
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the configuration in effect, as YAML, and exit; it leaves out storage_secret_key")
 }
 
@@ -244,6 +247,9 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	}
 	applyEnv(&cfg, getenv)
 	if err := applyLimitsEnv(&cfg.serveLimits, getenv); err != nil {
+		return cfg, err
+	}
+	if err := applySecurityEnv(&cfg.serveSecurity, getenv); err != nil {
 		return cfg, err
 	}
 	set := func(dst *string, name, v string) {
@@ -270,6 +276,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 		cfg.Etcd = splitEndpoints(f.etcd)
 	}
 	f.resolveLimits(fs, &cfg)
+	f.resolveSecurity(fs, &cfg)
 	if cfg.Etcd == nil {
 		cfg.Etcd = []string{} // printed as [], not null
 	}
@@ -329,6 +336,9 @@ func (c serveConfig) check() error {
 		return err
 	}
 	if err := c.serveLimits.check(); err != nil {
+		return err
+	}
+	if err := c.serveSecurity.check(); err != nil {
 		return err
 	}
 	return c.checkStorage()
@@ -508,7 +518,7 @@ func (c serveConfig) marshal() ([]byte, error) {
 	c.StorageSecretKey = ""
 	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.EtcdQuota, c.LogLevel, c.Storage, c.Mode,
 		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir,
-		c.MemoryLimit, c.IdleConnectionTimeout, c.MaxRequestBytes}, c.Etcd...) {
+		c.MemoryLimit, c.IdleConnectionTimeout, c.MaxRequestBytes, c.TLSCert, c.TLSKey, c.TLSClientCA, c.Auth}, c.Etcd...) {
 		if !utf8.ValidString(v) {
 			return nil, configErrorf("print config: %q is not UTF-8, which a config file cannot hold", v)
 		}

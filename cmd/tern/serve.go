@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/certs"
 	"github.com/ternwal/tern/internal/server"
 )
 
@@ -27,8 +31,17 @@ embedded in this process, with its data in the etcd subdirectory of --data
 space, and has the backend quota --etcd-quota. An HTTP listener (--http)
 serves Prometheus metrics on /metrics, /healthz (200 while the process runs),
 /readyz (200 once it serves, the metadata store answers and has no alarm
-raised, 503 otherwise) and
-pprof on /debug/pprof/.
+raised, 503 otherwise) and, with --pprof, pprof on /debug/pprof/.
+
+Security (docs/security.md): --tls-cert and --tls-key serve TLS on every
+listener, and --tls-client-ca asks for client certificates (mTLS); --auth
+names a file of principals (bearer-token hashes made by "tern auth
+hash-token", or certificate subjects), their grants of read, append,
+subscribe and admin on log-name prefixes, and their quotas; every call it
+does not grant is refused and audited. The server refuses to listen beyond
+loopback (--listen, --http) without TLS and --auth, unless --insecure says
+so. SIGHUP reloads the certificates (also reloaded when their files change)
+and the auth file.
 
 Logs are local (segment files under --data) or, with --storage, in an object
 store: an S3 bucket or a directory standing in for one. An s3:// URL speaks
@@ -58,12 +71,14 @@ $TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
 $TERN_MEMORY_LIMIT; the limits' $TERN_MAX_LOGS,
 $TERN_MAX_LOGS_PER_PREFIX, $TERN_MAX_SUBSCRIPTIONS_PER_LOG,
 $TERN_MAX_STREAMS_PER_CONNECTION, $TERN_IDLE_CONNECTION_TIMEOUT,
-$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS, $TERN_LOG_IDLE_TIMEOUT) and
-the flags.
+$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS, $TERN_LOG_IDLE_TIMEOUT; the
+security settings' $TERN_TLS_CERT, $TERN_TLS_KEY, $TERN_TLS_CLIENT_CA,
+$TERN_AUTH, $TERN_INSECURE, $TERN_PPROF) and the flags.
 --print-config prints the result in the file's format, leaving out
 storage_secret_key (a comment says when it is set):
 
   advertise: ""
+  auth: ""
   data: ./tern-data
   disk_reserve: auto
   etcd: []
@@ -72,6 +87,7 @@ storage_secret_key (a comment says when it is set):
   etcd_root: /tern/
   http: 127.0.0.1:7071
   idle_connection_timeout: 15m
+  insecure: false
   listen: 127.0.0.1:7070
   log_idle_timeout: 1m
   log_level: info
@@ -85,9 +101,13 @@ storage_secret_key (a comment says when it is set):
   mode: local
   node_id: ""
   node_ttl: 10s
+  pprof: false
   storage: ""
   storage_access_key: ""
   storage_ssec_key_file: ""
+  tls_cert: ""
+  tls_client_ca: ""
+  tls_key: ""
 
 Appends to local logs leave --disk-reserve free on the data directory's disk
 (auto: 256MiB, or a tenth of the filesystem if less), so that the embedded
@@ -157,6 +177,11 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 
 		EtcdDir:          cfg.EtcdDir,
 		MemoryLimitBytes: cfg.memoryLimitBytes,
+
+		TLS:      certs.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, ClientCA: cfg.TLSClientCA},
+		AuthFile: cfg.Auth,
+		Insecure: cfg.Insecure,
+		Pprof:    cfg.Pprof,
 	}
 	if scfg.DiskReserveBytes, err = cfg.diskReserveBytes(); err != nil {
 		return err
@@ -175,8 +200,23 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	addr := server.DialAddr(s.Addr())
-	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on http://%s); try: tern --server %s log create hello\n",
-		s.Addr(), s.HTTPAddr(), addr)
+	scheme, hint := "http", ""
+	if scfg.TLS.Cert != "" {
+		scheme, hint = "https", " --tls-ca CA.pem"
+	}
+	if scfg.AuthFile != "" {
+		hint += " (with $TERN_TOKEN set)"
+	}
+	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on %s://%s); try: tern --server %s%s log create hello\n",
+		s.Addr(), scheme, s.HTTPAddr(), addr, hint)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			s.Reload() // logs what it reloaded, or why not
+		}
+	}()
 	err = s.Wait(ctx)
 	return errors.Join(err, s.Close())
 }

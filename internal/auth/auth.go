@@ -6,7 +6,6 @@
 package auth
 
 import (
-	"crypto/x509"
 	"errors"
 )
 

@@ -3,6 +3,7 @@ package replica
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -28,23 +30,32 @@ type Conn struct {
 	cc     *grpc.ClientConn
 	client ternpb.ReplicaClient
 	ka     addKeepalive // of its add streams
+	tls    *tls.Config  // of its add streams, offering AddProtocol; nil for plaintext
 }
 
 var _ Node = (*Conn)(nil)
 
-// Dial returns a Conn to the replica at addr (host:port), without
-// transport security. It connects lazily, on the first call. Keepalive
-// pings detect a dead replica (see ServerOptions).
-func Dial(addr string) (*Conn, error) {
+// Dial returns a Conn to the replica at addr (host:port), over TLS with
+// conf (in a cluster, the node's certificate and the cluster's CA), or in
+// plaintext when conf is nil. It connects lazily, on the first call.
+// Keepalive pings detect a dead replica (see ServerOptions).
+func Dial(addr string, conf *tls.Config) (*Conn, error) {
+	creds := insecure.NewCredentials()
+	var addTLS *tls.Config
+	if conf != nil {
+		creds = credentials.NewTLS(conf)
+		addTLS = conf.Clone()
+		addTLS.NextProtos = []string{AddProtocol}
+	}
 	opts := append(grpcopts.Dial(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 	)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("replica: dial %s: %w", addr, err)
 	}
-	return &Conn{addr: addr, cc: cc, client: ternpb.NewReplicaClient(cc), ka: defaultKeepalive}, nil
+	return &Conn{addr: addr, cc: cc, client: ternpb.NewReplicaClient(cc), ka: defaultKeepalive, tls: addTLS}, nil
 }
 
 // Close closes the gRPC connection; calls in flight fail. Add streams
@@ -64,6 +75,17 @@ func (c *Conn) Stream(ctx context.Context, seg SegmentID, epoch uint64, onDurabl
 	nc, err := addDialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
 		return nil, fmt.Errorf("replica: connect to %s for the add stream of %v: %w", c.addr, seg, err)
+	}
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		hctx, cancel := context.WithTimeout(ctx, c.ka.after)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("replica: TLS handshake with %s for the add stream of %v: %w", c.addr, seg, err)
+		}
+		nc = tc
 	}
 	nc.SetWriteDeadline(time.Now().Add(c.ka.after))
 	if _, err := nc.Write(appendOpen(nil, seg, epoch)); err != nil {

@@ -44,7 +44,7 @@ func FuzzConn(f *testing.F) {
 	canned := &cannedReplica{}
 	g := grpc.NewServer(ServerOptions()...)
 	ternpb.RegisterReplicaServer(g, canned)
-	conn, err := Dial(serveGRPC(f, g, nil))
+	conn, err := Dial(serveGRPC(f, g, nil), nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func connEnvKeepalive(t *testing.T, ka addKeepalive, opts ...func(*Options)) *no
 	srv.Register(g)
 	addr := serveGRPC(t, g, srv)
 	dial := func() Node {
-		c, err := Dial(addr)
+		c, err := Dial(addr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package replica
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,8 @@ type Server struct {
 	svc *service
 	ka  addKeepalive
 
+	admit func(net.Conn) error // nil: every add connection is served
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // the add connections being served
 	closed bool
@@ -54,10 +57,17 @@ func NewServer(s *Store) *Server {
 // ServerOptions, or at least accept Conn's keepalive pings.
 func (s *Server) Register(g *grpc.Server) { ternpb.RegisterReplicaServer(g, s.svc) }
 
+// Admit makes the Server ask f about each add connection before it serves
+// it: one f refuses is answered with f's error in an error frame and
+// closed. A node of a cluster admits only the other nodes. Call it before
+// Listen.
+func (s *Server) Admit(f func(net.Conn) error) { s.admit = f }
+
 // Listen serves the add connections that reach l, and returns a listener
-// of its other connections, for the gRPC server. A connection is told
-// apart by its first bytes, which stay unread for gRPC. Closing the
-// returned listener closes l.
+// of its other connections, for the gRPC server. A connection of a TLS
+// listener (a *tls.Conn, its handshake done) is told apart by the protocol
+// its client chose, AddProtocol; any other by its first bytes, which stay
+// unread for gRPC. Closing the returned listener closes l.
 func (s *Server) Listen(l net.Listener) net.Listener {
 	sl := &splitListener{Listener: l, s: s, conns: make(chan net.Conn), done: make(chan struct{})}
 	go sl.run()
@@ -107,9 +117,15 @@ func (sl *splitListener) run() {
 
 // sort serves c if it is an add connection, or passes it to Accept.
 func (sl *splitListener) sort(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(prefaceTimeout))
-	add, err := peekPreface(c)
-	c.SetReadDeadline(time.Time{})
+	var add bool
+	var err error
+	if tc, ok := c.(*tls.Conn); ok {
+		add = tc.ConnectionState().NegotiatedProtocol == AddProtocol
+	} else {
+		c.SetReadDeadline(time.Now().Add(prefaceTimeout))
+		add, err = peekPreface(c)
+		c.SetReadDeadline(time.Time{})
+	}
 	switch {
 	case err != nil:
 		c.Close()
@@ -151,9 +167,20 @@ func (s *Server) serveAdd(c net.Conn) {
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
-	if tc, ok := c.(*net.TCPConn); ok {
+	raw := c
+	if tc, ok := c.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			userTimeout("tcp", "", rc)
+		}
+	}
+	if s.admit != nil {
+		if err := s.admit(c); err != nil {
+			c.SetWriteDeadline(time.Now().Add(s.ka.after))
+			c.Write(appendError(nil, err))
+			return
 		}
 	}
 

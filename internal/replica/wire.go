@@ -43,6 +43,12 @@ import (
 // seconds, as the keepalive of the gRPC connections does for the other
 // calls.
 
+// AddProtocol is the TLS application protocol (ALPN) of an add connection
+// to a node that serves TLS: the node's listener tells add connections
+// from gRPC's ("h2") by it, since it cannot peek under TLS. The preface
+// follows inside the TLS connection as it does in plaintext.
+const AddProtocol = "tern-replica-add"
+
 // addPreface opens an add connection: a gRPC (HTTP/2) client starts with
 // "PRI * HTTP/2.0" and a TLS client with a handshake record, neither of
 // which starts with this.

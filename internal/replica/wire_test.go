@@ -90,7 +90,7 @@ func TestAddConnSilentServer(t *testing.T) {
 		defer c.Close()
 		io.Copy(io.Discard, c) // reads all, answers nothing
 	}()
-	conn, err := Dial(l.Addr().String())
+	conn, err := Dial(l.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,14 @@ func (s *Server) DescribeLog(ctx context.Context, req *ternpb.DescribeLogRequest
 // from the metadata, opening none (tern.Client.ListLogsPage): a log the
 // server has open is described in full, any other with its End at its
 // Start and no Bytes, Segments or Objects. A node of a cluster lists every
-// log, the ones other nodes serve too.
+// log, the ones other nodes serve too. With an auth file, it lists only
+// the logs the caller may read.
 func (s *Server) ListLogs(ctx context.Context, req *ternpb.ListLogsRequest) (*ternpb.ListLogsResponse, error) {
 	if req.GetPageSize() < 0 {
 		return nil, wire(fmt.Errorf("%w: page size %d is negative", tern.ErrInvalid, req.GetPageSize()))
 	}
-	page, err := s.c.ListLogsPage(ctx, req.GetPrefix(), req.GetPageToken(), int(req.GetPageSize()))
+	who, _ := callerFrom(ctx)
+	page, err := s.listReadable(ctx, who, req.GetPrefix(), req.GetPageToken(), int(req.GetPageSize()))
 	if err != nil {
 		return nil, wire(err)
 	}

@@ -12,7 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/auth"
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/certs"
 	"github.com/ternwal/tern/internal/cluster"
 	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/vfs"
@@ -31,7 +33,11 @@ type clusterNode struct {
 // startNode opens the replica store under data/replica and joins the
 // cluster as id at addr. A node restarted at once after a crash finds its
 // old lease still there: it waits up to ttl for it to lapse.
-func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, logger *slog.Logger) (*clusterNode, error) {
+// Under TLS it first checks its certificate is one the other nodes accept.
+func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, st *certs.Store, policy *auth.Policy, logger *slog.Logger) (*clusterNode, error) {
+	if err := checkNodeCert(st, policy); err != nil {
+		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
+	}
 	ttl := cfg.NodeTTL
 	st := cfg.Storage
 	bucket, err := blob.OpenURL(ctx, st.URL, blob.S3Options{
@@ -72,7 +78,7 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
 	return &clusterNode{node: node, store: store, bucket: bucket,
-		set: &replicaSet{node: node, self: replica.NewLocal(store), conns: map[string]*replica.Conn{}}}, nil
+		set: &replicaSet{node: node, self: replica.NewLocal(store), certs: st, conns: map[string]*replica.Conn{}}}, nil
 }
 
 // close leaves the cluster, so that the others take its logs at once, and
@@ -86,8 +92,9 @@ func (n *clusterNode) close() error {
 // replicaSet is tern.Cluster on the cluster's membership: the node itself
 // in process, the others over gRPC, one connection per address.
 type replicaSet struct {
-	node *cluster.Node
-	self replica.Node
+	node  *cluster.Node
+	self  replica.Node
+	certs *certs.Store // the node's TLS material; nil without TLS
 
 	mu    sync.Mutex
 	conns map[string]*replica.Conn
@@ -109,7 +116,7 @@ func (r *replicaSet) Node(id string) (replica.Node, error) {
 	if c, ok := r.conns[m.Addr]; ok {
 		return c, nil
 	}
-	c, err := replica.Dial(m.Addr)
+	c, err := replica.Dial(m.Addr, nodeTLS(r.certs, m.Addr))
 	if err != nil {
 		return nil, fmt.Errorf("node %s at %s: %w", id, m.Addr, err)
 	}

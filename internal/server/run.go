@@ -3,13 +3,13 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,13 +21,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/internal/certs"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/replica"
 	"github.com/ternwal/tern/internal/vfs"
@@ -97,6 +97,27 @@ type Config struct {
 	// ShutdownTimeout bounds Close; zero is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
+	// TLS names the files of the server's certificate and key, and of the
+	// CA of its clients' certificates (mTLS); Cert empty: no TLS. Every
+	// listener serves TLS with them: gRPC, HTTP and, on a node, the
+	// replica traffic, which the nodes send each other with the same
+	// certificate (the cluster's CA is ClientCA). The files are reloaded
+	// when they change, and by Reload.
+	TLS certs.Files
+	// AuthFile is the auth file (docs/auth-file.md): the principals, their
+	// grants and quotas; empty: every call is allowed. Reload reads it
+	// again.
+	AuthFile string
+	// Insecure lets Listen and HTTP be beyond loopback without TLS and an
+	// auth file. The server warns at start and exports
+	// tern_server_insecure 1.
+	Insecure bool
+	// Pprof serves /debug/pprof/ on the HTTP listener (to principals with
+	// admin on every log, with an auth file).
+	Pprof bool
+	// Audit receives the audit log; nil: Logger.
+	Audit *slog.Logger
+
 	// MemoryLimitBytes is what the server's memory is held to: Go's soft
 	// memory limit (debug.SetMemoryLimit, process-wide), and the budgets of
 	// appends held in memory and of a node's replica store, shares of it
@@ -114,6 +135,8 @@ type Running struct {
 	grpcAddr net.Addr
 	httpAddr net.Addr
 	ready    *readiness
+	certs    *certs.Store // nil without TLS
+	srv      *Server
 	served   chan error      // the gRPC server's end
 	lost     <-chan struct{} // closed when a node loses its lease; nil outside a cluster
 	undo     undoStack
@@ -146,6 +169,16 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		}
 	}()
 
+	policy, err := loadSecurity(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := checkExposure(cfg, r.certs != nil, policy != nil, logger, reg); err != nil {
+		return nil, err
+	}
+
 	grpcLis, err := listen(cfg.Listen, "--listen")
 	if err != nil {
 		return nil, err
@@ -156,10 +189,19 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		return nil, err
 	}
 	r.grpcAddr, r.httpAddr = grpcLis.Addr(), httpLis.Addr()
+	if r.certs != nil {
+		failed := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tern_tls_handshake_failures_total",
+			Help: "TLS handshakes on the gRPC listener that failed: a client without TLS, with a certificate the server does not trust, or that gave up.",
+		})
+		reg.MustRegister(failed)
+		grpcLis = newTLSListener(grpcLis, listenerTLS(r.certs, policy != nil), logger, failed.Inc)
+		httpLis = tls.NewListener(httpLis, httpTLS(r.certs))
+		watchCerts(r, reg, logger)
+	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	httpSrv := &http.Server{Handler: httpMux(reg, r.ready), ReadHeaderTimeout: 10 * time.Second}
+	hg := &httpGuard{}
+	httpSrv := &http.Server{Handler: httpMux(reg, r.ready, cfg.Pprof, hg), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan struct{})
 	go func() {
 		defer close(httpDone)
@@ -224,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	var clusterOpt tern.Cluster
 	if cfg.NodeID != "" {
 		addr := cmp.Or(cfg.Advertise, DialAddr(grpcLis.Addr()))
-		if node, err = startNode(ctx, cfg, etcdCli, addr, logger); err != nil {
+		if node, err = startNode(ctx, cfg, etcdCli, addr, r.certs, policy, logger); err != nil {
 			return nil, err
 		}
 		r.undo.push("leave the cluster", node.close)
@@ -252,18 +294,27 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	r.undo.push("close data directory "+cfg.Data, c.Close) // syncs the logs, commits the cursors, releases the writers
 	registerDisk(reg, cfg.Data, c)
 
-	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes, MaxStreams: limitOr(cfg.Limits.MaxStreams, budgets.streams)}
+	sopts := Options{Logger: logger, Registerer: reg, AppendBytes: budgets.appendBytes, MaxStreams: limitOr(cfg.Limits.MaxStreams, budgets.streams),
+		Policy: policy, Audit: cfg.Audit}
 	gopts := append(grpcopts.Server(), cfg.Limits.serverOptions()...)
 	if node != nil {
 		sopts.Cluster = node.node
 		gopts = append(gopts, replica.ServerOptions()...)
 	}
 	srv := New(c, sopts)
+	r.srv = srv
+	hg.g.Store(srv.guard)
+	if r.certs != nil {
+		gopts = append(gopts, grpc.Creds(handshakenCreds{}))
+	}
+	unary, stream := srv.NodesOnly(r.certs != nil)
+	gopts = append(gopts, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	gs := grpc.NewServer(gopts...)
 	srv.Register(gs)
 	lis := grpcLis
 	if node != nil {
 		rs := replica.NewServer(node.store)
+		rs.Admit(srv.AdmitNode)
 		rs.Register(gs)
 		lis = rs.Listen(grpcLis)  // the add streams come to the same port
 		r.undo.push("", rs.Close) // after the gRPC service has stopped
@@ -271,7 +322,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
 	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes, "max_streams", sopts.MaxStreams)
-	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
+	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "tls", r.certs != nil, "mtls", r.certs != nil && r.certs.Mutual(), "auth", cmp.Or(cfg.AuthFile, "none"), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
 	return r, nil
 }
@@ -492,23 +543,6 @@ func DialAddr(a net.Addr) string {
 		return a.String()
 	}
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
-}
-
-// httpMux serves the metrics of reg, the health checks and pprof.
-func httpMux(reg *prometheus.Registry, ready http.Handler) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-	})
-	mux.Handle("/readyz", ready)
-	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the profiles by name: heap, goroutine, ...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }
 
 // checkEtcdDir refuses to start an embedded etcd with no data in dir for a

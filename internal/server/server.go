@@ -3,9 +3,12 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -19,6 +22,7 @@ import (
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
+	"github.com/ternwal/tern/internal/auth"
 	"github.com/ternwal/tern/internal/cluster"
 )
 
@@ -50,6 +54,13 @@ type Options struct {
 	// not read. Zero: no bound. tern serve sets it from --max-streams, by
 	// default from --memory-limit.
 	MaxStreams int
+	// Policy is the auth file (tern serve --auth): who may call, with what
+	// grants and quotas. Nil: every call is allowed. SetPolicy replaces it.
+	Policy *auth.Policy
+	// Audit receives the audit log: a line for every admin operation and
+	// every call refused for want of authentication, permission or quota.
+	// Default: Logger.
+	Audit *slog.Logger
 }
 
 // DefaultStreamAppendBytes is Options.StreamAppendBytes when it is zero:
@@ -75,6 +86,7 @@ type Server struct {
 	served  map[uint64]string             // the logs this node serves, by ID
 	ids     map[string]uint64             // and their IDs by name
 	appends *budget                       // the bytes of appends in memory
+	guard   *guard                        // who may call
 	// streamAppendBytes bounds an AppendStream's unanswered bytes, and
 	// streamPeak is the most any ended stream had (for tests).
 	streamAppendBytes int64
@@ -107,6 +119,7 @@ func New(c *tern.Client, opts Options) *Server {
 		appends:    newBudget(opts.AppendBytes, "tern serve --memory-limit"),
 		maxStreams: opts.MaxStreams,
 	}
+	s.guard = newGuard(c, opts.Policy, cmp.Or(opts.Audit, opts.Logger), opts.Registerer)
 	registerDamage(opts.Registerer, c)
 	s.streamAppendBytes = cmp.Or(opts.StreamAppendBytes, DefaultStreamAppendBytes)
 	if opts.AppendBytes > 0 {
@@ -127,6 +140,8 @@ func New(c *tern.Client, opts Options) *Server {
 // tern_server_requests_total, turn a panic into an INTERNAL status instead of
 // letting it end the process, and answer a request gRPC cannot decode with
 // INVALID_ARGUMENT (gRPC itself says INTERNAL, which is for Tern's bugs).
+// With a Policy, each call is authenticated, and each request it decodes
+// authorized and counted against the caller's quotas (auth.go).
 func (s *Server) Register(g *grpc.Server) {
 	desc := ternpb.Tern_ServiceDesc
 	desc.Methods = make([]grpc.MethodDesc, len(ternpb.Tern_ServiceDesc.Methods))
@@ -134,7 +149,17 @@ func (s *Server) Register(g *grpc.Server) {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (resp any, err error) {
 			defer s.observe(m.MethodName, &err)
-			return h(srv, ctx, func(v any) error { return malformed(dec(v)) }, ic)
+			c := s.guard.begin(ctx, m.MethodName)
+			defer func() { c.end(err) }()
+			if c.err != nil {
+				return nil, c.err
+			}
+			return h(srv, c.ctx, func(v any) error {
+				if err := malformed(dec(v)); err != nil {
+					return err
+				}
+				return c.admit(v)
+			}, ic)
 		}
 		desc.Methods[i] = m
 	}
@@ -143,11 +168,47 @@ func (s *Server) Register(g *grpc.Server) {
 		h := sd.Handler
 		sd.Handler = func(srv any, stream grpc.ServerStream) (err error) {
 			defer s.observe(sd.StreamName, &err)
-			return h(srv, decodingStream{stream})
+			c := s.guard.begin(stream.Context(), sd.StreamName)
+			defer func() { c.end(err) }()
+			if c.err != nil {
+				return c.err
+			}
+			return h(srv, guardedStream{decodingStream{stream}, c})
 		}
 		desc.Streams[i] = sd
 	}
 	g.RegisterService(&desc, s)
+}
+
+// SetPolicy replaces the auth file's policy (nil: every call allowed), as
+// tern serve does when it reloads the file. Calls already running keep the
+// policy they were admitted by.
+func (s *Server) SetPolicy(p *auth.Policy) { s.guard.setPolicy(p) }
+
+// NodesOnly returns the interceptors that keep the replica service of a
+// node to the other nodes (guard.nodesOnly): give them to the gRPC server
+// that serves it, with tlsOn true when it serves TLS.
+func (s *Server) NodesOnly(tlsOn bool) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	return s.guard.nodesOnly(tlsOn)
+}
+
+// AdmitNode is replica.Server.Admit's check of an add connection: under
+// TLS it must come from a node (guard.node).
+func (s *Server) AdmitNode(c net.Conn) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	var cert *x509.Certificate
+	if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+		cert = st.PeerCertificates[0]
+	}
+	if err := s.guard.node(cert); err != nil {
+		s.guard.record(certName(cert), "replica add stream", "", err)
+		return err
+	}
+	return nil
 }
 
 // malformed turns the error of decoding a request, which gRPC reports as
