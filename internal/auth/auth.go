@@ -3,11 +3,26 @@
 // bearer token, whose hash the file holds, or an mTLS certificate's
 // identity), their grants of permissions on log-name prefixes, and their
 // quotas. It has no I/O but Load, and no clocks but the quotas' buckets.
+//
+// The file holds a token's SHA-256, never the token (HashToken), and a
+// server compares a presented token's hash with every principal's in
+// constant time (Policy.ByToken). A fast hash is enough, where passwords
+// need a slow salted one, because tokens are random secrets: NewToken's
+// are 256 bits from crypto/rand, and HashToken and ByToken refuse tokens
+// shorter than MinTokenBytes or with spaces or control characters, the
+// marks of a word a person chose. Guessing such a token from its hash is
+// no easier than guessing the token, and no rainbow table or dictionary
+// holds it, so neither a salt nor a work factor would add anything; a fast
+// hash also lets every call be checked without a cache of verified
+// tokens.
+//
+// A certificate identity is matched by its subject or a SAN
+// (Policy.ByCert) after the TLS handshake has verified the certificate
+// against the client CA: the file trusts whatever that CA signs under
+// these names.
 package auth
 
-import (
-	"errors"
-)
+import "errors"
 
 // Permission is what a grant allows on the logs under its prefix.
 type Permission string
