@@ -34,8 +34,8 @@ type clusterNode struct {
 // cluster as id at addr. A node restarted at once after a crash finds its
 // old lease still there: it waits up to ttl for it to lapse.
 // Under TLS it first checks its certificate is one the other nodes accept.
-func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, st *certs.Store, policy *auth.Policy, logger *slog.Logger) (*clusterNode, error) {
-	if err := checkNodeCert(st, policy); err != nil {
+func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, tlsCerts *certs.Store, policy *auth.Policy, logger *slog.Logger) (*clusterNode, error) {
+	if err := checkNodeCert(tlsCerts, policy); err != nil {
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
 	ttl := cfg.NodeTTL
@@ -78,7 +78,7 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
 	return &clusterNode{node: node, store: store, bucket: bucket,
-		set: &replicaSet{node: node, self: replica.NewLocal(store), certs: st, conns: map[string]*replica.Conn{}}}, nil
+		set: &replicaSet{node: node, self: replica.NewLocal(store), certs: tlsCerts, conns: map[string]*replica.Conn{}}}, nil
 }
 
 // close leaves the cluster, so that the others take its logs at once, and
