@@ -199,8 +199,8 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 			return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
 		}
 	} else {
-		logger.Warn("meta: etcd listens on loopback ports, which every local user can reach, not on unix sockets in its directory: "+
-			err.Error()+": give it a directory with a shorter path (tern serve --etcd-dir)", "dir", dir)
+		logger.Warn("meta: etcd listens on loopback ports, which every local user can reach, not on unix sockets in its directory: give it a directory with a shorter path (tern serve --etcd-dir)",
+			"dir", dir, "reason", err.Error())
 		if e, urls, ports, err = startOnPorts(dir, start, logger); err != nil {
 			return nil, err
 		}
