@@ -310,8 +310,8 @@ func (c serveConfig) check() error {
 		return configErrorf("http address %q: %v: use host:port, such as 127.0.0.1:7071 or :7071, with --http (or $TERN_HTTP, or http: in the config file)", c.HTTP, err)
 	}
 	for _, e := range c.Etcd {
-		if err := checkAddr(e); err != nil {
-			return configErrorf("etcd endpoint %q: %v: use host:port,... such as 10.0.0.1:2379,10.0.0.2:2379 with --etcd (or $TERN_ETCD, or etcd: in the config file)", e, err)
+		if err := checkEtcdEndpoint(e); err != nil {
+			return configErrorf("etcd endpoint %q: %v: use host:port,... such as 10.0.0.1:2379,10.0.0.2:2379 (or unix:///PATH of a socket) with --etcd (or $TERN_ETCD, or etcd: in the config file)", e, err)
 		}
 	}
 	if !strings.HasPrefix(c.EtcdRoot, "/") {
@@ -477,6 +477,18 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// checkEtcdEndpoint checks an etcd client endpoint: host:port, or the
+// unix:///PATH of a socket (as the embedded etcd's), which clientv3 dials.
+func checkEtcdEndpoint(e string) error {
+	if path, ok := strings.CutPrefix(e, "unix://"); ok {
+		if !strings.HasPrefix(path, "/") {
+			return errors.New("a socket's endpoint is unix:// and an absolute path")
+		}
+		return nil
+	}
+	return checkAddr(e)
 }
 
 // unprintableInYAML returns the first rune of s outside YAML 1.2's

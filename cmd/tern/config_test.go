@@ -149,6 +149,7 @@ func TestConfigErrors(t *testing.T) {
 		{nil, []string{"--listen", "localhost:http"}, []string{`listen address "localhost:http"`, `port "http"`}},
 		{nil, []string{"--http", "nohost"}, []string{`http address "nohost"`, "--http"}},
 		{nil, []string{"--etcd", "a:1,b"}, []string{`etcd endpoint "b"`, "--etcd"}},
+		{nil, []string{"--etcd", "unix://etcd.sock"}, []string{`etcd endpoint "unix://etcd.sock"`, "absolute path", "--etcd"}},
 		{nil, []string{"--etcd-root", "tern"}, []string{`etcd root "tern"`, "'/'"}},
 		{nil, []string{"--etcd-quota", "1MiB"}, []string{`etcd quota "1MiB"`, "at least 16MiB", "--etcd-quota"}},
 		{map[string]string{"TERN_ETCD_QUOTA": "lots"}, nil, []string{`etcd quota "lots"`, "$TERN_ETCD_QUOTA"}},

@@ -107,7 +107,8 @@ published guidance (docs/doctor.md says whose, and what to do about a miss):
   as for tern serve. The objects are written under PREFIX and removed after.
 
   etcd://HOST:PORT[,HOST:PORT...], the client endpoints of an etcd cluster
-  for --etcd: its alarms (NOSPACE, CORRUPT), whether its auto-compaction
+  for --etcd (etcd://unix:///DIR/client.sock for the etcd tern serve
+  embeds, as it runs, with its directory DIR): its alarms (NOSPACE, CORRUPT), whether its auto-compaction
   looks off (revision 1 still readable far behind the current one), its
   database size against its quota, and how much of the file a
   defragmentation would free. It only reads.

@@ -27,17 +27,17 @@ const (
 )
 
 // etcdSteps connects to the etcd cluster of the etcd://HOST:PORT[,...]
-// URL raw and returns the checks of its state: alarms, auto-compaction,
+// (or etcd://unix:///PATH) URL raw and returns the checks of its state: alarms, auto-compaction,
 // size against the quota and the part of the file defragmentation would
 // free. They read; they write nothing.
 func (a *app) etcdSteps(cmd *cobra.Command, raw string) ([]step, error) {
 	endpoints := splitEndpoints(strings.TrimPrefix(raw, "etcd://"))
 	if len(endpoints) == 0 {
-		return nil, usagef(cmd, "%q: give the endpoints of an etcd cluster as etcd://HOST:PORT[,HOST:PORT...]", raw)
+		return nil, usagef(cmd, "%q: give the endpoints of an etcd cluster as etcd://HOST:PORT[,HOST:PORT...] (or etcd://unix:///PATH of a socket)", raw)
 	}
 	for _, e := range endpoints {
-		if err := checkAddr(e); err != nil {
-			return nil, usagef(cmd, "%q: endpoint %q: %v: give etcd://HOST:PORT[,HOST:PORT...]", raw, e, err)
+		if err := checkEtcdEndpoint(e); err != nil {
+			return nil, usagef(cmd, "%q: endpoint %q: %v: give etcd://HOST:PORT[,HOST:PORT...] (or etcd://unix:///PATH of a socket)", raw, e, err)
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: probeTimeout, Logger: zap.NewNop()})

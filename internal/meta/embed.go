@@ -3,21 +3,27 @@ package meta
 // The embedded etcd
 //
 // StartEtcd runs a single-member etcd inside the process, listening on
-// loopback only. Its data directory is the dir it is given; besides etcd's
-// own member/ directory, dir holds two files of Tern's:
+// unix sockets in its data directory, or on loopback ports when the
+// directory's path is too long for a socket (embed_listen.go). Its data
+// directory is the dir it is given, mode 0700; besides etcd's own member/
+// directory, dir holds Tern's files:
 //
 //	LOCK              flock(2)ed while the etcd runs, so that a second
 //	                  start on dir fails at once with ErrLocked (etcd
 //	                  itself would wait for ever on its database's lock)
-//	tern-etcd-ports   "<client port> <peer port>\n": the ports of the last
-//	                  start, asked for again by the next start on dir, so
-//	                  that clients that outlive a restart find the server
-//	                  again; if either is taken, the start takes two free
-//	                  ports and rewrites the file
+//	client.sock       the sockets of etcd's clients and of its peer port,
+//	peer.sock         mode 0600; a start replaces those a killed process
+//	                  left, a stop removes them
+//	tern-etcd-ports   only when the etcd listens on ports: "<client port>
+//	                  <peer port>\n", the ports of the last start, asked
+//	                  for again by the next start on dir, so that clients
+//	                  that outlive a restart find the server again; if
+//	                  either is taken, the start takes two free ports and
+//	                  rewrites the file
 //
 // etcd keeps the member's peer URL in its data, but a single member never
-// dials a peer, so a start on other ports than the data remembers works and
-// keeps the data.
+// dials a peer, so a start on other sockets or ports than the data
+// remembers (those of an older Tern) works and keeps the data.
 
 import (
 	"context"
@@ -27,16 +33,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -130,9 +133,12 @@ func StartEtcd(ctx context.Context, dir string, logger *slog.Logger) (*EmbeddedE
 }
 
 // StartEtcdWith starts a single-member etcd (go.etcd.io/etcd/server/v3/embed)
-// with its data under dir, listening on loopback only, and returns once it
-// serves clients. dir is created if it does not exist; a dir that an earlier
-// start used keeps its data and, if they are free, its ports.
+// with its data under dir, listening on unix sockets in dir (on loopback
+// ports if dir's path is too long for a socket: a warning says so), with
+// its HTTP/JSON gateway off, and returns once it serves clients. dir is
+// created if it does not exist, and made mode 0700 if it is open to other
+// users; a dir that an earlier start used keeps its data and its sockets'
+// paths (or, if they are free, its ports).
 //
 // The etcd compacts its history (opts.Retention), is defragmented when that
 // frees enough of its file, and has the backend quota opts.QuotaBytes; a
@@ -153,6 +159,13 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("meta: start etcd: %w: check that the directory %s can be created and written by this user", err, dir)
 	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start etcd: %w", err)
+	}
+	if err := keepPrivate(dir, logger); err != nil {
+		return nil, err
+	}
 	// etcd itself would wait for ever on its database's lock: fail at once.
 	lock, err := vfs.OS.Lock(filepath.Join(dir, "LOCK"))
 	if errors.Is(err, vfs.ErrLocked) {
@@ -170,36 +183,35 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 	if err := checkEtcdDir(dir); err != nil {
 		return nil, err
 	}
-	client, peer, err := loadPorts(dir)
-	if err != nil {
-		return nil, err
-	}
-	saved := client
 	closing := new(atomic.Bool)
 	defer logSlowStart(dir, logger)()
-	var e *embed.Etcd
-	for range startAttempts {
-		if client == 0 {
-			if client, peer, err = freePorts(); err != nil {
-				return nil, fmt.Errorf("meta: start etcd: %w", err)
-			}
-		}
+	start := func(u etcdURLs) (*embed.Etcd, error) {
 		last := new(lastFatal)
-		e, err = startEmbed(dir, etcdConfig(dir, client, peer, opts, closing, last), last)
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-		if client == saved {
-			logger.Warn("meta: etcd ports of the last start are taken, taking new ones", "client", client, "peer", peer)
-		}
-		client, peer = 0, 0 // a port picked as free was taken since
+		return startEmbed(dir, etcdConfig(dir, u, opts, closing, last), last)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
+	var (
+		e     *embed.Etcd
+		urls  etcdURLs
+		ports [2]int // to save once etcd serves, on ports other than the saved ones
+	)
+	if urls, err = socketURLs(abs); err == nil {
+		if e, err = start(urls); err != nil {
+			return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
+		}
+	} else {
+		logger.Warn("meta: etcd listens on loopback ports, which every local user can reach, not on unix sockets in its directory: give it a directory with a shorter path (tern serve --etcd-dir)",
+			"dir", dir, "reason", err.Error())
+		if e, urls, ports, err = startOnPorts(dir, start, logger); err != nil {
+			return nil, err
+		}
 	}
 	stop := func() {
 		closing.Store(true)
 		e.Close()
+	}
+	if err := chmodSockets(urls); err != nil {
+		stop()
+		return nil, err
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -220,14 +232,21 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 			return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
 		}
 	}
-	if client != saved {
-		if err := savePorts(dir, client, peer); err != nil {
+	switch {
+	case urls.socket:
+		// The ports of a start before sockets (an older Tern) are no
+		// longer where the etcd is.
+		if err := os.Remove(filepath.Join(dir, portsFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			stop()
+			return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
+		}
+	case ports != [2]int{}:
+		if err := savePorts(dir, ports[0], ports[1]); err != nil {
 			stop()
 			return nil, err
 		}
 	}
-	endpoints := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(client))}
-	stopMaint, err := startMaintenance(endpoints, opts)
+	stopMaint, err := startMaintenance(urls.endpoints, opts)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("meta: start etcd in %s: %w", dir, err)
@@ -236,7 +255,7 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 	ee := &EmbeddedEtcd{
 		lock:      lock,
 		etcd:      e,
-		endpoints: endpoints,
+		endpoints: urls.endpoints,
 		logger:    logger,
 		closing:   closing,
 		stopMaint: stopMaint,
@@ -246,7 +265,9 @@ func StartEtcdWith(ctx context.Context, dir string, opts EmbedOptions) (*Embedde
 	return ee, nil
 }
 
-// Endpoints returns the client endpoints, as host:port, for EtcdOptions.
+// Endpoints returns the client endpoints, for EtcdOptions and clientv3,
+// which dial them as they are: "unix:///DIR/client.sock", or in the
+// fallback on ports "127.0.0.1:PORT".
 func (e *EmbeddedEtcd) Endpoints() []string {
 	return append([]string(nil), e.endpoints...)
 }
@@ -267,17 +288,18 @@ func (e *EmbeddedEtcd) Close() error {
 }
 
 // etcdConfig configures a single member named "tern" with its data in dir,
-// on the given loopback ports.
-func etcdConfig(dir string, client, peer int, opts EmbedOptions, closing *atomic.Bool, last *lastFatal) *embed.Config {
+// on the URLs u, with etcd's HTTP/JSON gateway off.
+func etcdConfig(dir string, u etcdURLs, opts EmbedOptions, closing *atomic.Bool, last *lastFatal) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = "tern"
 	cfg.Dir = dir
-	clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(client))}
-	peerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(peer))}
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
+	cfg.ListenClientUrls = []url.URL{u.client}
+	cfg.AdvertiseClientUrls = []url.URL{u.advertiseClient}
+	cfg.ListenPeerUrls = []url.URL{u.peer}
+	cfg.AdvertisePeerUrls = []url.URL{u.advertisePeer}
+	// The gateway serves etcd's whole KV API as HTTP/JSON (/v3/kv/...),
+	// where a curl can delete a log's record; Tern's clients speak gRPC.
+	cfg.EnableGRPCGateway = false
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	// A single member elects itself once, at start, after a randomized
 	// election timeout; it never campaigns again, as it has no peers to lose.
@@ -294,52 +316,6 @@ func etcdConfig(dir string, client, peer int, opts EmbedOptions, closing *atomic
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{logger: opts.Logger, closing: closing, fatal: last},
 		zap.WithFatalHook(zapcore.WriteThenPanic)))
 	return cfg
-}
-
-// loadPorts reads the ports file in dir; it returns zeros if there is none.
-func loadPorts(dir string) (client, peer int, err error) {
-	path := filepath.Join(dir, portsFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("meta: start etcd: %w", err)
-	}
-	_, err = fmt.Sscanf(string(b), "%d %d\n", &client, &peer)
-	if err != nil || !validPort(client) || !validPort(peer) {
-		return 0, 0, fmt.Errorf("meta: start etcd: %s: want \"<client port> <peer port>\", have %q", path, b)
-	}
-	return client, peer, nil
-}
-
-func validPort(p int) bool { return p > 0 && p < 1<<16 }
-
-// savePorts replaces the ports file in dir.
-func savePorts(dir string, client, peer int) error {
-	path := filepath.Join(dir, portsFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", client, peer), 0o600); err != nil {
-		return fmt.Errorf("meta: start etcd: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("meta: start etcd: %w", err)
-	}
-	return nil
-}
-
-// freePorts returns two loopback ports that were free a moment ago.
-func freePorts() (client, peer int, err error) {
-	var ports [2]int
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, 0, err
-		}
-		defer l.Close() // both open at once, so they differ
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports[0], ports[1], nil
 }
 
 // slogCore passes etcd's zap entries of level error and above to a slog

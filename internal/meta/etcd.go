@@ -91,7 +91,7 @@ type kv = mvccpb.KeyValue
 
 // EtcdOptions configures OpenEtcd. Only Endpoints is required.
 type EtcdOptions struct {
-	Endpoints []string // host:port of etcd members
+	Endpoints []string // etcd members' client endpoints, as clientv3 dials them: host:port, unix:///PATH
 	// Root is the prefix of every key the store uses; default "/tern/". A
 	// '/' is appended if it does not end in one. Stores with different roots
 	// on one etcd do not see each other.

@@ -313,10 +313,12 @@ func (e *Etcd) loseLease(l *lease, reason string) {
 	l.mu.Lock()
 	n := len(l.claims)
 	l.mu.Unlock()
-	l.end()
+	// Logged before the claims see Lost, which a reader of the log may
+	// wait for.
 	if current {
 		e.logger.Warn("meta: lease lost", "lease", int64(l.id), "reason", reason, "claims", n)
 	}
+	l.end()
 }
 
 // sleep waits for d or until ctx ends, and reports whether d passed.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/meta"
 )
 
 // httpGet returns the status and body of a GET of the server's HTTP path.
@@ -36,18 +36,14 @@ func (s *server) httpGet(path string) (int, string) {
 }
 
 // embeddedEtcd is a client of the etcd embedded in the server on data, at
-// the client port the server keeps in data/etcd/tern-etcd-ports.
+// its socket in data/etcd (or the port it keeps there).
 func embeddedEtcd(t *testing.T, data string) *clientv3.Client {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(data, "etcd", "tern-etcd-ports"))
+	eps, err := meta.EmbeddedEndpoints(filepath.Join(data, "etcd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var client, peer int
-	if _, err := fmt.Sscanf(string(b), "%d %d", &client, &peer); err != nil {
-		t.Fatalf("tern-etcd-ports %q: %v", b, err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{net.JoinHostPort("127.0.0.1", fmt.Sprint(client))}, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

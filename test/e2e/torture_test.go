@@ -560,12 +560,13 @@ func TestTortureStandalone(t *testing.T) {
 	data := t.TempDir()
 	srv := startServerEnv(t, data, env, "--storage", "s3://"+m.Bucket+"/torture?endpoint="+s3.Endpoint+"&tls=false")
 
-	// The embedded etcd keeps its ports across restarts, in its directory.
-	ports, err := os.ReadFile(filepath.Join(data, "etcd", "tern-etcd-ports"))
+	// The embedded etcd keeps its socket (or ports) across restarts, in its
+	// directory.
+	eps, err := meta.EmbeddedEndpoints(filepath.Join(data, "etcd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := openEtcdStore(t, "127.0.0.1:"+strings.Fields(string(ports))[0])
+	st := openEtcdStore(t, eps...)
 
 	setup := openClient(t, srv.addr)
 	ctx := deadline(t)
