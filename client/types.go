@@ -212,6 +212,12 @@ var (
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The client follows it by itself.
 	ErrNotOwner = rpcerr.ErrNotOwner
+	// ErrUnauthenticated: the server requires authentication and the client
+	// gave no token or certificate it knows (Options.Token, Options.TLS).
+	ErrUnauthenticated = rpcerr.ErrUnauthenticated
+	// ErrPermissionDenied: the server's grants do not allow the call; the
+	// message names the permission and the log.
+	ErrPermissionDenied = rpcerr.ErrPermissionDenied
 )
 
 // NotOwnerError names the node that serves a log in a cluster.
