@@ -76,7 +76,7 @@ func (bearer) RequireTransportSecurity() bool { return false }
 func checkToken(token string) error {
 	for i := 0; i < len(token); i++ {
 		if b := token[i]; b <= ' ' || b > '~' {
-			return fmt.Errorf("%w: Options.Token has a space, control or non-ASCII byte at byte %d: a token is printable ASCII without spaces (check for a trailing newline)", ErrInvalid, i)
+			return fmt.Errorf("%w: the token (Options.Token) has a space, control or non-ASCII byte at byte %d: a token is printable ASCII without spaces (check for a trailing newline)", ErrInvalid, i)
 		}
 	}
 	return nil
