@@ -124,7 +124,12 @@ The object logs of a data directory need its object store: --storage URL, as
 given to tern serve. The S3 credentials come from $TERN_STORAGE_ACCESS_KEY
 and $TERN_STORAGE_SECRET_KEY, or else $AWS_ACCESS_KEY_ID,
 $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN; an SSE-C key from the file
-named by $TERN_STORAGE_SSEC_KEY_FILE.`,
+named by $TERN_STORAGE_SSEC_KEY_FILE.
+
+A server started with TLS or --auth is reached with --tls-ca FILE (or an
+https:// address, for the system's CAs), the token in $TERN_TOKEN (or
+--token, which other users see in ps), and, for mutual TLS, --tls-cert FILE
+--tls-key FILE. They apply to every command that works on a server.`,
 		Args: noSubcommand,
 		RunE: help,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
