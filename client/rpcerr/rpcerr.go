@@ -63,6 +63,11 @@ var (
 	ErrPermissionDenied = errors.New("tern: permission denied")
 )
 
+// ErrTLS is the client's alone and never crosses the wire, which it failed
+// to reach: Open could not agree on TLS with the server (one side speaks
+// TLS and the other does not, or one refused the other's certificate).
+var ErrTLS = errors.New("tern: TLS handshake failed")
+
 // The errors of the replica protocol (api/ternpb/replica.proto), between a
 // quorum log's writer and the nodes that hold its open segment.
 var (
