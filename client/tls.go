@@ -17,13 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ternwal/tern/client/grpcopts"
-	"github.com/ternwal/tern/client/rpcerr"
 )
-
-// ErrTLS is matched by the errors of Open that say TLS is why it could not
-// talk to the server: one side speaks TLS and the other does not, or one
-// refused the other's certificate. The message says which, and what to do.
-var ErrTLS = rpcerr.ErrTLS
 
 // diagnoseTimeout bounds the connection diagnose makes.
 const diagnoseTimeout = 5 * time.Second
