@@ -24,6 +24,7 @@ package tern
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,9 +109,19 @@ type Options struct {
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC (through
-	// the client module), Dir must be empty, and the other options are not
-	// used.
+	// the client module), Dir must be empty, and the other options but TLS
+	// and Token are not used.
 	Server string
+	// TLS, when not nil, makes the connections to Server (and to the other
+	// nodes of its cluster) TLS with this configuration: RootCAs is the CA
+	// of the server's certificate (nil: the system's), Certificates the
+	// client's for a server that requires one. A ServerName left empty is,
+	// on a copy, each address's host. Nil: plaintext. Only with Server.
+	TLS *tls.Config
+	// Token, when not empty, is sent with every call as a bearer token to a
+	// server started with --auth. Without TLS it crosses the network in
+	// the clear: use TLS beyond loopback. Only with Server.
+	Token string
 
 	fs vfs.FS // the filesystem under the logs; tests swap it
 }
@@ -152,19 +163,24 @@ type clientImpl interface {
 
 // Open opens (creating if needed) the data directory opts.Dir, or connects
 // to the server at opts.Server. A data directory another process has open
-// fails with ErrLocked; a server that does not answer fails at once.
+// fails with ErrLocked; a server that does not answer fails at once, one
+// that TLS keeps from answering with ErrTLS (the message says why), and one
+// that does not know the client's token or certificate with
+// ErrUnauthenticated.
 func Open(ctx context.Context, opts Options) (*Client, error) {
 	switch {
 	case opts.Server != "" && opts.Dir != "":
 		return nil, fmt.Errorf("%w: Options.Dir and Options.Server are both set: a client works on a data directory or on a server", ErrInvalid)
 	case opts.Server != "":
-		c, err := client.Open(ctx, client.Options{Server: opts.Server})
+		c, err := client.Open(ctx, client.Options{Server: opts.Server, TLS: opts.TLS, Token: opts.Token})
 		if err != nil {
 			return nil, err
 		}
 		return &Client{remoteClient{c}}, nil
 	case opts.Dir == "":
 		return nil, errors.New("tern: Options.Dir and Options.Server are empty: set the data directory, or the server's address")
+	case opts.TLS != nil || opts.Token != "":
+		return nil, fmt.Errorf("%w: Options.TLS and Token apply to a server (Options.Server), not to a data directory: leave them out", ErrInvalid)
 	}
 	c, err := openEmbedded(ctx, opts)
 	if err != nil {

@@ -58,6 +58,16 @@ var (
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The Go client follows it by itself.
 	ErrNotOwner = client.ErrNotOwner
+	// ErrUnauthenticated: the server requires authentication and the client
+	// gave no token or certificate it knows (Options.Token, Options.TLS).
+	ErrUnauthenticated = client.ErrUnauthenticated
+	// ErrPermissionDenied: the server's grants do not allow the call; the
+	// message names the permission and the log.
+	ErrPermissionDenied = client.ErrPermissionDenied
+	// ErrTLS: Open could not agree on TLS with the server: one side speaks
+	// TLS and the other does not, or a certificate was refused; the message
+	// says which, and what to do.
+	ErrTLS = client.ErrTLS
 )
 
 // NotOwnerError names the node that serves a log in a cluster.

@@ -18,10 +18,27 @@
 // rpcerr), so callers branch on them with errors.Is as they would on an
 // embedded log. In a cluster, a log's calls go to the node that serves it,
 // following the redirects of the other nodes.
+//
+// A server started with --tls-cert is reached with Options.TLS, one started
+// with --auth with Options.Token (or a client certificate in Options.TLS,
+// under --tls-client-ca); every connection, the first and those to the other
+// nodes of a cluster, uses both:
+//
+//	pool := x509.NewCertPool()
+//	pool.AppendCertsFromPEM(caPEM) // the CA that signed the server's certificate
+//	c, err := client.Open(ctx, client.Options{
+//		Server: "tern.internal:7070",
+//		TLS:    &tls.Config{RootCAs: pool},
+//		Token:  os.Getenv("TERN_TOKEN"),
+//	})
+//
+// A call the server does not authenticate fails with ErrUnauthenticated, one
+// its grants do not allow with ErrPermissionDenied.
 package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -29,10 +46,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 )
@@ -45,13 +60,31 @@ const probeTimeout = 10 * time.Second
 type Options struct {
 	// Server is the address (host:port) of a Tern server. Required.
 	Server string
+	// TLS, when not nil, makes every connection of the client TLS with this
+	// configuration: RootCAs is the CA that signed the server's certificate
+	// (nil: the system's), Certificates the client's own for a server that
+	// requires one (mutual TLS). A ServerName left empty is set, on a copy,
+	// to the host of each address the client connects to: the server's, and
+	// in a cluster the other nodes' that it is redirected to. Set it only
+	// when every node's certificate holds that name. The client does not
+	// modify the Config, which must not be modified after Open. Nil:
+	// plaintext.
+	TLS *tls.Config
+	// Token, when not empty, is sent with every call as a bearer token (the
+	// metadata "authorization: Bearer <token>") to a server started with
+	// --auth. It is printable ASCII without spaces. It is sent over
+	// plaintext too, when TLS is nil, for a server on loopback: anywhere
+	// else, whoever sees the traffic sees the token, so use TLS.
+	Token string
 }
 
 // Client is a connection to a server. It is safe for concurrent use.
 type Client struct {
-	addr string
-	conn *grpc.ClientConn
-	api  ternpb.TernClient
+	addr  string
+	tls   *tls.Config // Options.TLS
+	token string      // Options.Token
+	conn  *grpc.ClientConn
+	api   ternpb.TernClient
 
 	mu     sync.Mutex
 	closed bool
@@ -62,20 +95,24 @@ type Client struct {
 // closer is a writer, reader or subscriber that Client.Close closes.
 type closer interface{ Close() error }
 
-// Open connects to the server at opts.Server and checks that it answers.
-//
-// The connection is plaintext: TLS and authentication are not supported yet,
-// so the server must be reached over a trusted network.
+// Open connects to the server at opts.Server, with TLS if opts.TLS is set,
+// and checks that it answers. When TLS is why it cannot connect (the
+// server speaks TLS and the client not, or the reverse, or a certificate is
+// refused), the error matches ErrTLS and says which; when the server does
+// not accept the token or certificate, it matches ErrUnauthenticated.
 func Open(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Server == "" {
 		return nil, fmt.Errorf("%w: Options.Server is empty: set the server's address (host:port)", ErrInvalid)
 	}
-	conn, err := grpc.NewClient(opts.Server,
-		append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err := checkToken(opts.Token); err != nil {
+		return nil, err
+	}
+	c := &Client{addr: opts.Server, tls: opts.TLS, token: opts.Token, open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	conn, err := grpc.NewClient(opts.Server, c.dialOptions(opts.Server)...)
 	if err != nil {
 		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
 	}
-	c := &Client{addr: opts.Server, conn: conn, api: ternpb.NewTernClient(conn), open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	c.conn, c.api = conn, ternpb.NewTernClient(conn)
 	if err := c.probe(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -91,12 +128,19 @@ func (c *Client) probe(ctx context.Context) error {
 	defer cancel()
 	_, err := c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: ""})
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	case codes.Unavailable:
+		if terr := c.diagnose(ctx, c.addr); terr != nil {
+			return terr
+		}
+		fallthrough
+	case codes.DeadlineExceeded, codes.Canceled:
 		return fmt.Errorf("tern: cannot reach the server at %s: %w (is `tern serve` running?)", c.addr, rpcerr.Error(err))
 	case codes.Unimplemented:
 		return fmt.Errorf("tern: the server at %s does not serve the Tern API: %w", c.addr, rpcerr.Error(err))
+	case codes.Unauthenticated:
+		return fmt.Errorf("tern: the server at %s does not know this client: %w: give it a token the server knows (Options.Token), or a client certificate (Options.TLS)", c.addr, rpcerr.Error(err))
 	}
-	return nil // it answered
+	return nil // it answered, even if to refuse the call (PermissionDenied)
 }
 
 // err maps the error of a gRPC call to Tern's error for it. A call cut short

@@ -7,10 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 )
@@ -49,7 +47,7 @@ func (c *Client) apiAt(addr string) (ternpb.TernClient, error) {
 	if conn, ok := c.conns[addr]; ok {
 		return ternpb.NewTernClient(conn), nil
 	}
-	conn, err := grpc.NewClient(addr, append(grpcopts.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(addr, c.dialOptions(addr)...)
 	if err != nil {
 		return nil, fmt.Errorf("tern: node address %q: %w", addr, err)
 	}

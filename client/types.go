@@ -212,6 +212,17 @@ var (
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The client follows it by itself.
 	ErrNotOwner = rpcerr.ErrNotOwner
+	// ErrUnauthenticated: the server requires authentication and the client
+	// gave no token or certificate it knows (Options.Token, Options.TLS).
+	ErrUnauthenticated = rpcerr.ErrUnauthenticated
+	// ErrPermissionDenied: the server's grants do not allow the call; the
+	// message names the permission and the log.
+	ErrPermissionDenied = rpcerr.ErrPermissionDenied
+	// ErrTLS: Open could not agree on TLS with the server: one side speaks
+	// TLS and the other does not, or one refused the other's certificate.
+	// The message says which, and what to do. It never comes from a
+	// server.
+	ErrTLS = rpcerr.ErrTLS
 )
 
 // NotOwnerError names the node that serves a log in a cluster.

@@ -18,7 +18,7 @@ import (
 // server started in this process, or through a running server.
 type Mode struct {
 	loopback bool
-	server   string
+	server   *tern.Options // a pointer keeps Mode comparable
 }
 
 var (
@@ -29,9 +29,9 @@ var (
 	Loopback = Mode{loopback: true}
 )
 
-// ServerAt measures the tern serve at addr, on logs created for the run
-// and deleted afterwards.
-func ServerAt(addr string) Mode { return Mode{server: addr} }
+// ServerAt measures the tern serve at opts.Server, reached with opts (its
+// TLS and token), on logs created for the run and deleted afterwards.
+func ServerAt(opts tern.Options) Mode { return Mode{server: &opts} }
 
 // Tern measures spec on Tern in mode, with its data in env.Dir.
 func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mode Mode) (*loadgen.Result, error) {
@@ -46,8 +46,8 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mod
 		}
 		defer s.Close()
 		copts, variant = tern.Options{Server: s.addr}, "gRPC"
-	case mode.server != "":
-		copts, variant, storage = tern.Options{Server: mode.server}, "gRPC, server "+mode.server, ""
+	case mode.server != nil:
+		copts, variant, storage = *mode.server, "gRPC, server "+mode.server.Server, ""
 		prefix = fmt.Sprintf("bench-%d-%d-", os.Getpid(), time.Now().UnixNano())
 	}
 	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync})

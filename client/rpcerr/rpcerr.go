@@ -55,7 +55,18 @@ var (
 	// repaired (tern log repair); its intact prefix can be read. The
 	// message names the file and byte.
 	ErrDamaged = errors.New("tern: log is damaged")
+	// ErrUnauthenticated: the server requires authentication (tern serve
+	// --auth) and the call carried no token or client certificate it knows.
+	ErrUnauthenticated = errors.New("tern: not authenticated")
+	// ErrPermissionDenied: the caller is authenticated but not granted the
+	// call's permission on the log; the message names both.
+	ErrPermissionDenied = errors.New("tern: permission denied")
 )
+
+// ErrTLS is the client's alone and never crosses the wire, which it failed
+// to reach: Open could not agree on TLS with the server (one side speaks
+// TLS and the other does not, or one refused the other's certificate).
+var ErrTLS = errors.New("tern: TLS handshake failed")
 
 // The errors of the replica protocol (api/ternpb/replica.proto), between a
 // quorum log's writer and the nodes that hold its open segment.
@@ -182,6 +193,8 @@ var mappings = []mapping{
 	{ErrClosed, codes.Unavailable, "CLOSED"},
 	{ErrLocked, codes.Unavailable, "LOCKED"},
 	{ErrUnsupported, codes.Unimplemented, "UNSUPPORTED"},
+	{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+	{ErrPermissionDenied, codes.PermissionDenied, "PERMISSION_DENIED"},
 	// The replica protocol's, listed in api/ternpb/replica.proto.
 	{ErrSegmentFenced, codes.FailedPrecondition, "SEGMENT_FENCED"},
 	{ErrSegmentSealed, codes.FailedPrecondition, "SEGMENT_SEALED"},
@@ -287,7 +300,9 @@ func FromProto(e *ternpb.Error) error {
 // Error turns an error returned by a gRPC call into Tern's error for it: one
 // that matches the sentinel the server's error matched (errors.Is) and reads
 // as the server's message. Errors that carry no Tern reason stay gRPC status
-// errors, except cancellations, which become the context errors.
+// errors, except cancellations, which become the context errors, and
+// Unauthenticated and PermissionDenied, which become ErrUnauthenticated and
+// ErrPermissionDenied.
 func Error(err error) error {
 	if err == nil {
 		return nil
@@ -321,6 +336,13 @@ func fromParts(code codes.Code, msg, reason string, md map[string]string) error 
 		}
 	}
 	switch code {
+	// These two are the sentinels' whatever sends them: gRPC itself, an
+	// interceptor or a proxy in front of the server, none of which adds
+	// Tern's reason.
+	case codes.Unauthenticated:
+		return &remoteError{msg: msg, err: ErrUnauthenticated}
+	case codes.PermissionDenied:
+		return &remoteError{msg: msg, err: ErrPermissionDenied}
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", msg, context.Canceled)
 	case codes.DeadlineExceeded:

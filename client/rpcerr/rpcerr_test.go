@@ -79,3 +79,18 @@ func TestOtherErrors(t *testing.T) {
 		t.Errorf("a status error became %v", st.Code())
 	}
 }
+
+// A refusal of the server's authentication or authorization matches its
+// sentinel even when whatever sent it (gRPC, an interceptor, a proxy) added
+// no Tern reason.
+func TestAuthCodesWithoutReason(t *testing.T) {
+	for code, want := range map[codes.Code]error{codes.Unauthenticated: ErrUnauthenticated, codes.PermissionDenied: ErrPermissionDenied} {
+		back := Error(status.Error(code, "no token"))
+		if !errors.Is(back, want) || back.Error() != "no token" {
+			t.Errorf("a bare %v came back as %v, want %v reading \"no token\"", code, back, want)
+		}
+		if st := Status(back); st.Code() != code {
+			t.Errorf("%v goes back on the wire as %v", back, st.Code())
+		}
+	}
+}

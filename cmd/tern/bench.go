@@ -149,7 +149,11 @@ peers and writes docs/benchmarks.md.`,
 			case grpcLoopback:
 				mode = driver.Loopback
 			case a.server != "":
-				mode = driver.ServerAt(a.server)
+				opts, err := a.serverOptions()
+				if err != nil {
+					return err
+				}
+				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
 				return single(driver.Tern(ctx, env, spec, fsync, mode))

@@ -61,6 +61,8 @@ type app struct {
 	// storage is the URL of the object store of the data directory's
 	// object logs, from --storage or $TERN_STORAGE; unused with server.
 	storage string
+	// remote is how to reach a secured server: TLS and a token.
+	remote remoteFlags
 	// open opens the data directory; nil means tern.Open. Tests replace it to
 	// share one Client between commands, since only one Client may have a
 	// directory open at a time.
@@ -86,6 +88,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if ce, ok := errors.AsType[*configError](err); ok {
 		fmt.Fprintf(a.stderr, "tern: %v\n", ce.err)
 		return 2
+	}
+	if m := authMessage(err); m != "" {
+		fmt.Fprintf(a.stderr, "tern: %s\n", m)
+		return 1
 	}
 	fmt.Fprintf(a.stderr, "tern: %s\n", message(a.serverErr(err)))
 	return 1
@@ -118,7 +124,12 @@ The object logs of a data directory need its object store: --storage URL, as
 given to tern serve. The S3 credentials come from $TERN_STORAGE_ACCESS_KEY
 and $TERN_STORAGE_SECRET_KEY, or else $AWS_ACCESS_KEY_ID,
 $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN; an SSE-C key from the file
-named by $TERN_STORAGE_SSEC_KEY_FILE.`,
+named by $TERN_STORAGE_SSEC_KEY_FILE.
+
+A server started with TLS or --auth is reached with --tls-ca FILE (or an
+https:// address, for the system's CAs), the token in $TERN_TOKEN (or
+--token, which other users see in ps), and, for mutual TLS, --tls-cert FILE
+--tls-key FILE. They apply to every command that works on a server.`,
 		Args: noSubcommand,
 		RunE: help,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -131,7 +142,10 @@ named by $TERN_STORAGE_SSEC_KEY_FILE.`,
 			case f.Changed("dir"):
 				a.server = "" // an explicit --dir beats $TERN_SERVER
 			}
-			return nil
+			if cmd.Parent() == cmd.Root() && cmd.Name() == "serve" {
+				return a.remote.refuseOnServe(cmd)
+			}
+			return a.remote.resolve(cmd, a)
 		},
 		SilenceErrors: true, // run prints errors once, its own way
 		SilenceUsage:  true, // and usage only for usage errors
@@ -144,7 +158,8 @@ named by $TERN_STORAGE_SSEC_KEY_FILE.`,
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
 	root.PersistentFlags().StringVar(&a.storage, "storage", a.getenv("TERN_STORAGE"), "the `URL` of the object store of the data directory's object logs, as for tern serve --storage; $TERN_STORAGE sets the default")
-	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port) instead of a data directory; $TERN_SERVER sets the default")
+	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port, or https://host:port for TLS) instead of a data directory; $TERN_SERVER sets the default")
+	a.remote.register(root.PersistentFlags())
 	root.AddCommand(a.serveCmd(), a.logCmd(), a.appendCmd(), a.readCmd(), a.subCmd(), a.benchCmd(), a.doctorCmd(), a.checkCmd(), a.authCmd(), versionCmd())
 	return root
 }
@@ -222,8 +237,12 @@ func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error)
 		return a.open(ctx, a.dir)
 	}
 	if a.server != "" {
-		c, err := tern.Open(ctx, tern.Options{Server: a.server})
-		if err != nil && ctx.Err() == nil && grpcStatus(err) == nil {
+		opts, err := a.serverOptions()
+		if err != nil {
+			return nil, err
+		}
+		c, err := tern.Open(ctx, opts)
+		if err != nil && ctx.Err() == nil && grpcStatus(err) == nil && !errors.Is(err, tern.ErrTLS) && !errors.Is(err, tern.ErrUnauthenticated) && !errors.Is(err, tern.ErrInvalid) {
 			// Not reached in time, or not a Tern server; serverErr
 			// explains a refused connection.
 			err = fmt.Errorf("%w: check --server (or $TERN_SERVER)", err)
@@ -241,6 +260,20 @@ func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error)
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger, Storage: storage})
+}
+
+// serverOptions are the options of a client of the server, a.server,
+// with the TLS and the token of a.remote. It warns on stderr when the token
+// would cross the network in the clear.
+func (a *app) serverOptions() (tern.Options, error) {
+	opts, err := a.remote.options(a.server)
+	if err != nil {
+		return tern.Options{}, err
+	}
+	if w := plaintextTokenWarning(opts); w != "" {
+		fmt.Fprint(a.stderr, w)
+	}
+	return opts, nil
 }
 
 // storageOptions is the object store of a data directory opened here: the
