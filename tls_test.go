@@ -15,8 +15,8 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/grpcopts"
+	"github.com/ternwal/tern/internal/certs/certstest"
 	"github.com/ternwal/tern/internal/server"
-	"github.com/ternwal/tern/internal/testcert"
 )
 
 func TestOptionsTLSAndTokenNeedAServer(t *testing.T) {
@@ -37,7 +37,7 @@ func TestOptionsTLSAndTokenNeedAServer(t *testing.T) {
 // A remote client reaches a server over TLS with its token, and one that
 // does not trust the server's certificate is told so.
 func TestRemoteTLS(t *testing.T) {
-	ca := testcert.NewCA(t, "tern test CA")
+	ca := certstest.NewCA(t, "tern test CA")
 	c, err := tern.Open(t.Context(), tern.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRemoteTLS(t *testing.T) {
 	}
 	srv := server.New(c, server.Options{})
 	g := grpc.NewServer(append(grpcopts.Server(),
-		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server", []string{"127.0.0.1"}, nil)}})),
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{serverCert(t, ca, "server")}})),
 		grpc.UnaryInterceptor(record))...)
 	srv.Register(g)
 	go g.Serve(lis)
@@ -68,7 +68,7 @@ func TestRemoteTLS(t *testing.T) {
 	}()
 	addr := lis.Addr().String()
 
-	rc, err := tern.Open(t.Context(), tern.Options{Server: addr, TLS: &tls.Config{RootCAs: ca.Pool}, Token: "s3cret"})
+	rc, err := tern.Open(t.Context(), tern.Options{Server: addr, TLS: &tls.Config{RootCAs: ca.Pool()}, Token: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +82,13 @@ func TestRemoteTLS(t *testing.T) {
 	}
 	mu.Unlock()
 
-	other := testcert.NewCA(t, "another CA")
-	if _, err := tern.Open(t.Context(), tern.Options{Server: addr, TLS: &tls.Config{RootCAs: other.Pool}}); !errors.Is(err, tern.ErrTLS) || !strings.Contains(err.Error(), "unknown authority") {
+	other := certstest.NewCA(t, "another CA")
+	if _, err := tern.Open(t.Context(), tern.Options{Server: addr, TLS: &tls.Config{RootCAs: other.Pool()}}); !errors.Is(err, tern.ErrTLS) || !strings.Contains(err.Error(), "unknown authority") {
 		t.Errorf("Open with a CA that did not sign the server's certificate: %v, want ErrTLS naming the unknown authority", err)
 	}
+}
+
+// serverCert is a server certificate of ca for 127.0.0.1.
+func serverCert(t *testing.T, ca *certstest.CA, cn string) tls.Certificate {
+	return ca.Issue(t, certstest.LeafOptions{CommonName: cn, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true}).TLSCertificate(t)
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/ternpb"
+	"github.com/ternwal/tern/internal/certs/certstest"
 	"github.com/ternwal/tern/internal/server"
-	"github.com/ternwal/tern/internal/testcert"
 )
 
 // guardedServer is a server of a data directory behind TLS (when it has a
@@ -130,10 +130,10 @@ func wantExit(t *testing.T, r result, code int, args []string, wants ...string) 
 }
 
 func TestTLSAndTokenRoundTrip(t *testing.T) {
-	ca := testcert.NewCA(t, "tern test CA")
+	ca := certstest.NewCA(t, "tern test CA")
 	dir := t.TempDir()
-	caFile := ca.WriteCA(t, dir, "ca.pem")
-	s := startGuarded(t, &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server", []string{"127.0.0.1"}, nil)}}, "s3cret")
+	caFile := writeCA(t, ca, dir, "ca.pem")
+	s := startGuarded(t, &tls.Config{Certificates: []tls.Certificate{serverCert(t, ca, "server")}}, "s3cret")
 
 	// Flags, then the environment alone.
 	args := []string{"--server", s.addr, "--tls-ca", caFile, "--token", "s3cret", "log", "create", "l"}
@@ -162,13 +162,13 @@ func TestTLSAndTokenRoundTrip(t *testing.T) {
 	r = ternAt(t, env, "", args...)
 	wantExit(t, r, 1, args, "tern: permission denied: \"ops\" may not read \"secret\"\n")
 
-	other := testcert.NewCA(t, "another CA")
+	other := certstest.NewCA(t, "another CA")
 	for _, tc := range []struct {
 		args  []string
 		wants []string
 	}{
 		{[]string{"--server", s.addr}, []string{"closed the connection before answering: it may require TLS", "--tls-ca"}},
-		{[]string{"--server", s.addr, "--tls-ca", other.WriteCA(t, dir, "other.pem")}, []string{"signed by an unknown authority (issuer CN=tern test CA)"}},
+		{[]string{"--server", s.addr, "--tls-ca", writeCA(t, other, dir, "other.pem")}, []string{"signed by an unknown authority (issuer CN=tern test CA)"}},
 		{[]string{"--server", s.addr, "--tls-ca", caFile, "--tls-server-name", "tern.example"}, []string{`not valid for the name "tern.example"`}},
 		// https:// is TLS with the system's CAs, which do not know the test's.
 		{[]string{"--server", "https://" + s.addr}, []string{"the server at " + s.addr + " is signed by an unknown authority"}},
@@ -183,14 +183,14 @@ func TestTLSAndTokenRoundTrip(t *testing.T) {
 }
 
 func TestTLSClientCertificate(t *testing.T) {
-	ca := testcert.NewCA(t, "tern test CA")
+	ca := certstest.NewCA(t, "tern test CA")
 	dir := t.TempDir()
-	caFile := ca.WriteCA(t, dir, "ca.pem")
-	certFile, keyFile := testcert.WritePair(t, dir, "indexer", ca.Issue(t, "indexer", nil, nil))
+	caFile := writeCA(t, ca, dir, "ca.pem")
+	certFile, keyFile := clientFiles(t, ca, dir, "indexer")
 	s := startGuarded(t, &tls.Config{
-		Certificates: []tls.Certificate{ca.Issue(t, "server", []string{"127.0.0.1"}, nil)},
+		Certificates: []tls.Certificate{serverCert(t, ca, "server")},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    ca.Pool,
+		ClientCAs:    ca.Pool(),
 	}, "")
 
 	args := []string{"--server", s.addr, "--tls-ca", caFile, "--tls-cert", certFile, "--tls-key", keyFile, "log", "list"}
@@ -205,9 +205,9 @@ func TestTLSClientCertificate(t *testing.T) {
 }
 
 func TestTLSClientToPlaintextServer(t *testing.T) {
-	ca := testcert.NewCA(t, "tern test CA")
+	ca := certstest.NewCA(t, "tern test CA")
 	s := startGuarded(t, nil, "")
-	args := []string{"--server", s.addr, "--tls-ca", ca.WriteCA(t, t.TempDir(), "ca.pem"), "log", "list"}
+	args := []string{"--server", s.addr, "--tls-ca", writeCA(t, ca, t.TempDir(), "ca.pem"), "log", "list"}
 	wantExit(t, ternAt(t, nil, "", args...), 1, args, "tern: the server at "+s.addr+" does not speak TLS: drop TLS (Options.TLS, tern --tls-ca) or check the address\n")
 	// And a token reaches a server on loopback in plaintext, without a warning.
 	args = []string{"--server", s.addr, "--token", "s3cret", "log", "list"}
@@ -218,9 +218,9 @@ func TestTLSClientToPlaintextServer(t *testing.T) {
 
 func TestTLSUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcert.NewCA(t, "tern test CA")
-	caFile := ca.WriteCA(t, dir, "ca.pem")
-	certFile, keyFile := testcert.WritePair(t, dir, "client", ca.Issue(t, "client", nil, nil))
+	ca := certstest.NewCA(t, "tern test CA")
+	caFile := writeCA(t, ca, dir, "ca.pem")
+	certFile, keyFile := clientFiles(t, ca, dir, "client")
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -268,4 +268,24 @@ func TestTokenInTheClearWarning(t *testing.T) {
 			t.Errorf("%s with TLS %v, token %q: warning %q, want one: %v", tc.opts.Server, tc.opts.TLS != nil, tc.opts.Token, w, tc.warn)
 		}
 	}
+}
+
+// serverCert is a server certificate of ca for 127.0.0.1.
+func serverCert(t *testing.T, ca *certstest.CA, cn string) tls.Certificate {
+	return ca.Issue(t, certstest.LeafOptions{CommonName: cn, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true}).TLSCertificate(t)
+}
+
+// writeCA writes ca's certificate into dir/name and returns its path.
+func writeCA(t *testing.T, ca *certstest.CA, dir, name string) string {
+	path := filepath.Join(dir, name)
+	ca.WriteFile(t, path)
+	return path
+}
+
+// clientFiles writes a client certificate of ca with the common name cn,
+// and its key, into dir.
+func clientFiles(t *testing.T, ca *certstest.CA, dir, cn string) (certFile, keyFile string) {
+	certFile, keyFile = filepath.Join(dir, cn+".pem"), filepath.Join(dir, cn+"-key.pem")
+	ca.Issue(t, certstest.LeafOptions{CommonName: cn, Client: true}).WriteFiles(t, certFile, keyFile)
+	return certFile, keyFile
 }

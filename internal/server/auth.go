@@ -20,6 +20,7 @@ import (
 
 	"github.com/ternwal/tern"
 	replicapb "github.com/ternwal/tern/api/ternpb"
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 	"github.com/ternwal/tern/internal/auth"
@@ -203,6 +204,8 @@ func (c *call) admit(req any) error {
 			return nil
 		}
 		log = start.GetLog()
+	case *grpcopts.DecodedAppend: // an AppendStream's request
+		log = r.Log
 	case interface{ GetLog() string }:
 		log = r.GetLog()
 	case interface{ GetName() string }:
@@ -234,12 +237,8 @@ func (c *call) quota(req any, log string) error {
 	switch r := req.(type) {
 	case *ternpb.AppendRequest:
 		return c.appendQuota(protoEntryBytes(r.GetEntries()))
-	case *ternpb.AppendStreamRequest:
-		var n int64
-		for _, b := range r.GetBatches() {
-			n += protoEntryBytes(b.GetEntries())
-		}
-		return c.appendQuota(n)
+	case *grpcopts.DecodedAppend:
+		return c.appendQuota(requestBytes(r))
 	case *ternpb.CreateLogRequest:
 		if q.Logs > 0 {
 			return c.logsQuota(q.Logs)
@@ -404,7 +403,11 @@ func (s guardedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.c.admit(m)
+	err := s.c.admit(m)
+	if r, ok := m.(*grpcopts.DecodedAppend); ok && err != nil {
+		r.Release() // the handler sees only the error
+	}
+	return err
 }
 
 // nodesOnly is the guard of the replica service, which only the other

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -322,7 +321,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if n := count("reader", "Read", "OK"); n != 0 {
 		t.Errorf("%d audit lines of an allowed read: only admin calls and refusals are audited", n)
 	}
-	if got := testutil.ToFloat64(ts.srv.guard.events.WithLabelValues("DeleteLog", "PermissionDenied")); got < 3 {
+	if got := auditEvents(t, ts, "DeleteLog", "PermissionDenied"); got < 3 {
 		t.Errorf("tern_audit_events_total{DeleteLog,PermissionDenied} = %v, want one per refused principal (3 at least)", got)
 	}
 }
@@ -485,4 +484,28 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// auditEvents is tern_audit_events_total{operation,outcome}.
+func auditEvents(t *testing.T, ts *testServer, op, outcome string) float64 {
+	t.Helper()
+	mfs, err := ts.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tern_audit_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["operation"] == op && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
