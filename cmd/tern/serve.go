@@ -200,15 +200,15 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	addr := server.DialAddr(s.Addr())
-	scheme, hint := "http", ""
+	scheme, flags, token := "http", "", ""
 	if scfg.TLS.Cert != "" {
-		scheme, hint = "https", " --tls-ca CA.pem"
+		scheme, flags = "https", " --tls-ca CA.pem"
 	}
 	if scfg.AuthFile != "" {
-		hint += " (with $TERN_TOKEN set)"
+		token = ", with $TERN_TOKEN set"
 	}
-	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on %s://%s); try: tern --server %s%s log create hello\n",
-		s.Addr(), scheme, s.HTTPAddr(), addr, hint)
+	fmt.Fprintf(a.stderr, "tern: serving on %s (metrics and health on %s://%s); try: tern --server %s%s log create hello%s\n",
+		s.Addr(), scheme, s.HTTPAddr(), addr, flags, token)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

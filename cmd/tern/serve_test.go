@@ -205,11 +205,9 @@ func TestServe(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if code, body := s.get(t, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
-		t.Errorf("GET /debug/pprof/: %d %q", code, body)
-	}
-	if code, _ := s.get(t, "/debug/pprof/heap?debug=1"); code != 200 {
-		t.Errorf("GET /debug/pprof/heap: %d", code)
+	// pprof is off unless --pprof.
+	if code, body := s.get(t, "/debug/pprof/"); code != 404 || !strings.Contains(body, "--pprof") {
+		t.Errorf("GET /debug/pprof/ without --pprof: %d %q", code, body)
 	}
 
 	s.stop(t)
@@ -527,4 +525,16 @@ func countFiles(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// --pprof serves the profiles (on loopback, without --auth, to anyone).
+func TestServePprof(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--pprof")
+	if code, body := s.get(t, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("GET /debug/pprof/: %d %q", code, body)
+	}
+	if code, _ := s.get(t, "/debug/pprof/heap?debug=1"); code != 200 {
+		t.Errorf("GET /debug/pprof/heap: %d", code)
+	}
+	s.stop(t)
 }

@@ -61,17 +61,17 @@ var replicaService = replicapb.Replica_ServiceDesc.ServiceName
 // their quotas, and writes the audit log. Without an auth file every call
 // is allowed; admin calls are audited all the same.
 type guard struct {
-	access atomic.Pointer[access] // the auth file's policy; nil without --auth
-	c      *tern.Client
-	audit  *slog.Logger
-	events *prometheus.CounterVec // operation, outcome
+	access  atomic.Pointer[access] // the auth file's policy; nil without --auth
+	buckets *auth.Buckets          // the append quotas, kept across reloads (by principal name)
+	c       *tern.Client
+	audit   *slog.Logger
+	events  *prometheus.CounterVec // operation, outcome
 
 	mu   sync.Mutex
 	subs map[string]int // open Subscribe streams by principal name
 }
 
-// access is a policy and the quota buckets of its principals, replaced
-// together when the auth file is reloaded.
+// access is a policy and the quota buckets of its principals.
 type access struct {
 	policy  *auth.Policy
 	buckets *auth.Buckets
@@ -84,6 +84,7 @@ func newGuard(c *tern.Client, policy *auth.Policy, logger *slog.Logger, reg prom
 			Help: "Calls written to the audit log: every admin operation, and every call refused for want of authentication, permission or quota; by operation and outcome (a gRPC status code).",
 		}, []string{"operation", "outcome"})),
 	}
+	g.buckets = auth.NewBuckets()
 	g.setPolicy(policy)
 	return g
 }
@@ -95,7 +96,7 @@ func (g *guard) setPolicy(p *auth.Policy) {
 		g.access.Store(nil)
 		return
 	}
-	g.access.Store(&access{policy: p, buckets: auth.NewBuckets()})
+	g.access.Store(&access{policy: p, buckets: g.buckets})
 }
 
 // caller is who makes a call.
