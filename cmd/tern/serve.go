@@ -55,7 +55,8 @@ them, one node per log, and move a dead node's logs to the others after
 --node-ttl. Clients may call any node: it sends them to the one serving the
 log. Quorum logs (--mode quorum) keep their open segments on the nodes.
 
-  tern serve --node-id n1 --etcd 10.0.0.9:2379 --storage 's3://tern/wal?endpoint=10.0.0.9:9000' --listen :7070 --advertise 10.0.0.1:7070
+  tern serve --node-id n1 --etcd 10.0.0.9:2379 --storage 's3://tern/wal?endpoint=10.0.0.9:9000' --listen :7070 --advertise 10.0.0.1:7070 \
+    --tls-cert n1.pem --tls-key n1-key.pem --tls-client-ca cluster-ca.pem --auth auth.yaml
 
 --mode sets the mode of the logs created without one. The S3 credentials are
 $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN, or

@@ -201,7 +201,8 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 
 	hg := &httpGuard{}
-	httpSrv := &http.Server{Handler: httpMux(reg, r.ready, cfg.Pprof, hg), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: httpMux(reg, r.ready, cfg.Pprof, hg), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)} // failed TLS handshakes, at Debug as gRPC's
 	httpDone := make(chan struct{})
 	go func() {
 		defer close(httpDone)
