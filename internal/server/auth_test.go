@@ -70,6 +70,12 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // audits returns the audit lines written so far.
 func (l *logBuffer) audits(t *testing.T) []map[string]any {
 	l.mu.Lock()
@@ -489,23 +495,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // auditEvents is tern_audit_events_total{operation,outcome}.
 func auditEvents(t *testing.T, ts *testServer, op, outcome string) float64 {
 	t.Helper()
-	mfs, err := ts.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "tern_audit_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["operation"] == op && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterWith(t, ts.reg, "tern_audit_events_total", map[string]string{"operation": op, "outcome": outcome})
 }

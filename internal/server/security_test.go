@@ -63,9 +63,9 @@ func TestExposure(t *testing.T) {
 		{"localhost:0", "[::1]:0", false, ""},
 		{"0.0.0.0:0", "127.0.0.1:0", true, ""},
 	} {
-		var logs strings.Builder
+		var logs logBuffer
 		s, err := Start(t.Context(), Config{Data: t.TempDir(), Listen: c.listen, HTTP: c.http, EtcdRoot: "/tern/", Insecure: c.insecure,
-			Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))})
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if c.want != "" {
 			if err == nil {
 				s.Close()
@@ -92,23 +92,6 @@ func TestExposure(t *testing.T) {
 		}
 		s.Close()
 	}
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu chanMutex
-	w  io.Writer
-}
-
-type chanMutex struct{ c chan struct{} }
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	if s.mu.c == nil {
-		s.mu.c = make(chan struct{}, 1)
-	}
-	s.mu.c <- struct{}{}
-	defer func() { <-s.mu.c }()
-	return s.w.Write(p)
 }
 
 // httpBody GETs url with client (nil: a plain one) and the bearer token,

@@ -434,22 +434,28 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // requests is tern_server_requests_total{method,code}.
 func requests(t *testing.T, reg *prometheus.Registry, method string, code codes.Code) float64 {
 	t.Helper()
+	return counterWith(t, reg, "tern_server_requests_total", map[string]string{"method": method, "code": code.String()})
+}
+
+// counterWith is the value of the counter name with the labels in reg.
+func counterWith(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "tern_server_requests_total" {
+		if mf.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metrics
+				}
 			}
-			if labels["method"] == method && labels["code"] == code.String() {
-				return m.GetCounter().GetValue()
-			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
