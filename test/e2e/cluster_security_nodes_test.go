@@ -178,8 +178,10 @@ func TestClusterSecurityReplicaService(t *testing.T) {
 	// writer was not fenced.
 	appendN(t, l, "more", 10, acked)
 	checkAcked(t, l, acked)
-	if errs := sc.nodes[replicaNode].stderr.String(); !strings.Contains(errs, `msg=audit principal=CN=app-client op=/tern.v1.Replica/List`) && !strings.Contains(errs, `op=/tern.v1.Replica/List`) {
-		t.Errorf("node %s did not audit the refused replica List", replicaNode)
+	for _, want := range []string{"op=/tern.v1.Replica/List", `op="replica add stream"`} {
+		if !strings.Contains(sc.nodes[replicaNode].stderr.String(), want) {
+			t.Errorf("node %s did not audit the refused call: no %s in its log", replicaNode, want)
+		}
 	}
 }
 
@@ -289,6 +291,9 @@ func checkBadNode(t *testing.T, sc *secureCluster, bad *replica.Conn) {
 			if !errors.Is(err, rpcerr.ErrSegmentNotFound) {
 				t.Errorf("log %s, segment %d (ensemble %v): the bad node answered List with %v, %v; want it to hold none of it", name, s.seq, s.Ensemble, sizes, err)
 			}
+		}
+		if in > 0 && !strings.Contains(sc.nodes[owner].stderr.String(), "replica unreachable for a new segment") {
+			t.Errorf("log %s: its owner %s did not warn that n3 was unreachable for a segment", name, owner)
 		}
 		t.Logf("log %s served by %s: %d entries; the bad node was chosen into %d of its %d segments' ensembles", name, owner, len(acked), in, len(sc.segments(t, id)))
 	}

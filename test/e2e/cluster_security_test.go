@@ -24,6 +24,7 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/internal/auth"
 	"github.com/ternwal/tern/internal/certs/certstest"
+	"github.com/ternwal/tern/internal/replica"
 )
 
 // secureCluster is three tern serve nodes that authenticate each other by
@@ -288,9 +289,27 @@ func TestClusterTLSQuorum(t *testing.T) {
 	}
 	acked := map[tern.Offset]string{}
 	appendN(t, l, "before", 200, acked)
+	// The other two nodes hold the segment: the owner sent it to them
+	// over mTLS, which is all they accept.
+	nodeConf := sc.clientTLS()
+	nodeConf.Certificates = []tls.Certificate{sc.nodeLeaf(t, sc.ca, "tern-node-n2").TLSCertificate(t)}
 	for _, s := range sc.segments(t, info.ID) {
 		if len(s.Ensemble) != 3 {
 			t.Fatalf("segment %d has the ensemble %v, want the 3 nodes", s.seq, s.Ensemble)
+		}
+		for _, id := range s.Ensemble {
+			if id == owner {
+				continue
+			}
+			conn, err := replica.Dial(sc.nodes[id].addr, nodeConf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes, err := conn.List(ctx, replica.SegmentID{Log: info.ID, Seq: s.seq})
+			conn.Close()
+			if err != nil || len(sizes) == 0 {
+				t.Errorf("segment %d on %s: %d fragments, %v; want the owner's", s.seq, id, len(sizes), err)
+			}
 		}
 	}
 
