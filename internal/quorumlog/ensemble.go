@@ -89,6 +89,10 @@ func (p *placement) openEnsemble(m meta.Segment, wake func()) (*ensemble, error)
 			// would likely choose the node again.
 			errs = append(errs, fmt.Errorf("replica %s: %w", node, err))
 			p.noteFailed(node)
+			// Fewer copies than the ensemble asks for: say so, or a node
+			// that the others cannot reach (down, or refusing their
+			// certificates) goes unnoticed.
+			p.logger.Warn("replica unreachable for a new segment; the segment runs without it", "prefix", p.prefix, "segment", m.Seq, "replica", node, "err", err)
 			continue
 		}
 		e.mu.Lock() // its callbacks may run already

@@ -219,7 +219,7 @@ func (c *call) admit(req any) error {
 		return nil
 	}
 	if log != c.allowed || c.allowed == "" {
-		if !known || !c.who.p.Allows(perm, log) {
+		if !known || !mayCall(c.who.p, c.method, perm, log) {
 			c.refused = true
 			return fmt.Errorf("%w: principal %q may not %s log %q (%s needs %q on a prefix of its name): ask for a grant in the server's auth file", rpcerr.ErrPermissionDenied, c.who.name, c.method, log, c.method, perm)
 		}
@@ -230,6 +230,26 @@ func (c *call) admit(req any) error {
 		return err
 	}
 	return nil
+}
+
+// mayCall reports whether p may call method, which needs perm, on log.
+// DescribeLog needs any permission on the log, not only read: clients
+// describe a log before they use it (the Go client's OpenLog does), and a
+// principal that may only append to a log must be able to open it. It
+// shows the log's options and extent, none of its entries.
+func mayCall(p *auth.Principal, method string, perm auth.Permission, log string) bool {
+	if p.Allows(perm, log) {
+		return true
+	}
+	if method != "DescribeLog" {
+		return false
+	}
+	for _, other := range []auth.Permission{auth.Append, auth.Subscribe, auth.Admin} {
+		if p.Allows(other, log) {
+			return true
+		}
+	}
+	return false
 }
 
 // quota takes what req uses of the caller's quotas.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,6 +36,9 @@ type server struct {
 	stderr   *syncBuffer // of every run
 	args     []string    // more flags of tern serve
 	env      []string    // more environment variables of tern serve
+	// httpTLS, when set, is how the readiness probe verifies the HTTP
+	// listener of a server that serves TLS.
+	httpTLS *tls.Config
 
 	cmd  *exec.Cmd // the current run
 	done chan struct{}
@@ -59,11 +63,18 @@ func startServerEnv(t *testing.T, data string, env []string, args ...string) *se
 // front of the server needs it first); "" picks a free one.
 func startServerAt(t *testing.T, data, addr string, env []string, args ...string) *server {
 	t.Helper()
+	return startServerTLS(t, data, addr, nil, env, args...)
+}
+
+// startServerTLS is startServerAt for a server whose HTTP listener serves
+// TLS (args give its certificate): httpTLS verifies it.
+func startServerTLS(t *testing.T, data, addr string, httpTLS *tls.Config, env []string, args ...string) *server {
+	t.Helper()
 	picked := addr == ""
 	if picked {
 		addr = freeAddr(t)
 	}
-	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
+	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env, httpTLS: httpTLS}
 	t.Cleanup(func() {
 		s.kill()
 		checkRaces(t, "tern serve", s.stderr)
@@ -135,9 +146,14 @@ func (s *server) startOrPortTaken(retry bool) bool {
 	}(s.done)
 
 	hc := &http.Client{Timeout: 2 * time.Second}
+	scheme := "http://"
+	if s.httpTLS != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: s.httpTLS}
+		scheme = "https://"
+	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		resp, err := hc.Get("http://" + s.httpAddr + "/readyz")
+		resp, err := hc.Get(scheme + s.httpAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
