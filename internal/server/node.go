@@ -33,9 +33,13 @@ type clusterNode struct {
 // startNode opens the replica store under data/replica and joins the
 // cluster as id at addr. A node restarted at once after a crash finds its
 // old lease still there: it waits up to ttl for it to lapse.
-// Under TLS it first checks its certificate is one the other nodes accept.
+// It first checks that its certificate is one the other nodes accept, and
+// that the live members and it accept each other (probeMembers).
 func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, tlsCerts *certs.Store, policy *auth.Policy, logger *slog.Logger) (*clusterNode, error) {
 	if err := checkNodeCert(tlsCerts, policy); err != nil {
+		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
+	}
+	if err := probeMembers(ctx, cli, cfg, tlsCerts, logger); err != nil {
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
 	ttl := cfg.NodeTTL
