@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,6 +36,7 @@ type server struct {
 	stderr   *syncBuffer // of every run
 	args     []string    // more flags of tern serve
 	env      []string    // more environment variables of tern serve
+	tls      *tls.Config // of a client of the HTTP listener when it serves TLS; nil: plain HTTP
 
 	cmd  *exec.Cmd // the current run
 	done chan struct{}
@@ -59,11 +61,19 @@ func startServerEnv(t *testing.T, data string, env []string, args ...string) *se
 // front of the server needs it first); "" picks a free one.
 func startServerAt(t *testing.T, data, addr string, env []string, args ...string) *server {
 	t.Helper()
+	return startServerTLS(t, data, addr, nil, env, args...)
+}
+
+// startServerTLS is startServerAt for a server whose HTTP listener serves
+// TLS (tern serve --tls-cert): its readiness is checked over HTTPS with
+// clientTLS, which s.tls keeps for the test's own requests.
+func startServerTLS(t *testing.T, data, addr string, clientTLS *tls.Config, env []string, args ...string) *server {
+	t.Helper()
 	picked := addr == ""
 	if picked {
 		addr = freeAddr(t)
 	}
-	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env}
+	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env, tls: clientTLS}
 	t.Cleanup(func() {
 		s.kill()
 		checkRaces(t, "tern serve", s.stderr)
@@ -135,9 +145,14 @@ func (s *server) startOrPortTaken(retry bool) bool {
 	}(s.done)
 
 	hc := &http.Client{Timeout: 2 * time.Second}
+	scheme := "http://"
+	if s.tls != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: s.tls}
+		scheme = "https://"
+	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		resp, err := hc.Get("http://" + s.httpAddr + "/readyz")
+		resp, err := hc.Get(scheme + s.httpAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
