@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,8 @@ import (
 
 // permissions is the permission each method of the Tern service needs on
 // the log it names. ListLogs needs none: it lists only the logs the caller
-// may read. A method missing here is denied to every principal.
+// may read; DescribeLog is allowed with any permission (mayDescribe). A
+// method missing here is denied to every principal.
 var permissions = map[string]auth.Permission{
 	"CreateLog":   auth.Admin,
 	"DeleteLog":   auth.Admin,
@@ -218,9 +220,14 @@ func (c *call) admit(req any) error {
 		return nil
 	}
 	if log != c.allowed || c.allowed == "" {
-		if !known || !c.who.p.Allows(perm, log) {
+		describe := c.method == "DescribeLog"
+		if !(known && c.who.p.Allows(perm, log) || describe && mayDescribe(c.who.p, log)) {
 			c.refused = true
-			return fmt.Errorf("%w: principal %q may not %s log %q (%s needs %q on a prefix of its name): ask for a grant in the server's auth file", rpcerr.ErrPermissionDenied, c.who.name, c.method, log, c.method, perm)
+			needs := strconv.Quote(string(perm))
+			if describe {
+				needs = "one of read, append, subscribe or admin"
+			}
+			return fmt.Errorf("%w: principal %q may not %s log %q (%s needs %s on a prefix of its name): ask for a grant in the server's auth file", rpcerr.ErrPermissionDenied, c.who.name, c.method, log, c.method, needs)
 		}
 		c.allowed = log
 	}
@@ -229,6 +236,18 @@ func (c *call) admit(req any) error {
 		return err
 	}
 	return nil
+}
+
+// mayDescribe says whether p may describe log: with any permission on it,
+// since the clients describe a log when they open it (OpenLog), before a
+// writer appends, a subscriber consumes or an admin truncates.
+func mayDescribe(p *auth.Principal, log string) bool {
+	for _, perm := range []auth.Permission{auth.Read, auth.Append, auth.Subscribe, auth.Admin} {
+		if p.Allows(perm, log) {
+			return true
+		}
+	}
+	return false
 }
 
 // quota takes what req uses of the caller's quotas.
