@@ -330,6 +330,21 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 }
 
+// The clients' probe when they open, a DescribeLog of "", is answered
+// InvalidArgument to any principal, and not audited as a refusal.
+func TestProbeOfAnyPrincipal(t *testing.T) {
+	var logs logBuffer
+	reader := testPrincipal{name: "reader", token: token("reader"), grants: `[{prefix: "a/", allow: [read]}]`}
+	ts := startWith(t, Options{Policy: policyOf(t, reader), Audit: slog.New(slog.NewJSONHandler(&logs, nil))})
+	_, err := ts.api.DescribeLog(as(t.Context(), reader.token), &ternpb.DescribeLogRequest{Name: ""})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("DescribeLog of \"\" by a reader of a/: %v, want InvalidArgument", err)
+	}
+	if a := logs.audits(t); len(a) != 0 {
+		t.Errorf("the probe was audited: %v", a)
+	}
+}
+
 // ListLogs shows the caller only the logs it may read, in pages.
 func TestListLogsReadable(t *testing.T) {
 	ts := startWith(t, Options{Policy: policyOf(t,
