@@ -168,7 +168,7 @@ func TestAuditLog(t *testing.T) {
 // quota, and works once the first is closed. Each refusal is audited.
 func TestQuotas(t *testing.T) {
 	authFile, tokens := writeAuthFile(t, principal{name: "q", grants: [][2]string{{"q/", "read, append, subscribe, admin"}},
-		quotas: "{logs: 2, append_bytes_per_second: 4KiB, append_burst_bytes: 4KiB, subscriptions: 1}"})
+		quotas: "{logs: 2, append_bytes_per_second: 1KiB, append_burst_bytes: 4KiB, subscriptions: 1}"})
 	srv := startSecure(t, nil, false, "--auth", authFile)
 	ctx := deadline(t)
 	c := mustOpenAs(t, srv.addr, tokens["q"], nil)

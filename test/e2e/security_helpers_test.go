@@ -187,6 +187,7 @@ func ternEnv(t *testing.T, env []string, stdin string, args ...string) (code int
 func wantOneLine(t *testing.T, what string, code int, stderr string, want ...string) {
 	t.Helper()
 	line := strings.TrimSuffix(stderr, "\n")
+	t.Logf("%s: %s", what, line)
 	ok := code == 1 && line != "" && !strings.Contains(line, "\n")
 	for _, w := range want {
 		ok = ok && strings.Contains(line, w)
