@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,8 @@ import (
 
 // permissions is the permission each method of the Tern service needs on
 // the log it names. ListLogs needs none: it lists only the logs the caller
-// may read. A method missing here is denied to every principal.
+// may read; DescribeLog is allowed with any permission (mayDescribe). A
+// method missing here is denied to every principal.
 var permissions = map[string]auth.Permission{
 	"CreateLog":   auth.Admin,
 	"DeleteLog":   auth.Admin,
@@ -61,17 +63,17 @@ var replicaService = replicapb.Replica_ServiceDesc.ServiceName
 // their quotas, and writes the audit log. Without an auth file every call
 // is allowed; admin calls are audited all the same.
 type guard struct {
-	access  atomic.Pointer[access] // the auth file's policy; nil without --auth
-	buckets *auth.Buckets          // the append quotas, kept across reloads (by principal name)
-	c       *tern.Client
-	audit   *slog.Logger
-	events  *prometheus.CounterVec // operation, outcome
+	access atomic.Pointer[access] // the auth file's policy; nil without --auth
+	c      *tern.Client
+	audit  *slog.Logger
+	events *prometheus.CounterVec // operation, outcome
 
 	mu   sync.Mutex
 	subs map[string]int // open Subscribe streams by principal name
 }
 
-// access is a policy and the quota buckets of its principals.
+// access is a policy and the quota buckets of its principals, replaced
+// together when the auth file is reloaded.
 type access struct {
 	policy  *auth.Policy
 	buckets *auth.Buckets
@@ -84,7 +86,6 @@ func newGuard(c *tern.Client, policy *auth.Policy, logger *slog.Logger, reg prom
 			Help: "Calls written to the audit log: every admin operation, and every call refused for want of authentication, permission or quota; by operation and outcome (a gRPC status code).",
 		}, []string{"operation", "outcome"})),
 	}
-	g.buckets = auth.NewBuckets()
 	g.setPolicy(policy)
 	return g
 }
@@ -96,7 +97,7 @@ func (g *guard) setPolicy(p *auth.Policy) {
 		g.access.Store(nil)
 		return
 	}
-	g.access.Store(&access{policy: p, buckets: g.buckets})
+	g.access.Store(&access{policy: p, buckets: auth.NewBuckets()})
 }
 
 // caller is who makes a call.
@@ -219,9 +220,16 @@ func (c *call) admit(req any) error {
 		return nil
 	}
 	if log != c.allowed || c.allowed == "" {
-		if !known || !mayCall(c.who.p, c.method, perm, log) {
+		describe := c.method == "DescribeLog"
+		// A DescribeLog of "" is the clients' probe when they open (its
+		// invalid name is refused by the handler): no refusal to audit.
+		if !(known && c.who.p.Allows(perm, log) || describe && (log == "" || mayDescribe(c.who.p, log))) {
 			c.refused = true
-			return fmt.Errorf("%w: principal %q may not %s log %q (%s needs %q on a prefix of its name): ask for a grant in the server's auth file", rpcerr.ErrPermissionDenied, c.who.name, c.method, log, c.method, perm)
+			needs := strconv.Quote(string(perm))
+			if describe {
+				needs = "one of read, append, subscribe or admin"
+			}
+			return fmt.Errorf("%w: principal %q may not %s log %q (%s needs %s on a prefix of its name): ask for a grant in the server's auth file", rpcerr.ErrPermissionDenied, c.who.name, c.method, log, c.method, needs)
 		}
 		c.allowed = log
 	}
@@ -232,20 +240,12 @@ func (c *call) admit(req any) error {
 	return nil
 }
 
-// mayCall reports whether p may call method, which needs perm, on log.
-// DescribeLog needs any permission on the log, not only read: clients
-// describe a log before they use it (the Go client's OpenLog does), and a
-// principal that may only append to a log must be able to open it. It
-// shows the log's options and extent, none of its entries.
-func mayCall(p *auth.Principal, method string, perm auth.Permission, log string) bool {
-	if p.Allows(perm, log) {
-		return true
-	}
-	if method != "DescribeLog" {
-		return false
-	}
-	for _, other := range []auth.Permission{auth.Append, auth.Subscribe, auth.Admin} {
-		if p.Allows(other, log) {
+// mayDescribe says whether p may describe log: with any permission on it,
+// since the clients describe a log when they open it (OpenLog), before a
+// writer appends, a subscriber consumes or an admin truncates.
+func mayDescribe(p *auth.Principal, log string) bool {
+	for _, perm := range []auth.Permission{auth.Read, auth.Append, auth.Subscribe, auth.Admin} {
+		if p.Allows(perm, log) {
 			return true
 		}
 	}

@@ -144,9 +144,7 @@ func authCalls(epoch func() uint64) map[string]authCall {
 			if err != nil {
 				return err
 			}
-			// A Send the server ended the stream before fails with io.EOF;
-			// the stream's status comes from Recv.
-			if err := st.Send(&ternpb.AppendStreamRequest{Log: "a/x", Epoch: epoch(), Batches: []*ternpb.Batch{{Entries: []*ternpb.Entry{{Payload: []byte("p")}}}}}); err != nil && !errors.Is(err, io.EOF) {
+			if err := st.Send(&ternpb.AppendStreamRequest{Log: "a/x", Epoch: epoch(), Batches: []*ternpb.Batch{{Entries: []*ternpb.Entry{{Payload: []byte("p")}}}}}); err != nil && !errors.Is(err, io.EOF) { // EOF: the server ended the stream, and Recv says why
 				return err
 			}
 			_, err = st.Recv()
@@ -191,7 +189,7 @@ func authCalls(epoch func() uint64) map[string]authCall {
 				return err
 			}
 			start := &ternpb.SubscribeRequest_Start{Log: "a/x", Name: "s"}
-			if err := st.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{Start: start}}); err != nil && !errors.Is(err, io.EOF) {
+			if err := st.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{Start: start}}); err != nil && !errors.Is(err, io.EOF) { // EOF: the server ended the stream, and Recv says why
 				return err
 			}
 			_, err = st.Recv() // the entry of a/x
@@ -282,9 +280,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 				want = codes.Unauthenticated
 			case perm == "" || slices.Contains(grants[p.name], perm):
 				want = codes.OK
-			case method == "DescribeLog" && len(grants[p.name]) > 0: // any permission on the log
-
-				want = codes.OK
+			case method == "DescribeLog" && len(grants[p.name]) > 0:
+				want = codes.OK // any permission: the clients describe a log to open it
 			default:
 				want = codes.PermissionDenied
 			}
@@ -336,6 +333,21 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	if got := auditEvents(t, ts, "DeleteLog", "PermissionDenied"); got < 3 {
 		t.Errorf("tern_audit_events_total{DeleteLog,PermissionDenied} = %v, want one per refused principal (3 at least)", got)
+	}
+}
+
+// The clients' probe when they open, a DescribeLog of "", is answered
+// InvalidArgument to any principal, and not audited as a refusal.
+func TestProbeOfAnyPrincipal(t *testing.T) {
+	var logs logBuffer
+	reader := testPrincipal{name: "reader", token: token("reader"), grants: `[{prefix: "a/", allow: [read]}]`}
+	ts := startWith(t, Options{Policy: policyOf(t, reader), Audit: slog.New(slog.NewJSONHandler(&logs, nil))})
+	_, err := ts.api.DescribeLog(as(t.Context(), reader.token), &ternpb.DescribeLogRequest{Name: ""})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("DescribeLog of \"\" by a reader of a/: %v, want InvalidArgument", err)
+	}
+	if a := logs.audits(t); len(a) != 0 {
+		t.Errorf("the probe was audited: %v", a)
 	}
 }
 
@@ -465,7 +477,7 @@ func TestQuotas(t *testing.T) {
 			return nil, err
 		}
 		start := &ternpb.SubscribeRequest_Start{Log: "q/1", Name: name}
-		if err := st.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{Start: start}}); err != nil {
+		if err := st.Send(&ternpb.SubscribeRequest{Request: &ternpb.SubscribeRequest_Start_{Start: start}}); err != nil && !errors.Is(err, io.EOF) { // EOF: the server ended the stream, and Recv says why
 			return nil, err
 		}
 		_, err = st.Recv()

@@ -36,9 +36,7 @@ type server struct {
 	stderr   *syncBuffer // of every run
 	args     []string    // more flags of tern serve
 	env      []string    // more environment variables of tern serve
-	// httpTLS, when set, is how the readiness probe verifies the HTTP
-	// listener of a server that serves TLS.
-	httpTLS *tls.Config
+	tls      *tls.Config // of a client of the HTTP listener when it serves TLS; nil: plain HTTP
 
 	cmd  *exec.Cmd // the current run
 	done chan struct{}
@@ -67,14 +65,15 @@ func startServerAt(t *testing.T, data, addr string, env []string, args ...string
 }
 
 // startServerTLS is startServerAt for a server whose HTTP listener serves
-// TLS (args give its certificate): httpTLS verifies it.
-func startServerTLS(t *testing.T, data, addr string, httpTLS *tls.Config, env []string, args ...string) *server {
+// TLS (tern serve --tls-cert): its readiness is checked over HTTPS with
+// clientTLS, which s.tls keeps for the test's own requests.
+func startServerTLS(t *testing.T, data, addr string, clientTLS *tls.Config, env []string, args ...string) *server {
 	t.Helper()
 	picked := addr == ""
 	if picked {
 		addr = freeAddr(t)
 	}
-	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env, httpTLS: httpTLS}
+	s := &server{t: t, data: data, addr: addr, httpAddr: freeAddr(t), stderr: new(syncBuffer), args: args, env: env, tls: clientTLS}
 	t.Cleanup(func() {
 		s.kill()
 		checkRaces(t, "tern serve", s.stderr)
@@ -147,8 +146,8 @@ func (s *server) startOrPortTaken(retry bool) bool {
 
 	hc := &http.Client{Timeout: 2 * time.Second}
 	scheme := "http://"
-	if s.httpTLS != nil {
-		hc.Transport = &http.Transport{TLSClientConfig: s.httpTLS}
+	if s.tls != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: s.tls}
 		scheme = "https://"
 	}
 	deadline := time.Now().Add(readyTimeout)
