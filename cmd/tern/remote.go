@@ -160,7 +160,8 @@ func plaintextTokenWarning(opts tern.Options) string {
 func authMessage(err error) string {
 	switch {
 	case errors.Is(err, tern.ErrUnauthenticated):
-		return fmt.Sprintf("not authenticated: set $TERN_TOKEN or --token, or a client certificate (--tls-cert and --tls-key); the server said: %s", message(cause(err, tern.ErrUnauthenticated)))
+		said := strings.TrimPrefix(message(cause(err, tern.ErrUnauthenticated)), "not authenticated: ")
+		return fmt.Sprintf("not authenticated: %s (the CLI takes $TERN_TOKEN or --token, or a client certificate with --tls-cert and --tls-key)", said)
 	case errors.Is(err, tern.ErrPermissionDenied):
 		return "permission denied: " + strings.TrimPrefix(message(cause(err, tern.ErrPermissionDenied)), "permission denied: ")
 	}

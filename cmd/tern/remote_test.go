@@ -154,7 +154,7 @@ func TestTLSAndTokenRoundTrip(t *testing.T) {
 	// The refusals, one line each.
 	args = []string{"--tls-ca", caFile, "log", "describe", "l"}
 	r := ternAt(t, wrongEnv, "", args...)
-	wantExit(t, r, 1, args, "tern: not authenticated: set $TERN_TOKEN or --token, or a client certificate", "no principal has this token")
+	wantExit(t, r, 1, args, "tern: not authenticated: ", "(the CLI takes $TERN_TOKEN or --token, or a client certificate with --tls-cert and --tls-key)", "no principal has this token")
 	if strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("tern %q: the error is not one line:\n%s", args, r.stderr)
 	}
