@@ -13,10 +13,10 @@ import (
 // more to steal, and from all of them when none is quiet or steal is unknown.
 func TestMedianPair(t *testing.T) {
 	mk := func(ratio float64, steal ...float64) pair {
-		p := pair{emb: &loadgen.Result{EntriesPerSec: 1000}, grpc: &loadgen.Result{EntriesPerSec: 1000 * ratio}}
+		p := pair{base: &loadgen.Result{EntriesPerSec: 1000}, test: &loadgen.Result{EntriesPerSec: 1000 * ratio}}
 		if len(steal) == 2 {
-			p.grpc.Extra = map[string]float64{"steal_share": steal[0]}
-			p.emb.Extra = map[string]float64{"steal_share": steal[1]}
+			p.test.Extra = map[string]float64{"steal_share": steal[0]}
+			p.base.Extra = map[string]float64{"steal_share": steal[1]}
 		}
 		return p
 	}
@@ -56,12 +56,12 @@ func TestBenchTargetReads(t *testing.T) {
 				}
 				opts := tern.Options{Dir: t.TempDir()}
 				if via == "grpc" {
-					s, err := startLoopbackServer(t.Context(), t.TempDir())
+					s, err := startLoopbackServer(t.Context(), t.TempDir(), Security{})
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer s.Close()
-					opts = tern.Options{Server: s.addr}
+					opts = s.clientOptions()
 				}
 				tt, err := openTernTarget(t.Context(), opts, "bench-", spec.Logs, tern.LogOptions{})
 				if err != nil {
