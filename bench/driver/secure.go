@@ -155,9 +155,10 @@ func writeCert(dir string) (certs.Files, *x509.Certificate, error) {
 }
 
 // Describe says, for people, what a measure through a server in this
-// process reached as sec measures; with TLS it makes one connection to
+// process reached as sec measures; with TLS it makes a certificate in a
+// new directory inside dir, removed afterwards, and one connection, to
 // learn the version and key exchange the client and server agree on.
-func Describe(sec Security) (string, error) {
+func Describe(dir string, sec Security) (string, error) {
 	what := "through a server in this process (gRPC on loopback)"
 	if !sec.TLS {
 		if sec.Token {
@@ -165,7 +166,7 @@ func Describe(sec Security) (string, error) {
 		}
 		return what + ", in plaintext", nil
 	}
-	dir, err := os.MkdirTemp("", "tern-bench-tls-")
+	dir, err := os.MkdirTemp(dir, "describe-")
 	if err != nil {
 		return "", err
 	}

@@ -159,10 +159,10 @@ peers and writes docs/benchmarks.md.`,
 				if secured {
 					base, test = driver.Loopback, driver.Secured(sec)
 				}
-				if err := a.describeBench(cmd, spec, sec, pairs); err != nil {
-					return err
-				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					if err := describeBench(cmd, env.Dir, spec, sec, pairs); err != nil {
+						return nil, err
+					}
 					return driver.Pairs(ctx, env, spec, fsync, pairs, base, test)
 				})
 			}
@@ -170,9 +170,6 @@ peers and writes docs/benchmarks.md.`,
 			switch {
 			case grpcLoopback:
 				mode = driver.Secured(sec)
-				if err := a.describeBench(cmd, spec, sec, pairs); err != nil {
-					return err
-				}
 			case a.server != "":
 				opts, err := a.serverOptions()
 				if err != nil {
@@ -181,6 +178,9 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				if err := describeBench(cmd, env.Dir, spec, sec, 0); err != nil {
+					return nil, err
+				}
 				return single(driver.Tern(ctx, env, spec, fsync, mode))
 			})
 		},

@@ -12,12 +12,12 @@ import (
 
 // describeBench prints, as the first line of tern bench --grpc --tls or
 // --auth, what is measured: how the server is reached, and with --pairs
-// what against.
-func (a *app) describeBench(cmd *cobra.Command, spec loadgen.Spec, sec driver.Security, pairs int) error {
+// what against. Its certificate is made in dir.
+func describeBench(cmd *cobra.Command, dir string, spec loadgen.Spec, sec driver.Security, pairs int) error {
 	if sec == (driver.Security{}) {
 		return nil
 	}
-	what, err := driver.Describe(sec)
+	what, err := driver.Describe(dir, sec)
 	if err != nil {
 		return err
 	}
@@ -57,14 +57,14 @@ times; its entries/s, connections per second one at a time.`,
 			if n < 1 {
 				return usagef(cmd, "--connections %d: make at least one", n)
 			}
-			what, err := driver.Describe(driver.Security{TLS: true, Token: token})
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Timing %d new connections (full handshakes) %s, against as many in plaintext, alternating.\n", n, what); err != nil {
-				return err
-			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				what, err := driver.Describe(env.Dir, driver.Security{TLS: true, Token: token})
+				if err != nil {
+					return nil, err
+				}
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Timing %d new connections (full handshakes) %s, against as many in plaintext, alternating.\n", n, what); err != nil {
+					return nil, err
+				}
 				return driver.Connect(ctx, env, n, token)
 			})
 		},
