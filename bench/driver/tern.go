@@ -126,7 +126,7 @@ func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n 
 		note += fmt.Sprintf("no pair had under %.0f%% steal in both runs; the median of all is %.2f, this pair", 100*loadgen.NoisyStealShare, m.ratio())
 	}
 	p50, p99 := medianLatencyRatios(ps)
-	note += fmt.Sprintf("; the medians of all pairs' latency ratios are %.2f at p50 and %.2f at p99", p50, p99)
+	note += fmt.Sprintf("; the median of all pairs' %s/%s latency ratios is %.2f at p50 and %.2f at p99", test.label(within), base.label(within), p50, p99)
 	for _, r := range []*loadgen.Result{m.base, m.test} {
 		r.Notes = append(r.Notes, note)
 		r.SetExtra("pairs", float64(n))

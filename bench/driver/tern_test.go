@@ -39,6 +39,22 @@ func TestMedianPair(t *testing.T) {
 	}
 }
 
+// The latency ratios are medians over all pairs, steal or not; a run
+// without latencies gives 0, not a NaN that JSON cannot hold.
+func TestMedianLatencyRatios(t *testing.T) {
+	mk := func(base, test float64) pair {
+		return pair{base: &loadgen.Result{Latency: loadgen.Latency{P50: base, P99: 2 * base}},
+			test: &loadgen.Result{Latency: loadgen.Latency{P50: test, P99: 3 * test}}}
+	}
+	p50, p99 := medianLatencyRatios([]pair{mk(100, 120), mk(100, 90), mk(100, 200)})
+	if math.Abs(p50-1.2) > 1e-9 || math.Abs(p99-1.8) > 1e-9 {
+		t.Errorf("ratios %v at p50, %v at p99; want 1.2 and 1.8", p50, p99)
+	}
+	if p50, p99 := medianLatencyRatios([]pair{mk(0, 100)}); p50 != 0 || p99 != 0 {
+		t.Errorf("without base latencies: %v, %v; want 0", p50, p99)
+	}
+}
+
 // The target delivers what it acknowledged, to a tail reader and from the
 // start: every entry, in order, none missing (Errors counts the missing).
 func TestBenchTargetReads(t *testing.T) {
