@@ -127,6 +127,10 @@ func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n 
 	}
 	p50, p99 := medianLatencyRatios(ps)
 	note += fmt.Sprintf("; the median of all pairs' %s/%s latency ratios is %.2f at p50 and %.2f at p99", test.label(within), base.label(within), p50, p99)
+	cpu, cpus := medianCPURatio(ps)
+	if cpu > 0 {
+		note += fmt.Sprintf(", and of their CPU time per append (this process's: client and server, when in it) %.2f (%s)", cpu, strings.Join(cpus, ", "))
+	}
 	for _, r := range []*loadgen.Result{m.base, m.test} {
 		r.Notes = append(r.Notes, note)
 		r.SetExtra("pairs", float64(n))
@@ -135,6 +139,9 @@ func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n 
 	m.test.SetExtra("median_ratio", m.ratio())
 	m.test.SetExtra("median_p50_ratio", p50)
 	m.test.SetExtra("median_p99_ratio", p99)
+	if cpu > 0 {
+		m.test.SetExtra("median_cpu_ratio", cpu)
+	}
 	return []*loadgen.Result{m.base, m.test}, nil
 }
 
@@ -230,6 +237,32 @@ func medianLatencyRatios(ps []pair) (p50, p99 float64) {
 		return rs[(len(rs)-1)/2]
 	}
 	return median(func(l loadgen.Latency) float64 { return l.P50 }), median(func(l loadgen.Latency) float64 { return l.P99 })
+}
+
+// medianCPURatio is the median (the lower middle one for an even count),
+// over all pairs, of the test run's CPU time per append over the base
+// run's, and each pair's in order; 0 when a run has no CPU time or no
+// appends. Steal slows a run down more than it makes it spend CPU, so
+// this ratio is steadier than the throughputs' on a busy host.
+func medianCPURatio(ps []pair) (float64, []string) {
+	perAppend := func(r *loadgen.Result) float64 {
+		if r.Entries == 0 {
+			return 0
+		}
+		return r.CPUSeconds / float64(r.Entries)
+	}
+	rs := make([]float64, len(ps))
+	each := make([]string, len(ps))
+	for i, p := range ps {
+		b, t := perAppend(p.base), perAppend(p.test)
+		if b == 0 || t == 0 {
+			return 0, nil
+		}
+		rs[i] = t / b
+		each[i] = fmt.Sprintf("%.2f", rs[i])
+	}
+	slices.Sort(rs)
+	return rs[(len(rs)-1)/2], each
 }
 
 // stealOf is the host's share of the CPU during r, or "?" where unknown.

@@ -55,6 +55,20 @@ func TestMedianLatencyRatios(t *testing.T) {
 	}
 }
 
+// The CPU ratio compares CPU time per append, pair by pair.
+func TestMedianCPURatio(t *testing.T) {
+	mk := func(baseCPU, testCPU float64, testEntries int64) pair {
+		return pair{base: &loadgen.Result{CPUSeconds: baseCPU, Entries: 1000}, test: &loadgen.Result{CPUSeconds: testCPU, Entries: testEntries}}
+	}
+	got, each := medianCPURatio([]pair{mk(1, 1.2, 1000), mk(1, 1.1, 500), mk(2, 2, 1000)})
+	if math.Abs(got-1.2) > 1e-9 || len(each) != 3 || each[1] != "2.20" {
+		t.Errorf("ratio %v, each %q; want 1.2 of 1.20, 2.20, 1.00", got, each)
+	}
+	if got, _ := medianCPURatio([]pair{mk(0, 1, 1000)}); got != 0 {
+		t.Errorf("without CPU time: %v, want 0", got)
+	}
+}
+
 // The target delivers what it acknowledged, to a tail reader and from the
 // start: every entry, in order, none missing (Errors counts the missing).
 func TestBenchTargetReads(t *testing.T) {
