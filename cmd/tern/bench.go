@@ -53,8 +53,9 @@ median pair of those in which neither run lost 5% or more to steal (of all
 pairs if none is that quiet).
 
 With --grpc --tls, the server serves TLS with a certificate made for the
-run (ECDSA P-256), which the client trusts, and keeps no TLS sessions; with
---grpc --auth, it has an auth file and the client sends a token. The first
+run (ECDSA P-256), which the client trusts (it keeps no TLS session, so a
+new connection makes a full handshake); with --grpc --auth, the server has
+an auth file and the client sends a token. The first
 line of the output says which, and the TLS version and key exchange. With
 --pairs too, the pairs compare the server so secured with the same server
 in plaintext (and without an auth file) instead of the embedded library.
