@@ -13,10 +13,10 @@ import (
 // more to steal, and from all of them when none is quiet or steal is unknown.
 func TestMedianPair(t *testing.T) {
 	mk := func(ratio float64, steal ...float64) pair {
-		p := pair{emb: &loadgen.Result{EntriesPerSec: 1000}, grpc: &loadgen.Result{EntriesPerSec: 1000 * ratio}}
+		p := pair{base: &loadgen.Result{EntriesPerSec: 1000}, test: &loadgen.Result{EntriesPerSec: 1000 * ratio}}
 		if len(steal) == 2 {
-			p.grpc.Extra = map[string]float64{"steal_share": steal[0]}
-			p.emb.Extra = map[string]float64{"steal_share": steal[1]}
+			p.test.Extra = map[string]float64{"steal_share": steal[0]}
+			p.base.Extra = map[string]float64{"steal_share": steal[1]}
 		}
 		return p
 	}
@@ -39,6 +39,36 @@ func TestMedianPair(t *testing.T) {
 	}
 }
 
+// The latency ratios are medians over all pairs, steal or not; a run
+// without latencies gives 0, not a NaN that JSON cannot hold.
+func TestMedianLatencyRatios(t *testing.T) {
+	mk := func(base, test float64) pair {
+		return pair{base: &loadgen.Result{Latency: loadgen.Latency{P50: base, P99: 2 * base}},
+			test: &loadgen.Result{Latency: loadgen.Latency{P50: test, P99: 3 * test}}}
+	}
+	p50, p99 := medianLatencyRatios([]pair{mk(100, 120), mk(100, 90), mk(100, 200)})
+	if math.Abs(p50-1.2) > 1e-9 || math.Abs(p99-1.8) > 1e-9 {
+		t.Errorf("ratios %v at p50, %v at p99; want 1.2 and 1.8", p50, p99)
+	}
+	if p50, p99 := medianLatencyRatios([]pair{mk(0, 100)}); p50 != 0 || p99 != 0 {
+		t.Errorf("without base latencies: %v, %v; want 0", p50, p99)
+	}
+}
+
+// The CPU ratio compares CPU time per append, pair by pair.
+func TestMedianCPURatio(t *testing.T) {
+	mk := func(baseCPU, testCPU float64, testEntries int64) pair {
+		return pair{base: &loadgen.Result{CPUSeconds: baseCPU, Entries: 1000}, test: &loadgen.Result{CPUSeconds: testCPU, Entries: testEntries}}
+	}
+	got, each := medianCPURatio([]pair{mk(1, 1.2, 1000), mk(1, 1.1, 500), mk(2, 2, 1000)})
+	if math.Abs(got-1.2) > 1e-9 || len(each) != 3 || each[1] != "2.20" {
+		t.Errorf("ratio %v, each %q; want 1.2 of 1.20, 2.20, 1.00", got, each)
+	}
+	if got, _ := medianCPURatio([]pair{mk(0, 1, 1000)}); got != 0 {
+		t.Errorf("without CPU time: %v, want 0", got)
+	}
+}
+
 // The target delivers what it acknowledged, to a tail reader and from the
 // start: every entry, in order, none missing (Errors counts the missing).
 func TestBenchTargetReads(t *testing.T) {
@@ -56,12 +86,12 @@ func TestBenchTargetReads(t *testing.T) {
 				}
 				opts := tern.Options{Dir: t.TempDir()}
 				if via == "grpc" {
-					s, err := startLoopbackServer(t.Context(), t.TempDir())
+					s, err := startLoopbackServer(t.Context(), t.TempDir(), Security{})
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer s.Close()
-					opts = tern.Options{Server: s.addr}
+					opts = s.clientOptions()
 				}
 				tt, err := openTernTarget(t.Context(), opts, "bench-", spec.Logs, tern.LogOptions{})
 				if err != nil {

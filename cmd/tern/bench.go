@@ -32,6 +32,7 @@ func (a *app) benchCmd() *cobra.Command {
 	var (
 		f            benchFlags
 		grpcLoopback bool
+		sec          driver.Security
 		pairs        int
 		obj          objectFlags
 		cl           clusterFlags
@@ -50,6 +51,15 @@ run against the next, and the median of the pairs' ratios is steadier than
 any one pair. Every pair's ratio and steal are printed; the result is the
 median pair of those in which neither run lost 5% or more to steal (of all
 pairs if none is that quiet).
+
+With --grpc --tls, the server serves TLS with a certificate made for the
+run (ECDSA P-256), which the client trusts (it keeps no TLS session, so a
+new connection makes a full handshake); with --grpc --auth, the server has
+an auth file and the client sends a token. The first
+line of the output says which, and the TLS version and key exchange. With
+--pairs too, the pairs compare the server so secured with the same server
+in plaintext (and without an auth file) instead of the embedded library.
+"tern bench connect" times the handshake of a new connection.
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -81,6 +91,7 @@ The result is printed as a table, and appended as a JSON line to --json.
 peers and writes docs/benchmarks.md.`,
 		Example: `  tern bench --workload sync-1k
   tern bench --workload conc-1k --grpc
+  tern bench --workload conc-1k --grpc --tls --auth --pairs 5
   tern bench --workload conc-4k --duration 30s --json results.jsonl
   tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms
   tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000&tls=false'`,
@@ -97,8 +108,13 @@ peers and writes docs/benchmarks.md.`,
 			if grpcLoopback && a.server != "" {
 				return usagef(cmd, "--grpc starts its own server: leave out --server")
 			}
+			secured := sec != driver.Security{}
+			if secured && !grpcLoopback {
+				return usagef(cmd, "--%s applies to the server tern bench starts: add --grpc (a running server is reached with --server and the root flags --tls-ca, --token)",
+					changedFlag(cmd, "tls", "auth"))
+			}
 			if cl.nodes > 0 || strings.HasPrefix(spec.Name, "quorum-") {
-				if flag := changedFlag(cmd, "grpc", "pairs", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
+				if flag := changedFlag(cmd, "grpc", "tls", "auth", "pairs", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
 					return usagef(cmd, "--%s does not apply to quorum logs on a --cluster", flag)
 				}
 				if a.server != "" {
@@ -140,14 +156,21 @@ peers and writes docs/benchmarks.md.`,
 				case spec.Kind != loadgen.KindAppend || spec.Rate > 0:
 					return usagef(cmd, "--pairs compares throughput: it needs a closed-loop append workload (no --rate), such as conc-1k")
 				}
+				base, test := driver.Embedded, driver.Loopback
+				if secured {
+					base, test = driver.Loopback, driver.Secured(sec)
+				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-					return driver.Pairs(ctx, env, spec, fsync, pairs)
+					if err := describeBench(cmd, env.Dir, spec, sec, pairs); err != nil {
+						return nil, err
+					}
+					return driver.Pairs(ctx, env, spec, fsync, pairs, base, test)
 				})
 			}
 			mode := driver.Embedded
 			switch {
 			case grpcLoopback:
-				mode = driver.Loopback
+				mode = driver.Secured(sec)
 			case a.server != "":
 				opts, err := a.serverOptions()
 				if err != nil {
@@ -156,6 +179,9 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				if err := describeBench(cmd, env.Dir, spec, sec, 0); err != nil {
+					return nil, err
+				}
 				return single(driver.Tern(ctx, env, spec, fsync, mode))
 			})
 		},
@@ -163,11 +189,13 @@ peers and writes docs/benchmarks.md.`,
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
-	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%)")
+	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%); with --tls or --auth, the server in plaintext and secured")
+	cmd.Flags().BoolVar(&sec.TLS, "tls", false, "with --grpc: the server serves TLS, with a certificate made for the run")
+	cmd.Flags().BoolVar(&sec.Token, "auth", false, "with --grpc: the server has an auth file, and the client sends a bearer token")
 	obj.addFlags(cmd)
 	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")
-	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd(), a.benchFailoverCmd())
+	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd(), a.benchFailoverCmd(), a.benchConnectCmd())
 	return cmd
 }
 

@@ -92,6 +92,58 @@ func TestBenchPairs(t *testing.T) {
 	}
 }
 
+// --grpc --tls --auth measures through the server over TLS with a token,
+// says so in its first line, and with --pairs alternates it with the same
+// server in plaintext.
+func TestBenchTLS(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	stdout := must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "200ms", "--warmup", "50ms", "--grpc", "--tls", "--auth", "--json", out)
+	first, _, _ := strings.Cut(stdout, "\n")
+	if !regexp.MustCompile(`^Measuring conc-1k through a server in this process .*, over TLS 1\.[23] \(.*ECDSA P-256.*\) with a bearer token\.$`).MatchString(first) {
+		t.Fatalf("first line %q, want what is measured", first)
+	}
+	must(t, dir, "", "bench", "--workload", "sync-1k", "--duration", "200ms", "--warmup", "50ms", "--grpc", "--tls", "--pairs", "1", "--json", out)
+	rs := readResults(t, out)
+	if len(rs) != 3 {
+		t.Fatalf("%d results, want 3", len(rs))
+	}
+	for i, want := range []string{"gRPC, TLS, token", "gRPC", "gRPC, TLS"} {
+		if r := rs[i]; r.Variant != want || r.Entries == 0 || r.Errors != 0 {
+			t.Errorf("result %d: %s, %d entries, %d errors (%s); want %s", i, r.Variant, r.Entries, r.Errors, r.FirstError, want)
+		}
+	}
+	if r := rs[2]; r.Extra["median_ratio"] != r.EntriesPerSec/rs[1].EntriesPerSec || !strings.Contains(strings.Join(r.Notes, ";"), "TLS/plaintext throughput over 1 alternating pairs") {
+		t.Errorf("pair: median_ratio %v, notes %q", r.Extra["median_ratio"], r.Notes)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("bench left %v in --dir", left)
+	}
+}
+
+// tern bench connect times new connections over TLS and in plaintext,
+// alternating, and compares them.
+func TestBenchConnect(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
+	stdout := must(t, dir, "", "bench", "connect", "--connections", "5", "--auth", "--json", out)
+	if first, _, _ := strings.Cut(stdout, "\n"); !strings.HasPrefix(first, "Timing 5 new connections (full handshakes) through a server in this process") ||
+		!strings.Contains(first, "over TLS 1.") || !strings.Contains(stdout, "the TLS handshake adds") {
+		t.Fatalf("output:\n%s", stdout)
+	}
+	rs := readResults(t, out)
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want plaintext and TLS", len(rs))
+	}
+	for i, want := range []string{"gRPC, plaintext, token", "gRPC, TLS, token"} {
+		if r := rs[i]; r.Workload != "connect" || r.Variant != want || r.Entries != 5 || r.Latency.Count != 5 || r.Latency.P50 <= 0 {
+			t.Errorf("result %d: %+v; want %s, 5 connections timed", i, r, want)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("bench left %v in --dir", left)
+	}
+	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections 0")
+}
+
 // tern bench --storage measures object logs on the store, counts their
 // objects before and after compaction, and leaves the store empty.
 func TestBenchStorage(t *testing.T) {
@@ -165,6 +217,8 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--pairs", "3"}, "--pairs compares the server with the embedded library: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-10k", "--grpc", "--pairs", "3"}, "closed-loop append workload")
 	fails(t, 2, dir, "", []string{"bench", "--grpc", "--pairs", "-1"}, "--pairs must be 1 or more")
+	fails(t, 2, dir, "", []string{"bench", "--tls"}, "--tls applies to the server tern bench starts: add --grpc")
+	fails(t, 2, dir, "", []string{"bench", "--auth", "--pairs", "2"}, "--auth applies to the server tern bench starts: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
@@ -261,6 +315,7 @@ func TestBenchClusterUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "2"}, "--cluster 2", "at least 3")
 	fails(t, 2, dir, "", []string{"bench", "--ensemble", "5"}, "--ensemble applies to quorum logs: add --cluster N")
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--grpc"}, "--grpc does not apply to quorum logs")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--grpc", "--tls"}, "does not apply to quorum logs")
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ensemble", "5"}, "--ensemble 5 needs as many nodes")
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ack-quorum", "4"}, "--ack-quorum 4")
 	fails(t, 2, dir, "", []string{"bench", "failover", "--cluster", "3"}, "at least 4")
