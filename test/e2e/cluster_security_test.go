@@ -440,17 +440,30 @@ func TestClusterSecurityJoin(t *testing.T) {
 		{"not a node principal", sc.nodeLeaf(t, sc.ca, "intruder"), []string{"this node's certificate (CN=intruder)", "not a node principal of the auth file", "node: true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out := runServe(t, sc.nodeArgs(t, "n4", tc.leaf, sc.caFile)...)
-			if code != 1 {
-				t.Fatalf("tern serve exited with %d, want 1; it logged:\n%s", code, out)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("tern serve logged:\n%s\nwant it to say %q", out, w)
-				}
-			}
+			refusedToJoin(t, sc.nodeArgs(t, "n4", tc.leaf, sc.caFile), tc.want...)
 		})
 	}
+	sc.checkOnlyNodes(t)
+}
+
+// refusedToJoin runs tern serve with args, a node's, and checks that it
+// exits 1 saying each of wants.
+func refusedToJoin(t *testing.T, args []string, wants ...string) {
+	t.Helper()
+	code, out := runServe(t, args...)
+	if code != 1 {
+		t.Fatalf("tern serve exited with %d, want 1; it logged:\n%s", code, out)
+	}
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("tern serve logged:\n%s\nwant it to say %q", out, w)
+		}
+	}
+}
+
+// checkOnlyNodes checks that the nodes registered in etcd are sc's three.
+func (sc *secureCluster) checkOnlyNodes(t *testing.T) {
+	t.Helper()
 	resp, err := sc.etcd.Get(t.Context(), "/tern/nodes/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
