@@ -55,9 +55,19 @@ var errUnreachable = errors.New("unreachable")
 // connection (errUnreachable if none), a TLS handshake with the node's
 // certificate when st is not nil, and a call of the replica service,
 // which only nodes may make.
-func probeMember(ctx context.Context, m cluster.Member, st *certs.Store) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+func probeMember(parent context.Context, m cluster.Member, st *certs.Store) error {
+	ctx, cancel := context.WithTimeout(parent, probeTimeout)
 	defer cancel()
+	err := probe(ctx, m, st)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		// A member that accepts connections and then says nothing is hung,
+		// not refusing: it must not keep nodes from joining.
+		return fmt.Errorf("%w: no answer within %s: %v", errUnreachable, probeTimeout, err)
+	}
+	return err
+}
+
+func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", m.Addr)
 	if err != nil {
