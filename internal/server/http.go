@@ -46,11 +46,17 @@ func httpMux(reg *prometheus.Registry, ready http.Handler, pprofOn bool, g *http
 
 // httpGuard is the Server's guard as the HTTP listener sees it: set once
 // the Server exists; until then the endpoints it protects answer 503.
-type httpGuard struct{ g atomic.Pointer[guard] }
+// Under mTLS without an auth file (mutual), the certificate is the only
+// credential: the endpoints it protects need one, as gRPC calls do.
+type httpGuard struct {
+	g      atomic.Pointer[guard]
+	mutual bool
+}
 
 // check lets a request through to h when its caller may: any identity of
-// the auth file, or with admin one granted admin on every log. A refusal
-// is audited as op.
+// the auth file, or with admin one granted admin on every log; without an
+// auth file, anyone, or under mTLS any client with a certificate. A
+// refusal is audited as op.
 func (hg *httpGuard) check(op string, admin bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g := hg.g.Load()
@@ -64,6 +70,9 @@ func (hg *httpGuard) check(op string, admin bool, h http.Handler) http.Handler {
 		}
 		token, hasToken := bearer(r.Header.Values("Authorization"))
 		who, err := g.identify(token, hasToken, cert)
+		if err == nil && who.acc == nil && hg.mutual && cert == nil {
+			err = fmt.Errorf("%w: the server requires a client certificate of its CA (--tls-client-ca)", rpcerr.ErrUnauthenticated)
+		}
 		if err == nil && admin && who.acc != nil && !who.p.Allows(auth.Admin, "") {
 			err = fmt.Errorf("%w: principal %q may not read profiles: /debug/pprof/ needs admin on every log (a grant of admin on the prefix \"\")", rpcerr.ErrPermissionDenied, who.name)
 		}

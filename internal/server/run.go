@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		watchCerts(r, reg, logger)
 	}
 
-	hg := &httpGuard{}
+	hg := &httpGuard{mutual: r.certs != nil && r.certs.Mutual() && policy == nil}
 	httpSrv := &http.Server{Handler: httpMux(reg, r.ready, cfg.Pprof, hg), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)} // failed TLS handshakes, at Debug as gRPC's
 	httpDone := make(chan struct{})

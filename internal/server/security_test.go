@@ -244,3 +244,21 @@ func TestPprofOff(t *testing.T) {
 		t.Errorf("pprof off: %q, want the flag that turns it on", body)
 	}
 }
+
+// Under mTLS without an auth file the certificate is the only credential:
+// /metrics needs one over HTTPS, as gRPC calls do; health checks do not.
+func TestMutualHTTP(t *testing.T) {
+	f := writeTLSFiles(t, t.TempDir(), "client")
+	s, err := Start(t.Context(), Config{Data: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", EtcdRoot: "/tern/",
+		TLS: certs.Files{Cert: f.certFile, Key: f.keyFile, ClientCA: f.caFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "https://" + DialAddr(s.HTTPAddr())
+	without := &http.Client{Transport: &http.Transport{TLSClientConfig: f.clientTLS(t, false)}}
+	with := &http.Client{Transport: &http.Transport{TLSClientConfig: f.clientTLS(t, true)}}
+	httpBody(t, without, base+"/readyz", "", 200)
+	httpBody(t, without, base+"/metrics", "", 401)
+	httpBody(t, with, base+"/metrics", "", 200)
+}
