@@ -240,6 +240,10 @@ func (l *embeddedLog) OpenWriter(ctx context.Context) (writerImpl, error) {
 	return &embeddedWriter{l: l, eng: eng, release: release, epoch: claim.Epoch(), claim: claim}, nil
 }
 
+// maxStartAttempts bounds the tries to open a reader at FromStart of a log
+// that is truncated as fast as the reader opens.
+const maxStartAttempts = 10
+
 // The reader holds the engine open until it is closed.
 func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error) {
 	if err := ctx.Err(); err != nil {
@@ -250,12 +254,24 @@ func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadO
 	if err != nil {
 		return nil, err
 	}
-	r, err := eng.NewReader(uint64(from), o.Ticks)
-	if err != nil {
-		release()
-		return nil, err // says which offset, and where the log starts or ends
+	for attempt := 1; ; attempt++ {
+		at := uint64(from)
+		switch from {
+		case FromStart:
+			at = eng.Stats().Start
+		case FromEnd:
+			at = eng.Stats().End
+		}
+		r, err := eng.NewReader(at, o.Ticks)
+		if from == FromStart && errors.Is(err, ErrTruncated) && attempt < maxStartAttempts {
+			continue // truncated since Stats: the start moved on
+		}
+		if err != nil {
+			release()
+			return nil, err // says which offset, and where the log starts or ends
+		}
+		return embeddedReader{r: r, maxBytes: o.MaxBatchBytes, release: release}, nil
 	}
-	return embeddedReader{r: r, maxBytes: o.MaxBatchBytes, release: release}, nil
 }
 
 // embeddedReader is a Reader of an engine, which it holds open.

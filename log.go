@@ -52,8 +52,10 @@ func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
 }
 
 // OpenReader returns a Reader positioned at from, which must be between the
-// log's Start and End (inclusive). A from below Start fails with a
-// *TruncatedError.
+// log's Start and End (inclusive), or be FromStart (the log's start when the
+// reader opens, wherever truncation has moved it) or FromEnd (its end then:
+// the reader returns only the entries appended from then on). A from below
+// Start fails with a *TruncatedError.
 func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (*Reader, error) {
 	r, err := l.impl.OpenReader(ctx, from, opts...)
 	if err != nil {

@@ -499,6 +499,36 @@ func TestModeTruncated(t *testing.T) {
 	})
 }
 
+// FromStart reads from the start wherever truncation moved it, FromEnd
+// only what is appended after the reader opened; embedded and remote.
+func TestModeFromStartAndEnd(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "positions", tern.LogOptions{})
+		for i := range 10 {
+			mustAppend(t, w, fmt.Sprint(i))
+		}
+		wantEntry(t, mustNext(t, mustReader(t, l, tern.FromStart)), 0, "0")
+		if err := l.Truncate(t.Context(), 7); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.OpenReader(t.Context(), 0); !errors.Is(err, tern.ErrTruncated) {
+			t.Fatalf("read from 0 after a truncation: %v, want ErrTruncated", err)
+		}
+		wantEntry(t, mustNext(t, mustReader(t, l, tern.FromStart)), 7, "7")
+
+		end := mustReader(t, l, tern.FromEnd)
+		// Nothing until an append: the reader waits at the tail.
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		_, err := end.Next(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a reader at the end read %v before any append, want it to wait", err)
+		}
+		mustAppend(t, w, "new")
+		wantEntry(t, mustNext(t, end), 10, "new")
+	})
+}
+
 func TestModeTicks(t *testing.T) {
 	forEachMode(t, func(t *testing.T, c *tern.Client) {
 		l, w := mustCreate(t, c, "ticks", tern.LogOptions{})

@@ -54,6 +54,11 @@ const (
 	DefaultListPageSize    = client.DefaultListPageSize
 	MaxListPageSize        = client.MaxListPageSize
 	MaxNameBytes           = client.MaxNameBytes
+
+	// FromStart and FromEnd are where OpenReader may start besides an
+	// offset: the log's start, or its end, as they are when it opens.
+	FromStart = client.FromStart
+	FromEnd   = client.FromEnd
 )
 
 // ParseFsync parses the text form of an Fsync: "always", "never" or

@@ -187,9 +187,9 @@ type Reader struct {
 }
 
 // OpenReader returns a Reader positioned at from, which must be between the
-// log's Start and End (inclusive). A from below Start fails with a
-// *TruncatedError. It returns once the server has opened the reader, so
-// that a bad from fails here.
+// log's Start and End (inclusive), or be FromStart or FromEnd. A from below
+// Start fails with a *TruncatedError. It returns once the server has opened
+// the reader, so that a bad from fails here.
 func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (*Reader, error) {
 	o := NewReadOptions(opts...)
 	if l.c.isClosed() {
@@ -200,7 +200,14 @@ func (l *Log) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (
 	stopOpening := context.AfterFunc(ctx, cancel)
 	var stream grpc.ServerStreamingClient[ternpb.ReadResponse]
 	err := l.call(sctx, func(sctx context.Context, api ternpb.TernClient) (err error) {
-		stream, err = api.Read(sctx, &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.Ticks})
+		req := &ternpb.ReadRequest{Log: l.name, From: uint64(from), Follow: true, Ticks: o.Ticks}
+		switch from {
+		case FromStart:
+			req.From, req.FromStart = 0, true
+		case FromEnd:
+			req.From, req.FromEnd = 0, true
+		}
+		stream, err = api.Read(sctx, req)
 		if err == nil {
 			err = opened(stream)
 		}

@@ -10,6 +10,16 @@ import (
 // Offset is the position of an entry in its log: dense, from 0, never reused.
 type Offset uint64
 
+// FromStart and FromEnd are where OpenReader may start besides an offset:
+// the log's start as it is when the reader opens, wherever truncation has
+// moved it, and the log's end then, so that the reader returns only the
+// entries appended from then on. They are the two largest Offsets, which no
+// entry reaches.
+const (
+	FromStart Offset = ^Offset(0) - 1
+	FromEnd   Offset = ^Offset(0)
+)
+
 // Entry is one entry of a log.
 type Entry struct {
 	// Offset is set by reads and ignored by appends.

@@ -1341,7 +1341,12 @@ type ReadRequest struct {
 	// Deliver time ticks (when following).
 	Ticks bool `protobuf:"varint,4,opt,name=ticks,proto3" json:"ticks,omitempty"`
 	// The most entries in one response; default 1024.
-	MaxBatch      uint32 `protobuf:"varint,5,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
+	MaxBatch uint32 `protobuf:"varint,5,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
+	// Start at the log's start as it is when the reader opens (wherever
+	// truncation left it), or at its end then (only the entries appended
+	// from then on), instead of `from`. At most one of them.
+	FromStart     bool `protobuf:"varint,6,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	FromEnd       bool `protobuf:"varint,7,opt,name=from_end,json=fromEnd,proto3" json:"from_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1409,6 +1414,20 @@ func (x *ReadRequest) GetMaxBatch() uint32 {
 		return x.MaxBatch
 	}
 	return 0
+}
+
+func (x *ReadRequest) GetFromStart() bool {
+	if x != nil {
+		return x.FromStart
+	}
+	return false
+}
+
+func (x *ReadRequest) GetFromEnd() bool {
+	if x != nil {
+		return x.FromEnd
+	}
+	return false
 }
 
 // ReadResponse carries entries in offset order, or one time tick.
@@ -2478,13 +2497,16 @@ const file_tern_proto_rawDesc = "" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04time\x18\x03 \x01(\x04R\x04time\"\x18\n" +
-	"\x16AppendTimeTickResponse\"~\n" +
+	"\x16AppendTimeTickResponse\"\xb8\x01\n" +
 	"\vReadRequest\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x14\n" +
 	"\x05ticks\x18\x04 \x01(\bR\x05ticks\x12\x1b\n" +
-	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\"_\n" +
+	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x12\x1d\n" +
+	"\n" +
+	"from_start\x18\x06 \x01(\bR\tfromStart\x12\x19\n" +
+	"\bfrom_end\x18\a \x01(\bR\afromEnd\"_\n" +
 	"\fReadResponse\x12(\n" +
 	"\aentries\x18\x01 \x03(\v2\x0e.tern.v1.EntryR\aentries\x12%\n" +
 	"\x04tick\x18\x02 \x01(\v2\x11.tern.v1.TimeTickR\x04tick\"6\n" +

@@ -24,16 +24,18 @@ const readBatch = 1000
 
 func (a *app) readCmd() *cobra.Command {
 	var (
-		from, limit uint64
-		follow      bool
-		format      string
+		from, limit     uint64
+		follow, fromEnd bool
+		format          string
 	)
 	cmd := &cobra.Command{
 		Use:   "read NAME",
 		Short: "Print the entries of a log",
 		Long: `Print the entries of a log, from --from (default: where the log starts) to
 where it ends when the command starts; with --follow, go on printing entries as
-they are appended until interrupted.
+they are appended until interrupted. --from-end starts where the log ends when
+the command starts: with --follow, it prints only the entries appended from
+then on.
 
 --format text prints each payload followed by a newline. --format json prints
 one object per line:
@@ -45,6 +47,9 @@ than tab; otherwise it is base64 and the object has "encoding":"base64".
 Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if fromEnd && cmd.Flags().Changed("from") {
+				return usagef(cmd, "--from and --from-end cannot be used together: start at an offset, or at the end")
+			}
 			write, err := entryWriter(cmd, format)
 			if err != nil {
 				return err
@@ -62,7 +67,10 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("from") {
+			switch {
+			case fromEnd:
+				from = uint64(info.End)
+			case !cmd.Flags().Changed("from"):
 				from = uint64(info.Start)
 			}
 			if tern.Offset(from) > info.End {
@@ -88,6 +96,7 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to print (default: where the log starts)")
 	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
 	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
+	f.BoolVar(&fromEnd, "from-end", false, "start where the log ends: with --follow, print only the entries appended from now on")
 	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")
 	return cmd
 }

@@ -178,3 +178,67 @@ func TestReadFollow(t *testing.T) {
 		t.Fatalf("interrupted read --follow: exit %d, stderr:\n%s", c, stderr.String())
 	}
 }
+
+// --from-end prints nothing of what the log held when the command started:
+// alone nothing at all, with --follow only what is appended afterwards.
+func TestReadFromEnd(t *testing.T) {
+	dir := t.TempDir()
+	must(t, dir, "", "log", "create", "x")
+	must(t, dir, "a\nb\n", "append", "x")
+	if out := must(t, dir, "", "read", "x", "--from-end"); out != "" {
+		t.Errorf("read --from-end printed %q, want nothing", out)
+	}
+	fails(t, 2, dir, "", []string{"read", "x", "--from", "1", "--from-end"}, "--from and --from-end cannot be used together")
+
+	c, err := tern.Open(t.Context(), tern.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := func(stdin io.Reader, stdout, stderr io.Writer) *app {
+		return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
+			open: func(context.Context, string) (*tern.Client, error) { return c, nil }}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out, outw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		c := a(nil, outw, &stderr).run(ctx, []string{"--dir", dir, "read", "x", "--follow", "--from-end"})
+		outw.Close()
+		code <- c
+	}()
+	// Append until the follower prints: the first line it prints is one
+	// appended after it started, never a or b.
+	lines := bufio.NewScanner(out)
+	printed := make(chan string, 1)
+	go func() {
+		if lines.Scan() {
+			printed <- lines.Text()
+		}
+		close(printed)
+	}()
+	for i := 0; ; i++ {
+		var o, e bytes.Buffer
+		if code := a(strings.NewReader(fmt.Sprintf("new %d\n", i)), &o, &e).run(t.Context(), []string{"--dir", dir, "append", "x"}); code != 0 {
+			t.Fatalf("append: exit %d, stderr:\n%s", code, e.String())
+		}
+		select {
+		case got := <-printed:
+			if !strings.HasPrefix(got, "new ") {
+				t.Fatalf("read --follow --from-end printed %q first, want an entry appended after it started", got)
+			}
+			cancel()
+			io.Copy(io.Discard, out)
+			if c := <-code; c != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", c, stderr.String())
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if i > 1000 {
+			t.Fatalf("read --follow --from-end printed nothing; stderr:\n%s", stderr.String())
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 	if req.GetTicks() {
 		opts = append(opts, tern.WithTicks())
 	}
-	r, err := l.OpenReader(ctx, tern.Offset(req.GetFrom()), opts...)
+	r, from, err := openReader(ctx, l, req, opts)
 	if err != nil {
 		return wire(err)
 	}
@@ -60,7 +60,7 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 		return wire(err)
 	}
 
-	next := tern.Offset(req.GetFrom())
+	next := from
 	for req.GetFollow() || next < info.End {
 		n := max
 		if !req.GetFollow() {
@@ -81,6 +81,37 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 	}
 	return nil
 }
+
+// openReader opens a reader of l where req says: at from, or at the log's
+// start or end as they are now, and returns the offset it opened at.
+func openReader(ctx context.Context, l *tern.Log, req *ternpb.ReadRequest, opts []tern.ReadOption) (*tern.Reader, tern.Offset, error) {
+	switch {
+	case req.GetFromStart() && req.GetFromEnd():
+		return nil, 0, errInvalid("from_start and from_end are both set: start at one of them")
+	case !req.GetFromStart() && !req.GetFromEnd():
+		r, err := l.OpenReader(ctx, tern.Offset(req.GetFrom()), opts...)
+		return r, tern.Offset(req.GetFrom()), err
+	}
+	for attempt := 1; ; attempt++ {
+		info, err := l.Info(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		at := info.Start
+		if req.GetFromEnd() {
+			at = info.End
+		}
+		r, err := l.OpenReader(ctx, at, opts...)
+		if req.GetFromStart() && errors.Is(err, tern.ErrTruncated) && attempt < maxStartAttempts {
+			continue // truncated since Info: the start moved on
+		}
+		return r, at, err
+	}
+}
+
+// maxStartAttempts bounds the tries to open a reader at the start of a log
+// that is truncated as fast as the reader opens.
+const maxStartAttempts = 10
 
 func readBatch(n uint32) (int, error) {
 	switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern/client/ternpb"
 )
@@ -444,5 +445,44 @@ func TestSubscribeAckErrors(t *testing.T) {
 	})
 	if info := ts.describeSub(t, "l", "s"); info.Cursor != 0 {
 		t.Errorf("cursor %d after streams that acknowledged nothing valid, want 0", info.Cursor)
+	}
+}
+
+// A Read from_start begins where the log starts now, one from_end (without
+// follow) has nothing to send; both at once is a bad request.
+func TestReadFromStartAndEnd(t *testing.T) {
+	ts := start(t)
+	epoch := ts.createLog(t, "l", nil)
+	ts.appendN(t, "l", epoch, 10)
+	if _, err := ts.api.TruncateLog(t.Context(), &ternpb.TruncateLogRequest{Name: "l", Before: 4}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(req *ternpb.ReadRequest) ([]uint64, error) {
+		stream, err := ts.api.Read(t.Context(), req)
+		if err != nil {
+			return nil, err
+		}
+		var offs []uint64
+		for {
+			resp, err := stream.Recv()
+			if err == io.EOF {
+				return offs, nil
+			}
+			if err != nil {
+				return offs, err
+			}
+			for _, e := range resp.Entries {
+				offs = append(offs, e.Offset)
+			}
+		}
+	}
+	if offs, err := read(&ternpb.ReadRequest{Log: "l", FromStart: true}); err != nil || len(offs) != 6 || offs[0] != 4 {
+		t.Errorf("from_start after a truncation at 4: %v, %v; want 4 to 9", offs, err)
+	}
+	if offs, err := read(&ternpb.ReadRequest{Log: "l", FromEnd: true}); err != nil || len(offs) != 0 {
+		t.Errorf("from_end without follow: %v, %v; want nothing", offs, err)
+	}
+	if _, err := read(&ternpb.ReadRequest{Log: "l", FromStart: true, FromEnd: true}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("from_start and from_end: %v, want INVALID_ARGUMENT", err)
 	}
 }
