@@ -455,6 +455,7 @@ func (c *embeddedClient) DeleteLog(ctx context.Context, name string) error {
 	}
 	if l := c.logLocked(name); l != nil {
 		delete(c.logs, name)
+		l.deleted.Store(true) // its readers end with ErrNotFound
 		l.close()
 	}
 	var prefix string // of its objects, if any

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ternwal/tern/client"
@@ -38,6 +39,9 @@ type embeddedLog struct {
 	users     int           // acquisitions not released: calls in progress, writers, readers, subscribers
 	idleSince time.Time     // when users last fell to 0
 	gone      bool          // closed for good: by CloseLog, DeleteLog or the client's Close
+	// deleted is set by DeleteLog before it closes the log: its readers and
+	// subscribers then end with ErrNotFound rather than ErrClosed.
+	deleted atomic.Bool
 	// fresh: created by this client and never opened since, so empty; no
 	// other process shares the metadata (no cluster).
 	fresh bool
@@ -174,6 +178,15 @@ func (l *embeddedLog) close() error {
 	return err
 }
 
+// closedErr is the error of a reader or subscriber that the log's closing
+// ended: ErrClosed, or ErrNotFound if the log was deleted.
+func (l *embeddedLog) closedErr(err error) error {
+	if l.deleted.Load() && errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: log %q was deleted", ErrNotFound, l.name)
+	}
+	return err
+}
+
 func (l *embeddedLog) Name() string        { return l.name }
 func (l *embeddedLog) Options() LogOptions { return l.opts }
 
@@ -270,13 +283,14 @@ func (l *embeddedLog) OpenReader(ctx context.Context, from Offset, opts ...ReadO
 			release()
 			return nil, err // says which offset, and where the log starts or ends
 		}
-		return embeddedReader{r: r, maxBytes: o.MaxBatchBytes, release: release}, nil
+		return embeddedReader{r: r, l: l, maxBytes: o.MaxBatchBytes, release: release}, nil
 	}
 }
 
 // embeddedReader is a Reader of an engine, which it holds open.
 type embeddedReader struct {
 	r        engine.Reader
+	l        *embeddedLog
 	maxBytes int    // of one NextBatch (WithMaxBatchBytes)
 	release  func() // idempotent
 }
@@ -284,7 +298,7 @@ type embeddedReader struct {
 func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
 	e, err := r.r.Next(ctx)
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, r.l.closedErr(err)
 	}
 	return entry(e), nil
 }
@@ -292,7 +306,7 @@ func (r embeddedReader) Next(ctx context.Context) (Entry, error) {
 func (r embeddedReader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 	es, err := r.r.NextBatch(ctx, max, r.maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, r.l.closedErr(err)
 	}
 	return entries(es), nil
 }

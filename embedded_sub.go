@@ -432,7 +432,7 @@ func (l *embeddedLog) closeSubs() error {
 	var states []*subState
 	for _, s := range l.subs {
 		if s.active != nil {
-			s.active.supersede(ErrClosed)
+			s.active.supersede(l.closedErr(ErrClosed))
 		}
 		if s.timer != nil {
 			s.timer.Stop()

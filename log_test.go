@@ -349,8 +349,8 @@ func TestDeleteAndList(t *testing.T) {
 	if err := c.DeleteLog(t.Context(), "a/1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Next(t.Context()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("reader of a deleted log: %v, want ErrClosed", err)
+	if _, err := r.Next(t.Context()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reader of a deleted log: %v, want ErrNotFound", err)
 	}
 	if _, err := c.OpenLog(t.Context(), "a/1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("OpenLog of a deleted log: %v", err)

@@ -529,6 +529,38 @@ func TestModeFromStartAndEnd(t *testing.T) {
 	})
 }
 
+// A log deleted under its readers and subscribers ends them with
+// ErrNotFound, embedded and remote.
+func TestModeDeletedUnderReaders(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "doomed", tern.LogOptions{})
+		mustAppend(t, w, "0")
+		r := mustReader(t, l, 0)
+		wantEntry(t, mustNext(t, r), 0, "0")
+		if _, err := l.CreateSubscription(t.Context(), "s", tern.SubOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := l.Subscribe(t.Context(), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		wantEntry(t, mustNext(t, sub), 0, "0")
+		w.Close()
+		if err := c.DeleteLog(t.Context(), "doomed"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := r.Next(ctx); !errors.Is(err, tern.ErrNotFound) {
+			t.Errorf("a reader of a deleted log: %v, want ErrNotFound", err)
+		}
+		if _, err := sub.Next(ctx); !errors.Is(err, tern.ErrNotFound) {
+			t.Errorf("a subscriber of a deleted log: %v, want ErrNotFound", err)
+		}
+	})
+}
+
 func TestModeTicks(t *testing.T) {
 	forEachMode(t, func(t *testing.T, c *tern.Client) {
 		l, w := mustCreate(t, c, "ticks", tern.LogOptions{})
