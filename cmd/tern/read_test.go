@@ -116,27 +116,9 @@ func TestReadFollow(t *testing.T) {
 	dir := t.TempDir()
 	must(t, dir, "", "log", "create", "x")
 	must(t, dir, "before\n", "append", "x")
-	c, err := tern.Open(t.Context(), tern.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	newApp := func(stdin io.Reader, stdout, stderr io.Writer) *app {
-		return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
-			open: func(context.Context, string) (*tern.Client, error) { return c, nil }}
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out, outw := io.Pipe()
-	var stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() {
-		c := newApp(nil, outw, &stderr).run(ctx, []string{"--dir", dir, "read", "x", "--follow"})
-		outw.Close()
-		code <- c
-	}()
-	lines := bufio.NewScanner(out)
+	newApp, f := startFollower(t, dir, "read", "x", "--follow")
+	cancel, code, stderr := f.cancel, f.code, f.stderr
+	lines := bufio.NewScanner(f.out)
 	next := func() string {
 		t.Helper()
 		if !lines.Scan() {
@@ -190,25 +172,8 @@ func TestReadFromEnd(t *testing.T) {
 	}
 	fails(t, 2, dir, "", []string{"read", "x", "--from", "1", "--from-end"}, "--from and --from-end cannot be used together")
 
-	c, err := tern.Open(t.Context(), tern.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	a := func(stdin io.Reader, stdout, stderr io.Writer) *app {
-		return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
-			open: func(context.Context, string) (*tern.Client, error) { return c, nil }}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out, outw := io.Pipe()
-	var stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() {
-		c := a(nil, outw, &stderr).run(ctx, []string{"--dir", dir, "read", "x", "--follow", "--from-end"})
-		outw.Close()
-		code <- c
-	}()
+	a, f := startFollower(t, dir, "read", "x", "--follow", "--from-end")
+	cancel, code, stderr, out := f.cancel, f.code, f.stderr, f.out
 	// Append until the follower prints: the first line it prints is one
 	// appended after it started, never a or b.
 	lines := bufio.NewScanner(out)
@@ -241,4 +206,38 @@ func TestReadFromEnd(t *testing.T) {
 			t.Fatalf("read --follow --from-end printed nothing; stderr:\n%s", stderr.String())
 		}
 	}
+}
+
+// follower is a command that follows a log, running in the background.
+type follower struct {
+	out    *io.PipeReader // its stdout
+	stderr *bytes.Buffer  // read once code has answered
+	code   chan int       // its exit code, once it ended
+	cancel context.CancelFunc
+}
+
+// startFollower opens the data directory dir in one Client, runs args on it
+// in the background, and returns how to make more commands that share the
+// Client (only one may have the directory open) and the running command.
+func startFollower(t *testing.T, dir string, args ...string) (func(stdin io.Reader, stdout, stderr io.Writer) *app, *follower) {
+	t.Helper()
+	c, err := tern.Open(t.Context(), tern.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	newApp := func(stdin io.Reader, stdout, stderr io.Writer) *app {
+		return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
+			open: func(context.Context, string) (*tern.Client, error) { return c, nil }}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	out, outw := io.Pipe()
+	f := &follower{out: out, stderr: new(bytes.Buffer), code: make(chan int, 1), cancel: cancel}
+	go func() {
+		code := newApp(nil, outw, f.stderr).run(ctx, append([]string{"--dir", dir}, args...))
+		outw.Close()
+		f.code <- code
+	}()
+	return newApp, f
 }
