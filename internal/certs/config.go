@@ -20,7 +20,10 @@ import (
 // The Config is the caller's: fields it sets before the first handshake
 // apply to every handshake (its VerifyConnection runs after the Store's
 // checks), except Certificates, GetCertificate and ClientCAs, which the
-// Store's material replaces, and GetConfigForClient, which must stay.
+// Store's material replaces, and GetConfigForClient, which must stay. With
+// a client CA, ClientAuth may be lowered to tls.VerifyClientCertIfGiven: a
+// certificate is then verified when a client gives one, and not asked of
+// the others.
 func (s *Store) ServerConfig() *tls.Config {
 	base := &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -45,15 +48,18 @@ func handshakeConfig(base *tls.Config, m *material) *tls.Config {
 	if m.pool == nil {
 		return c
 	}
-	c.ClientAuth = tls.RequireAndVerifyClientCert
+	if c.ClientAuth != tls.VerifyClientCertIfGiven {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
 	c.ClientCAs = m.pool
 	next := base.VerifyConnection
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
 		// A resumed session's client certificate was verified against the
 		// pool of the session's first handshake, which a reload may have
 		// replaced since. Recent Go refuses such a resumption itself; this
-		// check keeps the guarantee without relying on it.
-		if cs.DidResume {
+		// check keeps the guarantee without relying on it. A client that
+		// gave none, where none is required, has none to check.
+		if cs.DidResume && (len(cs.PeerCertificates) > 0 || c.ClientAuth == tls.RequireAndVerifyClientCert) {
 			if err := verifyPeer(cs, m.pool, "", x509.ExtKeyUsageClientAuth); err != nil {
 				return err
 			}

@@ -110,6 +110,43 @@ func TestMutual(t *testing.T) {
 	})
 }
 
+// With ClientAuth lowered to VerifyClientCertIfGiven, a client without a
+// certificate gets in, one with a certificate of another CA does not, and
+// a good one is verified.
+func TestMutualOptional(t *testing.T) {
+	ca := certstest.NewCA(t, "ca")
+	other := certstest.NewCA(t, "other")
+	s := store(t, files(t, true), nodeLeaf(t, ca, "server"), ca)
+	cfg := s.ServerConfig()
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	srv := serve(t, cfg)
+	client := func(leaf *certstest.Leaf) *tls.Config {
+		c := trusting(ca, "localhost")
+		if leaf != nil {
+			// Sent whatever CAs the server names, as an intruder would.
+			cert := leaf.TLSCertificate(t)
+			c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+		}
+		return c
+	}
+
+	if _, err := dial(t, srv.addr, client(nil)); err != nil {
+		t.Fatalf("no certificate: %v", err)
+	}
+	if h := srv.next(t); h.err != nil || len(h.state.PeerCertificates) != 0 {
+		t.Fatalf("no certificate: the server saw %v, %d certificates", h.err, len(h.state.PeerCertificates))
+	}
+	_, err := dial(t, srv.addr, client(other.Issue(t, certstest.LeafOptions{CommonName: "intruder", Client: true})))
+	mustFail(t, err, "unknown certificate authority")
+	mustFail(t, srv.next(t).err, "unknown authority")
+	if _, err := dial(t, srv.addr, client(ca.Issue(t, certstest.LeafOptions{CommonName: "indexer", Client: true}))); err != nil {
+		t.Fatal(err)
+	}
+	if h := srv.next(t); h.err != nil || len(h.state.VerifiedChains) == 0 {
+		t.Fatalf("a good certificate: %v, verified chains %d", h.err, len(h.state.VerifiedChains))
+	}
+}
+
 // ClientConfig is how a node dials another: both present their
 // certificates, both verify the other's against the cluster's CA.
 func TestClientConfig(t *testing.T) {

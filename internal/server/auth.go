@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
@@ -13,11 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
 	replicapb "github.com/ternwal/tern/api/ternpb"
@@ -63,24 +62,24 @@ var replicaService = replicapb.Replica_ServiceDesc.ServiceName
 // their quotas, and writes the audit log. Without an auth file every call
 // is allowed; admin calls are audited all the same.
 type guard struct {
-	access atomic.Pointer[access] // the auth file's policy; nil without --auth
-	c      *tern.Client
-	audit  *slog.Logger
-	events *prometheus.CounterVec // operation, outcome
+	access  atomic.Pointer[access] // the auth file's policy; nil without --auth
+	buckets *auth.Buckets          // the append quotas, by principal name: kept across reloads
+	c       *tern.Client
+	audit   *slog.Logger
+	events  *prometheus.CounterVec // operation, outcome
 
 	mu   sync.Mutex
 	subs map[string]int // open Subscribe streams by principal name
 }
 
-// access is a policy and the quota buckets of its principals, replaced
-// together when the auth file is reloaded.
+// access is a policy and the quota buckets of its principals.
 type access struct {
 	policy  *auth.Policy
 	buckets *auth.Buckets
 }
 
 func newGuard(c *tern.Client, policy *auth.Policy, logger *slog.Logger, reg prometheus.Registerer) *guard {
-	g := &guard{c: c, audit: logger, subs: map[string]int{},
+	g := &guard{c: c, audit: logger, subs: map[string]int{}, buckets: auth.NewBuckets(),
 		events: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tern_audit_events_total",
 			Help: "Calls written to the audit log: every admin operation, and every call refused for want of authentication, permission or quota; by operation and outcome (a gRPC status code).",
@@ -97,7 +96,7 @@ func (g *guard) setPolicy(p *auth.Policy) {
 		g.access.Store(nil)
 		return
 	}
-	g.access.Store(&access{policy: p, buckets: auth.NewBuckets()})
+	g.access.Store(&access{policy: p, buckets: g.buckets})
 }
 
 // caller is who makes a call.
@@ -120,11 +119,7 @@ func callerFrom(ctx context.Context) (caller, bool) {
 func (g *guard) identify(token string, hasToken bool, cert *x509.Certificate) (caller, error) {
 	acc := g.access.Load()
 	if acc == nil {
-		name := "anonymous"
-		if cert != nil {
-			name = cert.Subject.String()
-		}
-		return caller{name: name}, nil
+		return caller{name: certName(cert)}, nil
 	}
 	if hasToken {
 		if p, ok := acc.policy.ByToken(token); ok {
@@ -166,10 +161,19 @@ func peerCert(ctx context.Context) *x509.Certificate {
 		return nil
 	}
 	ti, ok := pr.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+	if !ok {
 		return nil
 	}
-	return ti.State.PeerCertificates[0]
+	return verifiedCert(ti.State)
+}
+
+// verifiedCert is the client certificate of a TLS connection, if the
+// handshake verified one, or nil.
+func verifiedCert(st tls.ConnectionState) *x509.Certificate {
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	return st.PeerCertificates[0]
 }
 
 // call is one call through the guard: begin identifies its caller, admit
@@ -233,7 +237,7 @@ func (c *call) admit(req any) error {
 		}
 		c.allowed = log
 	}
-	if err := c.quota(req, log); err != nil {
+	if err := c.quota(req); err != nil {
 		c.refused = true
 		return err
 	}
@@ -253,7 +257,7 @@ func mayDescribe(p *auth.Principal, log string) bool {
 }
 
 // quota takes what req uses of the caller's quotas.
-func (c *call) quota(req any, log string) error {
+func (c *call) quota(req any) error {
 	q := c.who.p.Quotas
 	switch r := req.(type) {
 	case *ternpb.AppendRequest:
@@ -442,9 +446,10 @@ func (g *guard) nodesOnly(tlsOn bool) (grpc.UnaryServerInterceptor, grpc.StreamS
 		if !tlsOn || !strings.HasPrefix(method, service) {
 			return nil
 		}
-		if err := g.node(peerCert(ctx)); err != nil {
-			g.record(certName(peerCert(ctx)), method, "", err)
-			return status.Error(codes.PermissionDenied, err.Error())
+		cert := peerCert(ctx)
+		if err := g.node(cert); err != nil {
+			g.record(certName(cert), method, "", err)
+			return wire(err)
 		}
 		return nil
 	}
@@ -478,6 +483,8 @@ func (g *guard) node(cert *x509.Certificate) error {
 	return fmt.Errorf("%w: certificate %q is not a node's: only principals with node: true in the auth file may send replica data", rpcerr.ErrPermissionDenied, cert.Subject.String())
 }
 
+// certName is who cert identifies for the audit: its subject, or
+// "anonymous" without one.
 func certName(cert *x509.Certificate) string {
 	if cert == nil {
 		return "anonymous"

@@ -65,8 +65,8 @@ func (hg *httpGuard) check(op string, admin bool, h http.Handler) http.Handler {
 			return
 		}
 		var cert *x509.Certificate
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
-			cert = r.TLS.PeerCertificates[0]
+		if r.TLS != nil {
+			cert = verifiedCert(*r.TLS)
 		}
 		token, hasToken := bearer(r.Header.Values("Authorization"))
 		who, err := g.identify(token, hasToken, cert)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -199,11 +198,7 @@ func (s *Server) AdmitNode(c net.Conn) error {
 	if !ok {
 		return nil
 	}
-	st := tc.ConnectionState()
-	var cert *x509.Certificate
-	if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
-		cert = st.PeerCertificates[0]
-	}
+	cert := verifiedCert(tc.ConnectionState())
 	if err := s.guard.node(cert); err != nil {
 		s.guard.record(certName(cert), "replica add stream", "", err)
 		return err

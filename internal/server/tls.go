@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
@@ -42,7 +41,6 @@ type tlsListener struct {
 	slots chan struct{} // maxHandshakes
 	done  chan struct{} // closed once the inner listener failed; err is set before
 	err   error
-	once  sync.Once
 }
 
 func newTLSListener(l net.Listener, conf *tls.Config, logger *slog.Logger, failed func()) *tlsListener {
@@ -125,43 +123,16 @@ func (c handshakenCreds) Clone() credentials.TransportCredentials { return c }
 
 func (handshakenCreds) OverrideServerName(string) error { return nil }
 
-// withProtocols is conf (whose GetConfigForClient gives the current
-// material, as certs.Store's does) offering the application protocols
-// protos instead of its own; under mTLS, with auth
-// tls.VerifyClientCertIfGiven, a client certificate is verified when one
-// is given and not required.
-func withProtocols(conf *tls.Config, auth tls.ClientAuthType, protos ...string) *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-			c := conf
-			if conf.GetConfigForClient != nil {
-				cc, err := conf.GetConfigForClient(hi)
-				if err != nil {
-					return nil, err
-				}
-				if cc != nil {
-					c = cc
-				}
-			}
-			c = c.Clone()
-			c.GetConfigForClient = nil
-			c.NextProtos = protos
-			if c.ClientAuth != tls.NoClientCert && auth == tls.VerifyClientCertIfGiven {
-				c.ClientAuth = auth
-				// The Store checks a resumed session's certificate, which
-				// a client that gave none does not have.
-				verify := c.VerifyConnection
-				c.VerifyConnection = func(cs tls.ConnectionState) error {
-					if len(cs.PeerCertificates) == 0 || verify == nil {
-						return nil
-					}
-					return verify(cs)
-				}
-			}
-			return c, nil
-		},
+// serverTLS is st's server configuration offering the application
+// protocols protos; under mTLS with optional, a client certificate is
+// verified when one is given and not required.
+func serverTLS(st *certs.Store, optional bool, protos ...string) *tls.Config {
+	c := st.ServerConfig()
+	c.NextProtos = protos
+	if optional && st.Mutual() {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
 	}
+	return c
 }
 
 // listenerTLS is the TLS configuration of the gRPC listener: clients speak
@@ -170,17 +141,13 @@ func withProtocols(conf *tls.Config, auth tls.ClientAuthType, protos ...string) 
 // an auth file lets clients prove who they are with a token instead
 // (optional is true); the replica service then requires one itself.
 func listenerTLS(st *certs.Store, optional bool) *tls.Config {
-	auth := tls.RequireAndVerifyClientCert
-	if optional {
-		auth = tls.VerifyClientCertIfGiven
-	}
-	return withProtocols(st.ServerConfig(), auth, "h2", replica.AddProtocol)
+	return serverTLS(st, optional, "h2", replica.AddProtocol)
 }
 
 // httpTLS is the TLS configuration of the HTTP listener: under mTLS a
 // client certificate is verified when one is given, but not required, so
 // that health probes need none; /metrics and /debug/pprof/ ask for an
-// identity themselves (httpAuth).
+// identity themselves (httpGuard).
 func httpTLS(st *certs.Store) *tls.Config {
-	return withProtocols(st.ServerConfig(), tls.VerifyClientCertIfGiven, "h2", "http/1.1")
+	return serverTLS(st, true, "h2", "http/1.1")
 }
