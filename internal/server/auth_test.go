@@ -408,11 +408,12 @@ func TestListLogsReadable(t *testing.T) {
 // Quotas refuse what goes over them with RESOURCE_EXHAUSTED naming the
 // quota, and let the principal go on once it is back under.
 func TestQuotas(t *testing.T) {
-	ts := startWith(t, Options{Policy: policyOf(t,
+	policy := policyOf(t,
 		testPrincipal{name: "ops", token: token("ops"), grants: `[{prefix: "", allow: [admin, read, append, subscribe]}]`},
 		testPrincipal{name: "small", token: token("small"), grants: `[{prefix: "q/", allow: [admin, read, append, subscribe]}]`,
 			quotas: `{append_bytes_per_second: 500, append_burst_bytes: 4096, logs: 2, subscriptions: 1}`},
-	)})
+	)
+	ts := startWith(t, Options{Policy: policy})
 	ctx := as(t.Context(), token("small"))
 	exhausted := func(err error, quota string) {
 		t.Helper()
@@ -450,6 +451,10 @@ func TestQuotas(t *testing.T) {
 	if _, err := ts.api.Append(ctx, &ternpb.AppendRequest{Log: "q/1", Epoch: w.Epoch, Entries: entry}); err != nil {
 		t.Fatal(err)
 	}
+	_, err = ts.api.Append(ctx, &ternpb.AppendRequest{Log: "q/1", Epoch: w.Epoch, Entries: entry})
+	exhausted(err, "append_bytes_per_second")
+	// A reload of the auth file does not refill the bucket.
+	ts.srv.SetPolicy(policy)
 	_, err = ts.api.Append(ctx, &ternpb.AppendRequest{Log: "q/1", Epoch: w.Epoch, Entries: entry})
 	exhausted(err, "append_bytes_per_second")
 	_, err = ts.api.Append(ctx, &ternpb.AppendRequest{Log: "q/1", Epoch: w.Epoch, Entries: []*ternpb.Entry{{Payload: make([]byte, 5000)}}})
