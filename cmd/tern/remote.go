@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/internal/server"
 )
 
 // remoteFlags are how the commands reach a secured server (--server): its
@@ -145,11 +145,7 @@ func plaintextTokenWarning(opts tern.Options) string {
 	if opts.Token == "" || opts.TLS != nil {
 		return ""
 	}
-	host, _, err := net.SplitHostPort(opts.Server)
-	if err != nil {
-		host = opts.Server
-	}
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+	if server.Loopback(opts.Server) {
 		return ""
 	}
 	return fmt.Sprintf("tern: warning: the token goes to %s in the clear, readable by anyone on the way: reach the server over TLS (--tls-ca, or an https:// address)\n", opts.Server)

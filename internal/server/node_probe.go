@@ -51,10 +51,8 @@ func probeMembers(ctx context.Context, cli *clientv3.Client, cfg Config, st *cer
 // errUnreachable is a member that could not be connected to.
 var errUnreachable = errors.New("unreachable")
 
-// probeMember connects to m as a node would to send it replica data: a TCP
-// connection (errUnreachable if none), a TLS handshake with the node's
-// certificate when st is not nil, and a call of the replica service,
-// which only nodes may make.
+// probeMember is probe within probeTimeout: a member that answers nothing
+// in time is unreachable.
 func probeMember(parent context.Context, m cluster.Member, st *certs.Store) error {
 	ctx, cancel := context.WithTimeout(parent, probeTimeout)
 	defer cancel()
@@ -67,13 +65,19 @@ func probeMember(parent context.Context, m cluster.Member, st *certs.Store) erro
 	return err
 }
 
+// probe connects to m as a node would to send it replica data: a TCP
+// connection (errUnreachable if none), a TLS handshake with the node's
+// certificate when st is not nil (alone first, so that a refusal there is
+// told as such), and a call of the replica service, which only nodes may
+// make.
 func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", m.Addr)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUnreachable, err)
 	}
-	if conf := nodeTLS(st, m.Addr); conf != nil {
+	conf := nodeTLS(st, m.Addr)
+	if conf != nil {
 		tc := tls.Client(c, conf)
 		err := tc.HandshakeContext(ctx)
 		tc.Close()
@@ -83,7 +87,7 @@ func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 	} else {
 		c.Close()
 	}
-	conn, err := replica.Dial(m.Addr, nodeTLS(st, m.Addr))
+	conn, err := replica.Dial(m.Addr, conf)
 	if err != nil {
 		return err
 	}

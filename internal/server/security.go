@@ -47,7 +47,7 @@ func checkExposure(cfg Config, tlsOn, authOn bool, logger *slog.Logger, reg prom
 	var exposed []string
 	if !tlsOn || !authOn {
 		for _, a := range []struct{ addr, flag string }{{cfg.Listen, "--listen"}, {cfg.HTTP, "--http"}} {
-			if !loopback(a.addr) {
+			if !Loopback(a.addr) {
 				exposed = append(exposed, fmt.Sprintf("%s %s", a.flag, a.addr))
 			}
 		}
@@ -76,12 +76,12 @@ func checkExposure(cfg Config, tlsOn, authOn bool, logger *slog.Logger, reg prom
 	return nil
 }
 
-// loopback reports whether a listen address (host:port) is on loopback
-// only: an empty or unspecified host is every interface.
-func loopback(addr string) bool {
+// Loopback reports whether an address (host:port, or a bare host) is on
+// loopback only: an empty or unspecified host is every interface.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false
+		host = addr
 	}
 	if host == "localhost" {
 		return true
