@@ -212,12 +212,22 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		s.Addr(), scheme, s.HTTPAddr(), addr, flags, token)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	stopped := make(chan struct{})
+	reloads := make(chan struct{})
 	go func() {
-		for range hup {
-			s.Reload() // logs what it reloaded, or why not
+		defer close(reloads)
+		for {
+			select {
+			case <-hup:
+				s.Reload() // logs what it reloaded, or why not
+			case <-stopped:
+				return
+			}
 		}
 	}()
 	err = s.Wait(ctx)
+	signal.Stop(hup)
+	close(stopped)
+	<-reloads // no reload runs while the server closes
 	return errors.Join(err, s.Close())
 }
