@@ -238,9 +238,25 @@ func TestListLogsOpensOnlyServed(t *testing.T) {
 		t.Fatalf("n1 does not serve a log of each mode: %v", elsewhere)
 	}
 
-	resp, err := n1.srv.ListLogs(t.Context(), &ternpb.ListLogsRequest{})
-	if err != nil {
-		t.Fatal(err)
+	// The logs taken over are opened in the background (warm): list once
+	// n1 has opened the ones it serves, or at the deadline.
+	var resp *ternpb.ListLogsResponse
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		var err error
+		if resp, err = n1.srv.ListLogs(t.Context(), &ternpb.ListLogsRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		warm := true
+		for _, info := range resp.Logs {
+			if n1.srv.servesID(info.Id) && info.ExtentUnknown {
+				warm = false
+			}
+		}
+		if warm || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if len(resp.Logs) != len(ids) {
 		t.Fatalf("n1 listed %d logs, want %d", len(resp.Logs), len(ids))
