@@ -71,7 +71,7 @@ func metaInfo(m meta.Log) (LogInfo, error) {
 	if err != nil {
 		return LogInfo{}, err
 	}
-	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: m.Epoch,
+	return LogInfo{Name: m.Name, ID: m.ID, Created: m.Created, Options: opts, Start: Offset(m.Start), End: Offset(m.Start), Epoch: sessionOf(m),
 		ExtentUnknown: true}, nil
 }
 

@@ -46,6 +46,14 @@ type embeddedLog struct {
 	// other process shares the metadata (no cluster).
 	fresh bool
 
+	// session is the log's newest writer session as this process last
+	// saw it, for Info.
+	session atomic.Uint64
+	// prodMu guards prod, the shared producers' session while this
+	// process holds it.
+	prodMu sync.Mutex
+	prod   *sharedSession
+
 	subsMu     sync.Mutex
 	subs       map[string]*subState // the log's subscriptions, by name
 	subsClosed bool                 // the log is closing: no more commits are scheduled
@@ -82,6 +90,7 @@ func (c *embeddedClient) openLocked(ctx context.Context, m meta.Log) (*embeddedL
 		return nil, errNoCluster(m.Name)
 	}
 	l := &embeddedLog{c: c, name: m.Name, id: m.ID, created: m.Created, opts: opts}
+	l.session.Store(sessionOf(m))
 	if err := l.loadSubs(ctx); err != nil {
 		return nil, err
 	}
@@ -101,6 +110,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 	if m.ID != l.id {
 		return nil, fmt.Errorf("%w: %q was deleted", ErrNotFound, l.name)
 	}
+	l.session.Store(sessionOf(m))
 	opts := l.opts
 	var eng engine.Engine
 	switch opts.Mode {
@@ -178,6 +188,15 @@ func (l *embeddedLog) close() error {
 	return err
 }
 
+// sessionOf is the log's writer session (LogInfo.Epoch): the epoch in a
+// record from before sessions existed.
+func sessionOf(m meta.Log) uint64 {
+	if m.Session == 0 {
+		return m.Epoch
+	}
+	return m.Session
+}
+
 // closedErr is the error of a reader or subscriber that the log's closing
 // ended: ErrClosed, or ErrNotFound if the log was deleted.
 func (l *embeddedLog) closedErr(err error) error {
@@ -206,7 +225,7 @@ func (l *embeddedLog) Info(ctx context.Context) (LogInfo, error) {
 func (l *embeddedLog) info(s engine.Stats) LogInfo {
 	return LogInfo{
 		Name: l.name, ID: l.id, Created: l.created, Options: l.opts,
-		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: s.Epoch,
+		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: l.session.Load(),
 		Objects: s.Objects,
 	}
 }
@@ -232,25 +251,112 @@ func (l *embeddedLog) infoIfOpen() (LogInfo, bool) {
 	return l.info(l.eng.Stats()), true
 }
 
-// OpenWriter claims a new epoch in the metadata store and fences the engine
-// with it.
-// The writer holds the engine open until it is closed.
-func (l *embeddedLog) OpenWriter(ctx context.Context) (writerImpl, error) {
+// OpenWriter claims the session o asks for in the metadata store, with a
+// new epoch, and fences the engine with that epoch; a shared producer joins
+// the log's shared session if this process holds it. The writer holds the
+// engine open until it is closed.
+func (l *embeddedLog) OpenWriter(ctx context.Context, o client.WriterOptions) (writerImpl, error) {
+	if o.Shared {
+		if o.Epoch != 0 {
+			return nil, fmt.Errorf("%w: a shared producer has no epoch of its own (WithEpoch with Shared)", ErrInvalid)
+		}
+		return l.openShared(ctx)
+	}
+	w, err := l.claim(ctx, meta.ClaimOptions{Session: o.Epoch, Reopen: o.Reopen})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// claim opens a writer of the session co asks for.
+func (l *embeddedLog) claim(ctx context.Context, co meta.ClaimOptions) (*embeddedWriter, error) {
 	eng, release, err := l.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	claim, err := l.c.meta.ClaimWriter(ctx, l.name)
+	claim, err := l.c.meta.ClaimWriter(ctx, l.name, co)
 	if err != nil {
 		release()
-		return nil, l.c.metaErr(l.name, err)
+		return nil, l.claimErr(co, err)
 	}
+	l.session.Store(claim.Session())
 	if err := eng.Fence(ctx, claim.Epoch(), claim.Valid); err != nil {
 		claim.Release(context.WithoutCancel(ctx))
 		release()
 		return nil, err
 	}
-	return &embeddedWriter{l: l, eng: eng, release: release, epoch: claim.Epoch(), claim: claim}, nil
+	return &embeddedWriter{l: l, eng: eng, release: release, epoch: claim.Epoch(), session: claim.Session(), claim: claim}, nil
+}
+
+// claimErr is the error of a ClaimWriter that failed with err.
+func (l *embeddedLog) claimErr(co meta.ClaimOptions, err error) error {
+	switch {
+	case errors.Is(err, meta.ErrSessionHeld) && co.Shared:
+		return fmt.Errorf("%w: log %q is held by an exclusive writer (%v); shared producers may append once it closes, or open an exclusive writer (tern append --exclusive) to take it over", ErrFenced, l.name, err)
+	case errors.Is(err, meta.ErrStaleEpoch), errors.Is(err, meta.ErrSessionHeld):
+		return fmt.Errorf("%w: log %q: %v", ErrFenced, l.name, err)
+	}
+	return l.c.metaErr(l.name, err)
+}
+
+// sharedSession is the shared producers' session of a log while this
+// process holds it: one claim for all of them. Guarded by the log's prodMu.
+type sharedSession struct {
+	claim meta.Claim
+	users int // shared writers open on it
+}
+
+// openShared opens a shared producer on the log's shared session: the one
+// this process holds, if its claim still holds, or a new claim of it.
+func (l *embeddedLog) openShared(ctx context.Context) (*embeddedWriter, error) {
+	l.prodMu.Lock()
+	defer l.prodMu.Unlock()
+	if p := l.prod; p != nil && p.claim.Valid() {
+		eng, release, err := l.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.users++
+		return &embeddedWriter{l: l, eng: eng, release: release, epoch: p.claim.Epoch(), claim: p.claim, shared: p}, nil
+	}
+	w, err := l.claim(ctx, meta.ClaimOptions{Shared: true})
+	if err != nil {
+		return nil, err
+	}
+	w.session = 0
+	w.shared = &sharedSession{claim: w.claim, users: 1}
+	l.prod = w.shared
+	return w, nil
+}
+
+// leaveShared takes a closing shared producer off its session, and reports
+// whether it was the last one, whose close releases the claim.
+func (l *embeddedLog) leaveShared(p *sharedSession) bool {
+	l.prodMu.Lock()
+	defer l.prodMu.Unlock()
+	p.users--
+	if p.users > 0 {
+		return false
+	}
+	if l.prod == p {
+		l.prod = nil
+	}
+	return true
+}
+
+// Append appends es as a shared producer of the log's shared session, which
+// it opens if this process holds no shared producer of the log.
+func (l *embeddedLog) Append(ctx context.Context, es []Entry, o client.AppendOptions) (Offset, error) {
+	w, err := l.openShared(ctx)
+	if err != nil {
+		return 0, err
+	}
+	off, err := w.AppendBatchAsync(es, o).Wait(ctx)
+	if cerr := w.Close(); err == nil && cerr != nil && !errors.Is(cerr, ErrFenced) {
+		err = cerr
+	}
+	return off, err
 }
 
 // maxStartAttempts bounds the tries to open a reader at FromStart of a log

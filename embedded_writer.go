@@ -2,10 +2,12 @@ package tern
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/ternwal/tern/client"
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
@@ -18,8 +20,10 @@ type embeddedWriter struct {
 	l       *embeddedLog
 	eng     engine.Engine // the log's, held open until Close
 	release func()
-	epoch   uint64
+	epoch   uint64 // the claim's: the engine's writer epoch
+	session uint64 // the caller's epoch; 0 for a shared producer
 	claim   meta.Claim
+	shared  *sharedSession // a shared producer's session, whose claim is claim
 
 	mu     sync.Mutex
 	last   engine.Pending // the latest queued append, for Close
@@ -37,9 +41,12 @@ func (p embeddedPending) Wait(ctx context.Context) (Offset, error) {
 
 func (p embeddedPending) Done() <-chan struct{} { return p.p.Done() }
 
-func (w *embeddedWriter) Epoch() uint64 { return w.epoch }
+func (w *embeddedWriter) Epoch() uint64 { return w.session }
 
 func (w *embeddedWriter) AppendTimeTick(ctx context.Context, t uint64) error {
+	if w.shared != nil {
+		return fmt.Errorf("%w: shared producers send no time ticks; open a writer", ErrInvalid)
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -55,7 +62,7 @@ func (w *embeddedWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 }
 
 // AppendBatchAsync queues es, which Writer has checked, on the engine.
-func (w *embeddedWriter) AppendBatchAsync(es []Entry) pendingImpl {
+func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl {
 	now := time.Now().UnixNano()
 	var rs [1]record.Entry
 	recs := rs[:0]
@@ -82,9 +89,14 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry) pendingImpl {
 	return embeddedPending{p}
 }
 
-// Close waits for the writer's queued appends to finish, then releases its
-// claim.
-func (w *embeddedWriter) Close() error {
+// Close waits for the writer's queued appends to finish, then ends its
+// session, unless it was fenced, and releases its claim.
+func (w *embeddedWriter) Close() error { return w.close(true) }
+
+// Detach is Close without ending the session.
+func (w *embeddedWriter) Detach() error { return w.close(false) }
+
+func (w *embeddedWriter) close(end bool) error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -97,12 +109,21 @@ func (w *embeddedWriter) Close() error {
 		<-last.Done()
 	}
 	w.release()
+	if w.shared != nil && !w.l.leaveShared(w.shared) {
+		return nil // the session's other producers hold the claim
+	}
 	// Bounded: with etcd unreachable the release would retry for ever, and
 	// the lease lapses on its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := w.claim.Release(ctx); err != nil {
-		return fmt.Errorf("tern: release writer claim on %q: %w", w.l.name, err)
+	var errs []error
+	if end && w.shared == nil && w.claim.Valid() {
+		if err := w.l.c.meta.EndSession(ctx, w.l.name, w.epoch); err != nil {
+			errs = append(errs, fmt.Errorf("tern: end the writer session of %q: %w", w.l.name, err))
+		}
 	}
-	return nil
+	if err := w.claim.Release(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("tern: release writer claim on %q: %w", w.l.name, err))
+	}
+	return errors.Join(errs...)
 }

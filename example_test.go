@@ -30,9 +30,9 @@ func Example() {
 		RetentionAge: 72 * time.Hour, // and/or RetentionBytes, RetentionEntries
 	})
 	check(err)
-	w, err := l.OpenWriter(ctx) // fences any older writer of the log
+	w, err := l.OpenWriter(ctx) // a new writer session: fences any older one (tern.WithEpoch(n) to choose it)
 	check(err)
-	defer w.Close()
+	defer w.Close() // rides through server restarts and fail-over meanwhile
 
 	off, err := w.Append(ctx, tern.Entry{Payload: []byte("hello")}) // durable when it returns
 	check(err)
@@ -43,6 +43,8 @@ func Example() {
 	check(err)
 	check(w.AppendTimeTick(ctx, 42)) // an ordered marker for open readers, never written
 	fmt.Println("appended at", off, first, last)
+	_, err = l.Append(ctx, tern.Entry{Payload: []byte("d")}) // a shared producer: fails while w is open
+	fmt.Println(errors.Is(err, tern.ErrFenced))
 
 	r, err := l.OpenReader(ctx, 0, tern.WithTicks())
 	check(err)
@@ -72,6 +74,7 @@ func Example() {
 
 	// Output:
 	// appended at 0 1 3
+	// true
 	// read hello, then 3 more
 	// true
 	// true

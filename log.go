@@ -2,6 +2,8 @@ package tern
 
 import (
 	"context"
+
+	"github.com/ternwal/tern/client"
 )
 
 // Log is a handle on an open log. It is safe for concurrent use.
@@ -13,7 +15,8 @@ type logImpl interface {
 	Name() string
 	Options() LogOptions
 	Info(ctx context.Context) (LogInfo, error)
-	OpenWriter(ctx context.Context) (writerImpl, error)
+	OpenWriter(ctx context.Context, o client.WriterOptions) (writerImpl, error)
+	Append(ctx context.Context, es []Entry, o client.AppendOptions) (Offset, error)
 	OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error)
 	Truncate(ctx context.Context, before Offset) error
 	Compact(ctx context.Context) error
@@ -35,20 +38,39 @@ func (l *Log) Options() LogOptions { return l.impl.Options() }
 // Info describes the log as it is now.
 func (l *Log) Info(ctx context.Context) (LogInfo, error) { return l.impl.Info(ctx) }
 
-// OpenWriter opens the log's writer with a new epoch. Every older writer is
-// fenced: once OpenWriter returns, none of their appends is acknowledged, and
-// their later appends fail with ErrFenced.
+// OpenWriter opens a writer session of the log: a new epoch, above every
+// older one, or the one WithEpoch chose (see there for lower, equal and
+// higher epochs). Every older session is fenced: once OpenWriter returns,
+// none of their appends is acknowledged, and their later appends fail with
+// ErrFenced. With Shared it opens a shared producer instead.
 //
 // An embedded writer holds a claim on its epoch in the metadata store. With
 // etcd metadata the claim rides on a lease: if the lease cannot be renewed
 // (etcd unreachable) the writer stops acknowledging and its appends fail
 // with ErrFenced, since another process may have taken the log over.
-func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
-	w, err := l.impl.OpenWriter(ctx)
+func (l *Log) OpenWriter(ctx context.Context, opts ...WriterOption) (*Writer, error) {
+	w, err := l.impl.OpenWriter(ctx, client.NewWriterOptions(opts...))
 	if err != nil {
 		return nil, err
 	}
 	return &Writer{impl: w, maxEntryBytes: l.impl.Options().MaxEntryBytes}, nil
+}
+
+// Append appends one entry as a shared producer (see Shared) and waits for
+// its acknowledgement: producers in many processes may append so to one
+// log without fencing each other. While an exclusive writer's session is
+// open it fails with ErrFenced.
+func (l *Log) Append(ctx context.Context, e Entry, opts ...AppendOption) (Offset, error) {
+	return l.AppendBatch(ctx, []Entry{e}, opts...)
+}
+
+// AppendBatch appends entries atomically as a shared producer (see Append)
+// and returns the offset of the first.
+func (l *Log) AppendBatch(ctx context.Context, es []Entry, opts ...AppendOption) (Offset, error) {
+	if _, err := client.CheckBatch(es, l.impl.Options().MaxEntryBytes); err != nil {
+		return 0, err
+	}
+	return l.impl.Append(ctx, es, client.NewAppendOptions(opts...))
 }
 
 // OpenReader returns a Reader positioned at from, which must be between the

@@ -47,12 +47,18 @@ func newRemoteLog(l *client.Log, err error) (logImpl, error) {
 	return remoteLog{l}, nil
 }
 
-func (l remoteLog) OpenWriter(ctx context.Context) (writerImpl, error) {
-	w, err := l.Log.OpenWriter(ctx)
+func (l remoteLog) OpenWriter(ctx context.Context, o client.WriterOptions) (writerImpl, error) {
+	w, err := l.Log.OpenWriter(ctx, func(wo *client.WriterOptions) { *wo = o })
 	if err != nil {
 		return nil, err
 	}
 	return remoteWriter{w}, nil
+}
+
+// Append appends through the client's shared producer of the log, which
+// numbers its appends itself: o's producer fields are not passed on.
+func (l remoteLog) Append(ctx context.Context, es []Entry, o client.AppendOptions) (Offset, error) {
+	return l.Log.AppendBatch(ctx, es, remoteOptions(o)...)
 }
 
 func (l remoteLog) OpenReader(ctx context.Context, from Offset, opts ...ReadOption) (readerImpl, error) {
@@ -77,6 +83,15 @@ func (l remoteLog) Compact(context.Context) error {
 
 type remoteWriter struct{ *client.Writer }
 
-func (w remoteWriter) AppendBatchAsync(es []Entry) pendingImpl {
-	return w.Writer.AppendBatchAsync(es)
+func (w remoteWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl {
+	return w.Writer.AppendBatchAsync(es, remoteOptions(o)...)
+}
+
+// remoteOptions are the options of an append through a remote writer: its
+// condition; the writer numbers its appends itself.
+func remoteOptions(o client.AppendOptions) []client.AppendOption {
+	if !o.IfEnd {
+		return nil
+	}
+	return []client.AppendOption{client.IfEnd(o.End)}
 }

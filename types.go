@@ -31,6 +31,10 @@ type (
 	SubInfo = client.SubInfo
 	// ReadOption changes how a Reader or Subscriber reads.
 	ReadOption = client.ReadOption
+	// WriterOption changes how OpenWriter opens a writer.
+	WriterOption = client.WriterOption
+	// AppendOption changes how an append is applied.
+	AppendOption = client.AppendOption
 )
 
 // The fsync modes, the modes and the defaults of LogOptions; see package
@@ -89,3 +93,43 @@ func WithTicks() ReadOption { return client.WithTicks() }
 // n: a reader that holds each batch it gets holds about n bytes however
 // many entries it asks for. n <= 0 is no bound, the default.
 func WithMaxBatchBytes(n int) ReadOption { return client.WithMaxBatchBytes(n) }
+
+// WithEpoch opens the writer session of epoch n, which the caller chose (a
+// Milvus channel's term, say) instead of a new one: lower than the log's
+// newest session, OpenWriter fails with ErrFenced; equal, it reopens that
+// session, and appends go on at that epoch (a Writer of it opened before,
+// in this process or another, is fenced unless it is the same server's);
+// higher, it fences every older session. n is at least 1.
+func WithEpoch(n uint64) WriterOption { return client.WithEpoch(n) }
+
+// OnlyReopen, with WithEpoch(n), opens session n only if it is the log's
+// newest: a higher n fails with ErrFenced too, rather than fencing the
+// log's session. A server reopens its clients' sessions so.
+func OnlyReopen() WriterOption { return client.OnlyReopen() }
+
+// Shared opens a shared producer instead of an exclusive writer: shared
+// producers append to the log without fencing each other (their appends are
+// group-committed together), and never fence an exclusive writer: while
+// one's session is open (from its OpenWriter to its Close), a shared
+// producer's appends fail with ErrFenced (an embedded one's OpenWriter
+// already does), and an exclusive writer that opens fences the shared
+// producers. Log.Append uses one. A shared producer sends no time ticks.
+func Shared() WriterOption { return client.Shared() }
+
+// IfEnd makes an append conditional: it is applied only if the log's end
+// (the offset its first entry would get), counting the appends queued
+// before it, is off. Otherwise it fails with an error that matches
+// ErrConditionFailed and carries the log's end (see EndMismatchError):
+// optimistic concurrency for a replicated state machine.
+func IfEnd(off Offset) AppendOption { return client.IfEnd(off) }
+
+// AsProducer marks an append as number seq of producer id (not 0), for
+// deduplication: a log that applied (id, seq) answers a repeat of it with
+// the first one's offset instead of appending it again, within the window
+// docs/writers.md describes; every seq of id below acked has been answered
+// to the producer, so the log may forget it. The remote Writer does this
+// itself; a server that relays its clients' appends to an embedded log
+// passes their numbers on with it.
+func AsProducer(id, seq, acked uint64) AppendOption {
+	return func(o *client.AppendOptions) { o.Producer, o.Seq, o.Acked = id, seq, acked }
+}

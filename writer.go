@@ -6,10 +6,14 @@ import (
 	"github.com/ternwal/tern/client"
 )
 
-// Writer appends to a log. Only the newest writer of a log can append; an
-// older one gets ErrFenced. A Writer is safe for concurrent use; concurrent
-// appends are committed together (group commit) in the order they were
-// queued.
+// Writer appends to a log. Only the newest writer session of a log can
+// append; an older one gets ErrFenced. A Writer is safe for concurrent use;
+// concurrent appends are committed together (group commit) in the order
+// they were queued. A Writer opened with Shared is a shared producer.
+//
+// A writer's session is its epoch: a remote Writer rides through a restart
+// of its server and a move of the log to another node, sending again (once)
+// what was not answered.
 type Writer struct {
 	impl          writerImpl
 	maxEntryBytes int // the log's MaxEntryBytes
@@ -19,9 +23,10 @@ type Writer struct {
 // AppendBatchAsync takes entries that Writer has checked.
 type writerImpl interface {
 	Epoch() uint64
-	AppendBatchAsync(es []Entry) pendingImpl
+	AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl
 	AppendTimeTick(ctx context.Context, t uint64) error
 	Close() error
+	Detach() error
 }
 
 // Pending is an append in progress, from AppendAsync.
@@ -56,36 +61,37 @@ var closedChan = func() chan struct{} {
 }()
 
 // Append appends one entry and waits for its acknowledgement.
-func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
-	return w.AppendAsync(e).Wait(ctx)
+func (w *Writer) Append(ctx context.Context, e Entry, opts ...AppendOption) (Offset, error) {
+	return w.AppendAsync(e, opts...).Wait(ctx)
 }
 
 // AppendBatch appends entries atomically, also across crashes: after a crash
 // either all of them are in the log or none. It waits for the
 // acknowledgement and returns the offset of the first entry; the others
 // follow densely.
-func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
-	return w.AppendBatchAsync(es).Wait(ctx)
+func (w *Writer) AppendBatch(ctx context.Context, es []Entry, opts ...AppendOption) (Offset, error) {
+	return w.AppendBatchAsync(es, opts...).Wait(ctx)
 }
 
 // AppendAsync queues one entry and returns at once; Wait on the result gives
 // the outcome. Appends are acknowledged in the order they were queued. The
 // entry's bytes are copied before AppendAsync returns.
-func (w *Writer) AppendAsync(e Entry) *Pending {
-	return w.AppendBatchAsync([]Entry{e})
+func (w *Writer) AppendAsync(e Entry, opts ...AppendOption) *Pending {
+	return w.AppendBatchAsync([]Entry{e}, opts...)
 }
 
 // AppendBatchAsync queues entries to be appended atomically, as
 // AppendBatch does, and returns at once; Wait on the result gives the offset
 // of the first entry. The entries' bytes are copied before it returns.
-func (w *Writer) AppendBatchAsync(es []Entry) *Pending {
+func (w *Writer) AppendBatchAsync(es []Entry, opts ...AppendOption) *Pending {
 	if _, err := client.CheckBatch(es, w.maxEntryBytes); err != nil {
 		return &Pending{failedPending{err}}
 	}
-	return &Pending{w.impl.AppendBatchAsync(es)}
+	return &Pending{w.impl.AppendBatchAsync(es, client.NewAppendOptions(opts...))}
 }
 
-// Epoch is the writer's epoch: the log's newest when the writer was opened.
+// Epoch is the writer's epoch: its session, the log's newest when the
+// writer was opened (or the one WithEpoch chose); 0 for a shared producer.
 func (w *Writer) Epoch() uint64 { return w.impl.Epoch() }
 
 // AppendTimeTick sends a time tick: an ordered marker that readers and
@@ -100,6 +106,13 @@ func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 	return w.impl.AppendTimeTick(ctx, t)
 }
 
-// Close waits for the writer's queued appends to finish and closes it. It
-// does not fence the writer: another writer must still be opened to take over.
+// Close waits for the writer's queued appends to finish, closes it and ends
+// its session, unless a newer one has fenced it: shared producers may then
+// append to the log. It does not fence the writer: its session can still
+// be reopened with WithEpoch.
 func (w *Writer) Close() error { return w.impl.Close() }
+
+// Detach closes the writer as Close does but leaves its session open: it can
+// be reopened (WithEpoch), and shared producers still cannot append. A
+// server detaches the writers it holds for its clients when it stops.
+func (w *Writer) Detach() error { return w.impl.Detach() }

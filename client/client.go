@@ -343,8 +343,9 @@ type Log struct {
 	name string
 	opts LogOptions
 
-	mu sync.Mutex
-	at string // the address of the node serving the log; "" for the client's
+	mu       sync.Mutex
+	at       string  // the address of the node serving the log; "" for the client's
+	producer *Writer // the shared producer of Append, once started
 }
 
 // Name is the log's name.
@@ -377,26 +378,83 @@ func (l *Log) Info(ctx context.Context) (LogInfo, error) {
 	return logInfoFromProto(info)
 }
 
-// OpenWriter opens the log's writer with a new epoch. Every older writer is
-// fenced: once OpenWriter returns, none of their appends is acknowledged, and
-// their later appends fail with ErrFenced.
-func (l *Log) OpenWriter(ctx context.Context) (*Writer, error) {
+// OpenWriter opens a writer session of the log: a new epoch, above every
+// older one, or the one WithEpoch chose. Every older session is fenced:
+// once OpenWriter returns, none of their appends is acknowledged, and their
+// later appends fail with ErrFenced. The session outlives the server: the
+// Writer rides through a restart of the server or a move of the log.
+func (l *Log) OpenWriter(ctx context.Context, opts ...WriterOption) (*Writer, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
+	o := NewWriterOptions(opts...)
+	if o.Shared {
+		if o.Epoch != 0 {
+			return nil, fmt.Errorf("%w: a shared producer has no epoch of its own (WithEpoch with Shared)", ErrInvalid)
+		}
+		w := newWriter(l, 0, true)
+		if err := l.c.track(w); err != nil {
+			_ = w.stop()
+			return nil, err
+		}
+		return w, nil
+	}
 	var resp *ternpb.OpenWriterResponse
 	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		resp, err = api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name})
+		resp, err = api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: l.name, Epoch: o.Epoch, Reopen: o.Reopen})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{l: l, epoch: resp.GetEpoch()}
+	w := newWriter(l, resp.GetEpoch(), false)
 	if err := l.c.track(w); err != nil {
+		_ = w.stop()
 		return nil, err
 	}
 	return w, nil
+}
+
+// Append appends one entry as a shared producer and waits for its
+// acknowledgement. Shared producers, in this process and others, append to
+// the log without fencing each other, their appends group-committed by the
+// server, and exactly once (as a Writer's). They never fence an exclusive
+// writer: while one holds the log (OpenWriter, until its Close), Append
+// fails with ErrFenced.
+func (l *Log) Append(ctx context.Context, e Entry, opts ...AppendOption) (Offset, error) {
+	return l.AppendBatchAsync([]Entry{e}, opts...).Wait(ctx)
+}
+
+// AppendBatch appends entries atomically as a shared producer (see Append)
+// and returns the offset of the first.
+func (l *Log) AppendBatch(ctx context.Context, es []Entry, opts ...AppendOption) (Offset, error) {
+	return l.AppendBatchAsync(es, opts...).Wait(ctx)
+}
+
+// AppendBatchAsync queues entries to be appended atomically as a shared
+// producer (see Append) and returns at once; Wait on the result gives the
+// offset of the first entry. Appends of one Log are acknowledged in the
+// order they were queued.
+func (l *Log) AppendBatchAsync(es []Entry, opts ...AppendOption) *Pending {
+	l.mu.Lock()
+	w := l.producer
+	if w != nil && w.isFenced() {
+		// An exclusive writer took the log: the next append tries again,
+		// and fails while that writer's session is open.
+		go w.stop()
+		w = nil
+	}
+	if w == nil {
+		w = newWriter(l, 0, true)
+		if err := l.c.track(w); err != nil {
+			l.mu.Unlock()
+			_ = w.stop()
+			return failed(err)
+		}
+		l.producer = w
+	}
+	l.mu.Unlock()
+	return w.append(es, opts)
 }
 
 // Truncate declares that the entries below before are no longer needed:

@@ -243,3 +243,82 @@ type TruncatedError = rpcerr.TruncatedError
 
 // CorruptError reports damaged data: the file and the byte position.
 type CorruptError = rpcerr.CorruptError
+
+// WriterOption changes how OpenWriter opens a writer.
+type WriterOption func(*WriterOptions)
+
+// WriterOptions are what the WriterOptions of a call to OpenWriter add up
+// to (see NewWriterOptions).
+type WriterOptions struct {
+	// Epoch is the session to open (WithEpoch); 0: a new one.
+	Epoch uint64
+	// Reopen: only the log's current session, Epoch (OnlyReopen).
+	Reopen bool
+	// Shared: a shared producer (Shared).
+	Shared bool
+}
+
+// OnlyReopen, with WithEpoch(n), opens session n only if it is the log's
+// newest: a higher n fails with ErrFenced too, rather than fencing the
+// log's session. A server reopens its clients' sessions so, after a
+// restart, whatever epoch a client sends.
+func OnlyReopen() WriterOption { return func(o *WriterOptions) { o.Reopen = true } }
+
+// Shared opens a shared producer instead of an exclusive writer: shared
+// producers append to the log without fencing each other (their appends are
+// group-committed together), and they never fence an exclusive writer:
+// while one's session is open (from its OpenWriter to its Close) opening a
+// shared producer fails with ErrFenced, and an exclusive writer that opens
+// fences the shared producers. A shared producer sends no time ticks.
+func Shared() WriterOption { return func(o *WriterOptions) { o.Shared = true } }
+
+// WithEpoch opens the writer session of epoch n, which the caller chose (a
+// Milvus channel's term, say) instead of a new one: lower than the log's
+// newest session, OpenWriter fails with ErrFenced; equal, it reopens that
+// session, and appends go on at that epoch (a Writer of it opened before,
+// in this process or another, is fenced unless it is the same server's);
+// higher, it fences every older session. n is at least 1.
+func WithEpoch(n uint64) WriterOption { return func(o *WriterOptions) { o.Epoch = n } }
+
+// NewWriterOptions applies opts in order to the zero WriterOptions.
+func NewWriterOptions(opts ...WriterOption) WriterOptions {
+	var o WriterOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// AppendOption changes how an append is applied.
+type AppendOption func(*AppendOptions)
+
+// AppendOptions are what the AppendOptions of an append add up to (see
+// NewAppendOptions).
+type AppendOptions struct {
+	// IfEnd: the append is applied only if the log's end is End
+	// (IfEnd).
+	IfEnd bool
+	End   Offset
+	// Producer and Seq identify the append for deduplication, and every
+	// Seq of Producer below Acked has been answered. The remote Writer
+	// sets them itself; a server that relays appends passes them on.
+	Producer, Seq, Acked uint64
+}
+
+// IfEnd makes the append conditional: it is applied only if the log's end
+// (the offset its first entry would get), counting the appends queued
+// before it, is off. Otherwise it fails with an error that matches
+// ErrConditionFailed and carries the log's end (see EndMismatchError):
+// optimistic concurrency for a replicated state machine.
+func IfEnd(off Offset) AppendOption {
+	return func(o *AppendOptions) { o.IfEnd, o.End = true, off }
+}
+
+// NewAppendOptions applies opts in order to the zero AppendOptions.
+func NewAppendOptions(opts ...AppendOption) AppendOptions {
+	var o AppendOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}

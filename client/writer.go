@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,22 +12,34 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
 )
 
-// A remote writer pipelines its appends over one AppendStream, opened at the
-// first append. Each AppendAsync or AppendBatch call is one batch (appended
-// atomically) with one result. The batches and their pendings are queued
-// under the writer's mutex, so the queue order is the call order; a sender
+// A remote writer pipelines its appends over an AppendStream. Each append
+// is one batch (appended atomically) with one result, and carries the
+// writer's producer ID (random) and a sequence number, so that the server
+// applies a batch sent twice only once (docs/writers.md).
+//
+// The batches and their pendings are queued under the writer's mutex, so
+// the queue order is the call order and the sequence order. A sender
 // goroutine sends every batch queued since its last send in one request (so
-// many producers cost the server one message, not one each; the producers
-// encode their batches into that request as they queue them), and a receiver
+// many producers cost the server one message, not one each) and a receiver
 // goroutine completes the pendings in order, since the server answers a
-// stream's batches in the order received. When the stream breaks, every pending it
-// holds fails and the next append opens a new stream.
+// stream's batches in the order received.
+//
+// When the stream breaks (the server restarted, the log moved to another
+// node, the connection dropped), the batches sent and not answered have an
+// unknown outcome: they go back to the front of the queue, in order, and
+// are sent again on a new stream, to the node that serves the log now.
+// The server answers a batch it had applied with its first offset. The
+// writer keeps trying for RetryTimeout after the failure, then fails the
+// batches it could not send. Only a newer writer session (ErrFenced) ends
+// it for good.
 
 // maxRequestBytes is about the most batches' bytes the sender packs into
 // one request; a single larger batch goes alone.
@@ -35,65 +49,92 @@ const maxRequestBytes = 4 << 20
 // the server to end the stream after the client has half-closed it.
 const streamEndTimeout = 5 * time.Second
 
-// Writer appends to a log. Only the newest writer of a log can append; an
-// older one gets ErrFenced. A Writer is safe for concurrent use; concurrent
-// appends are committed together (group commit) in the order they were
-// queued.
+// appendRetryFor is how long a writer tries to get a batch answered after
+// its stream broke.
+const appendRetryFor = 30 * time.Second
+
+// Writer appends to a log. Only the newest writer session of a log can
+// append; an older one gets ErrFenced. A Writer is safe for concurrent use;
+// concurrent appends are committed together (group commit) in the order they
+// were queued.
+//
+// A Writer's session is its epoch, not its connection: it rides through a
+// restart of the server and a move of the log to another node, sending
+// again what was not answered, without duplicates.
 type Writer struct {
-	l     *Log
-	epoch uint64
+	l        *Log
+	epoch    uint64 // 0 for a shared producer
+	shared   bool
+	producer uint64
 
-	mu     sync.Mutex
-	closed bool
-	s      *appendStream  // nil before the first append and after the stream broke
-	last   *Pending       // the latest queued append, for Close and AppendTimeTick
-	wg     sync.WaitGroup // the goroutines of every stream
+	mu      sync.Mutex
+	closed  bool
+	seq     uint64        // the last given out
+	queue   []*Pending    // not sent on the current stream, in order
+	sent    []*Pending    // sent on the current stream, not answered, in order
+	s       *appendStream // nil while there is none
+	wake    chan struct{} // has a value when queue, s or closed may have changed
+	fenced  error         // set once for good: every append fails with it
+	failing time.Time     // when the oldest unanswered batch's stream broke; zero while none did
+	last    *Pending      // the latest queued append, for Close and AppendTimeTick
+	done    chan struct{} // closed when the sender has exited
 }
 
-// appendStream is one AppendStream and its queue. Its mutable fields are
-// guarded by the writer's mu.
+// appendStream is one AppendStream.
 type appendStream struct {
-	w      *Writer
-	ctx    context.Context // ends the stream when canceled
+	stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]
 	cancel context.CancelFunc
-	wake   chan struct{} // has a value when queue or ending may have changed
-	done   chan struct{} // closed when the stream's goroutines have exited
-
-	queue   *grpcopts.AppendQueue // encoded batches, not yet handed to the sender
-	pending []*Pending            // every unanswered request, in queue order
-	ending  bool                  // half-close once everything queued is sent
-	err     error                 // why the stream broke; nil while it works
+	broken chan struct{} // closed by the receiver when the stream ends
 }
 
-// Epoch is the writer's epoch: the log's newest when the writer was opened.
+// newWriter starts a writer of session epoch, or a shared producer.
+func newWriter(l *Log, epoch uint64, shared bool) *Writer {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	p := binary.LittleEndian.Uint64(b[:]) | 1
+	w := &Writer{l: l, epoch: epoch, shared: shared, producer: p, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.run()
+	}()
+	return w
+}
+
+// Epoch is the writer's epoch: its session, the log's newest when the
+// writer was opened (or the one WithEpoch chose).
 func (w *Writer) Epoch() uint64 { return w.epoch }
 
 // Append appends one entry and waits for its acknowledgement.
-func (w *Writer) Append(ctx context.Context, e Entry) (Offset, error) {
-	return w.append([]Entry{e}).Wait(ctx)
+func (w *Writer) Append(ctx context.Context, e Entry, opts ...AppendOption) (Offset, error) {
+	return w.append([]Entry{e}, opts).Wait(ctx)
 }
 
 // AppendAsync queues one entry and returns at once; Wait on the result gives
 // the outcome. Appends are acknowledged in the order they were queued. The
 // entry's bytes are copied before AppendAsync returns.
-func (w *Writer) AppendAsync(e Entry) *Pending { return w.append([]Entry{e}) }
+func (w *Writer) AppendAsync(e Entry, opts ...AppendOption) *Pending {
+	return w.append([]Entry{e}, opts)
+}
 
 // AppendBatch appends entries atomically, also across crashes: after a crash
 // either all of them are in the log or none. It waits for the
 // acknowledgement and returns the offset of the first entry; the others
 // follow densely. It goes through the stream like AppendAsync, so that it is
 // acknowledged in its place among the appends queued around it.
-func (w *Writer) AppendBatch(ctx context.Context, es []Entry) (Offset, error) {
-	return w.append(es).Wait(ctx)
+func (w *Writer) AppendBatch(ctx context.Context, es []Entry, opts ...AppendOption) (Offset, error) {
+	return w.append(es, opts).Wait(ctx)
 }
 
 // AppendBatchAsync queues entries to be appended atomically, as
 // AppendBatch does, and returns at once; Wait on the result gives the offset
 // of the first entry. The entries' bytes are copied before it returns.
-func (w *Writer) AppendBatchAsync(es []Entry) *Pending { return w.append(es) }
+func (w *Writer) AppendBatchAsync(es []Entry, opts ...AppendOption) *Pending {
+	return w.append(es, opts)
+}
 
-// append checks es, and encodes them into the stream's next request.
-func (w *Writer) append(es []Entry) *Pending {
+// append checks es, encodes them with the next sequence number and queues
+// them.
+func (w *Writer) append(es []Entry, opts []AppendOption) *Pending {
 	var one [1]grpcopts.Entry
 	ges := one[:0]
 	if len(es) > 1 {
@@ -106,181 +147,334 @@ func (w *Writer) append(es []Entry) *Pending {
 		}
 		ges = append(ges, ge)
 	}
-	size, err := w.check(es, ges)
+	o := NewAppendOptions(opts...)
+	h := grpcopts.BatchHeader{Seq: 1 << 62, IfEnd: o.IfEnd, End: uint64(o.End)} // the largest seq, to size it
+	size, err := w.check(es, ges, h)
 	if err != nil {
 		return failed(err)
 	}
-	p := &Pending{done: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.l.c.isClosed() {
+	switch {
+	case w.closed || w.l.c.isClosed():
 		return failed(ErrClosed)
+	case w.fenced != nil:
+		return failed(w.fenced)
 	}
-	s := w.s
-	if s == nil {
-		s = w.openStream()
-	}
-	s.queue.Add(ges, size) // the entries' one copy
-	s.pending = append(s.pending, p)
+	w.seq++
+	h.Seq = w.seq
+	p := &Pending{done: make(chan struct{}), seq: w.seq}
+	p.batch = grpcopts.EncodeBatch(ges, grpcopts.BatchSize(ges, h), h) // the entries' one copy
+	p.bytes = size
+	w.queue = append(w.queue, p)
 	w.last = p
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	w.signal()
 	return p
 }
 
+// signal wakes the sender. The caller holds w.mu.
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // check validates es (CheckBatch), and returns the bytes of their Batch
-// message (ges, their encoding), which one request must be able to carry.
-func (w *Writer) check(es []Entry, ges []grpcopts.Entry) (int, error) {
+// message with h (ges, their encoding), which one request must be able to
+// carry.
+func (w *Writer) check(es []Entry, ges []grpcopts.Entry, h grpcopts.BatchHeader) (int, error) {
 	if _, err := CheckBatch(es, w.l.opts.MaxEntryBytes); err != nil {
 		return 0, err
 	}
-	size := grpcopts.BatchSize(ges)
+	size := grpcopts.BatchSize(ges, h)
 	if n := size + len(w.l.name) + 64; n > grpcopts.MaxMessageBytes {
 		return 0, fmt.Errorf("%w: the batch is %d bytes on the wire, over the %d one request to a server can carry; split it", ErrTooLarge, n, grpcopts.MaxMessageBytes)
 	}
 	return size, nil
 }
 
-// openStream starts a stream for the queue. The caller holds w.mu.
-func (w *Writer) openStream() *appendStream {
-	s := &appendStream{w: w, queue: grpcopts.NewAppendQueue(maxRequestBytes), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	w.s = s
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer close(s.done)
-		s.run()
-	}()
-	return s
-}
-
-func (s *appendStream) run() {
-	api, err := s.w.l.api()
-	var stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]
-	if err == nil {
-		stream, err = api.AppendStream(s.ctx)
-	}
-	if err != nil {
-		s.fail(err)
-		return
-	}
-	received := make(chan struct{})
-	go func() {
-		defer close(received)
-		s.receive(stream)
-	}()
-	s.send(stream)
-	<-received
-}
-
-// send sends the queued requests in order, and half-closes the stream once
-// it is ending and everything queued is sent.
-func (s *appendStream) send(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
+// run is the sender: it opens streams, sends the queue in order, and
+// starts over on a new stream when one breaks, until the writer is closed
+// and everything queued is answered; then it half-closes the stream and
+// waits (a few seconds at most) for the server to end it.
+func (w *Writer) run() {
+	var wait time.Duration // before the next stream, after a failure
 	for {
-		s.w.mu.Lock()
-		bodies, ending, broken := s.queue.Take(), s.ending, s.err != nil
-		s.w.mu.Unlock()
-		if broken {
-			grpcopts.Discard(bodies)
-			return
-		}
-		for i, body := range bodies {
-			// The codec takes body (grpcopts.EncodedAppend).
-			if err := stream.SendMsg(&grpcopts.EncodedAppend{Log: s.w.l.name, Epoch: s.w.epoch, Body: body}); err != nil {
-				grpcopts.Discard(bodies[i+1:])
-				// io.EOF: the stream is over, and Recv returns why.
-				if err != io.EOF {
-					s.fail(err)
+		w.mu.Lock()
+		for len(w.queue) == 0 {
+			if w.closed && len(w.sent) == 0 {
+				s := w.s
+				w.mu.Unlock()
+				if s != nil {
+					w.end(s)
 				}
 				return
 			}
+			w.mu.Unlock()
+			<-w.wake
+			w.mu.Lock()
 		}
-		s.w.mu.Lock()
-		more := s.queue.Len() > 0
-		s.w.mu.Unlock()
-		if more {
-			continue
+		s, failing := w.s, !w.failing.IsZero()
+		w.mu.Unlock()
+		if !failing {
+			wait = 0
 		}
-		if ending {
-			if err := stream.CloseSend(); err != nil {
-				s.fail(err)
+		if s == nil {
+			if wait > 0 {
+				time.Sleep(wait)
 			}
+			var err error
+			if s, err = w.open(); err != nil {
+				w.retryOrFail(err)
+				wait = min(max(2*wait, 10*time.Millisecond), 200*time.Millisecond)
+				continue
+			}
+		}
+		w.send(s)
+	}
+}
+
+// end half-closes s and waits, streamEndTimeout at most, for the server to
+// end it.
+func (w *Writer) end(s *appendStream) {
+	_ = s.stream.CloseSend()
+	t := time.NewTimer(streamEndTimeout)
+	defer t.Stop()
+	select {
+	case <-s.broken:
+	case <-t.C:
+		s.cancel()
+		<-s.broken
+	}
+}
+
+// open starts a stream and its receiver on the node that serves the log.
+func (w *Writer) open() (*appendStream, error) {
+	api, err := w.l.api()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := api.AppendStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &appendStream{stream: stream, cancel: cancel, broken: make(chan struct{})}
+	w.mu.Lock()
+	w.s = s
+	w.mu.Unlock()
+	go w.receive(s)
+	return s, nil
+}
+
+// send sends what is queued on s in requests of about maxRequestBytes. It
+// returns when the queue is empty or s broke.
+func (w *Writer) send(s *appendStream) {
+	for {
+		w.mu.Lock()
+		if w.s != s {
+			w.mu.Unlock()
 			return
 		}
-		select {
-		case <-s.wake:
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		n, bytes := 0, 0
+		for n < len(w.queue) && (n == 0 || bytes+w.queue[n].bytes <= maxRequestBytes) {
+			bytes += w.queue[n].bytes
+			n++
+		}
+		batches := make([]*[]byte, n)
+		for i, p := range w.queue[:n] {
+			batches[i] = p.batch
+		}
+		acked := w.queue[0].seq
+		if len(w.sent) > 0 {
+			acked = w.sent[0].seq
+		}
+		w.sent = append(w.sent, w.queue[:n]...)
+		w.queue = w.queue[n:]
+		if len(w.queue) == 0 {
+			w.queue = nil
+		}
+		req := &grpcopts.EncodedAppend{Log: w.l.name, Epoch: w.epoch, Shared: w.shared, Producer: w.producer, Acked: acked, Batches: batches}
+		w.mu.Unlock()
+		// The codec sends the batches without taking them: they are the
+		// pendings' until answered.
+		if err := s.stream.SendMsg(req); err != nil {
+			// io.EOF: the stream is over, and the receiver learns why.
+			if err != io.EOF {
+				s.cancel()
+			}
+			<-s.broken
+			return
+		}
+		w.mu.Lock()
+		more := len(w.queue) > 0
+		w.mu.Unlock()
+		if !more {
 			// The producers that an answer woke append at about the same
 			// time: let them queue, so one request carries them all.
 			runtime.Gosched()
-		case <-s.ctx.Done():
-			return
 		}
 	}
 }
 
-// receive completes the pendings in order with the server's answers.
-func (s *appendStream) receive(stream grpc.BidiStreamingClient[ternpb.AppendStreamRequest, ternpb.AppendStreamResponse]) {
+// receive completes the pendings in order with the server's answers on s,
+// and when s ends, gives what it did not answer back to the queue.
+func (w *Writer) receive(s *appendStream) {
+	defer close(s.broken)
 	var (
 		ps   []*Pending
+		errs []error
 		resp grpcopts.DecodedResults // reused by each RecvMsg
 	)
 	for {
 		// Decoded by the codec (grpcopts), not as a ternpb message.
-		if err := stream.RecvMsg(&resp); err != nil {
-			s.fail(err)
+		if err := s.stream.RecvMsg(&resp); err != nil {
+			w.broke(s, err)
 			return
 		}
-		results := resp.Results
-		s.w.mu.Lock()
-		if len(s.pending) < len(results) {
-			s.w.mu.Unlock()
-			s.fail(errors.New("tern: the server answered an append that was not sent"))
+		w.mu.Lock()
+		if len(w.sent) < len(resp.Results) {
+			w.mu.Unlock()
+			w.broke(s, errors.New("tern: the server answered an append that was not sent"))
 			return
 		}
-		ps = append(ps[:0], s.pending[:len(results)]...)
-		clear(s.pending[:len(results)])
-		s.pending = s.pending[len(results):]
-		s.w.mu.Unlock()
-		for i, r := range results {
+		ps, errs = ps[:0], errs[:0]
+		retry := -1 // the first result that says to send it again
+		for i, r := range resp.Results {
+			var err error
 			if r.Err != nil {
-				ps[i].finish(0, rpcerr.FromProto(r.Err))
-			} else {
-				ps[i].finish(Offset(r.Offset), nil)
+				err = w.l.c.err(rpcerr.FromProto(r.Err))
+				if retryable(err) && !w.l.c.isClosed() {
+					retry = i
+					break
+				}
 			}
+			ps, errs = append(ps, w.sent[i]), append(errs, err)
+		}
+		clear(w.sent[:len(ps)])
+		w.sent = w.sent[len(ps):]
+		if len(ps) > 0 {
+			w.failing = time.Time{} // answers come again
+		}
+		w.signal() // a closing writer's sender waits for the last answer
+		w.mu.Unlock()
+		for i, p := range ps {
+			if errs[i] != nil {
+				if errors.Is(errs[i], ErrFenced) {
+					w.fence(errs[i])
+				}
+				p.finish(0, errs[i])
+			} else {
+				p.finish(Offset(resp.Results[i].Offset), nil)
+			}
+		}
+		if retry >= 0 {
+			w.broke(s, rpcerr.FromProto(resp.Results[retry].Err))
+			return
 		}
 	}
 }
 
-// fail ends the stream: its unanswered appends fail with the mapped err, and
-// the writer's next append opens a new stream.
-func (s *appendStream) fail(err error) {
-	w := s.w
-	w.mu.Lock()
-	if s.err == nil {
-		switch {
-		case w.l.c.isClosed():
-			s.err = ErrClosed
-		case err == io.EOF:
-			s.err = errors.New("tern: the server ended the append stream without answering; the append's outcome is unknown")
-		default:
-			s.err = w.l.c.err(err)
-		}
+// broke ends s for err: what it sent and did not answer goes back to the
+// front of the queue, to be sent again on the next stream, unless err is
+// final.
+func (w *Writer) broke(s *appendStream, err error) {
+	s.cancel()
+	if err == io.EOF {
+		err = errors.New("tern: the server ended the append stream without answering")
 	}
+	w.mu.Lock()
 	if w.s == s {
 		w.s = nil
 	}
-	ps := s.pending
-	s.pending = nil
-	grpcopts.Discard(s.queue.Take())
-	err = s.err
+	sent := w.sent
+	w.sent = nil
+	for _, p := range sent {
+		p.resent = true // a stream may still hold its bytes: never pooled
+	}
+	w.queue = append(sent, w.queue...)
 	w.mu.Unlock()
-	s.cancel()
+	w.retryOrFail(err)
+}
+
+// retryOrFail handles a stream that broke or did not open with err: the
+// queue waits for the next stream if err says the server or the log's
+// node went away, and the writer has not tried for appendRetryFor yet;
+// otherwise every queued append fails.
+func (w *Writer) retryOrFail(err error) {
+	if w.l.c.isClosed() {
+		w.failAll(ErrClosed)
+		return
+	}
+	err = w.l.c.err(err)
+	w.mu.Lock()
+	if w.failing.IsZero() {
+		w.failing = time.Now()
+	}
+	expired := time.Since(w.failing) > appendRetryFor
+	w.signal()
+	w.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrFenced):
+		w.fence(err)
+		w.failAll(err)
+	case !retryable(err):
+		w.failAll(err)
+	case expired:
+		w.failAll(fmt.Errorf("%w (the writer tried for %s; the outcome of the appends it had sent is unknown)", err, appendRetryFor))
+	default:
+		w.l.redirect(err)
+	}
+}
+
+// isFenced reports whether fence was called.
+func (w *Writer) isFenced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fenced != nil
+}
+
+// fence makes every later append of the writer fail with err.
+func (w *Writer) fence(err error) {
+	w.mu.Lock()
+	if w.fenced == nil {
+		w.fenced = err
+	}
+	w.mu.Unlock()
+}
+
+// failAll fails every queued append with err.
+func (w *Writer) failAll(err error) {
+	w.mu.Lock()
+	ps := w.queue
+	w.queue = nil
+	w.failing = time.Time{}
+	w.mu.Unlock()
 	for _, p := range ps {
 		p.finish(0, err)
 	}
+}
+
+// retryable reports whether an append that failed with err may be sent
+// again: the server or the connection went away, or the log moved.
+func retryable(err error) bool {
+	if errors.Is(err, ErrFenced) {
+		return false
+	}
+	if _, ok := rpcerr.As[*rpcerr.NotOwnerError](err); ok {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed)
 }
 
 // AppendTimeTick sends a time tick: an ordered marker that readers and
@@ -293,10 +487,15 @@ func (s *appendStream) fail(err error) {
 // tick cannot overtake them on the way to the server, then sends it.
 func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 	w.mu.Lock()
-	closed, last := w.closed, w.last
+	closed, last, fenced := w.closed, w.last, w.fenced
 	w.mu.Unlock()
-	if closed || w.l.c.isClosed() {
+	switch {
+	case closed || w.l.c.isClosed():
 		return ErrClosed
+	case fenced != nil:
+		return fenced
+	case w.shared:
+		return fmt.Errorf("%w: shared producers send no time ticks; open a writer", ErrInvalid)
 	}
 	if last != nil {
 		select {
@@ -311,11 +510,40 @@ func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 	})
 }
 
-// Close waits for the writer's queued appends to be answered, then
-// half-closes the stream and waits (a few seconds at most) for the server to
-// end it. It does not fence the writer: another writer must still be opened
-// to take over.
+// Close waits for the writer's queued appends to be answered, ends its
+// stream, and ends its session on the server (CloseWriter) unless a newer
+// one fenced it: shared producers may then append to the log. The session
+// can still be reopened with WithEpoch. The Client's Close detaches its
+// open writers instead (see Detach).
 func (w *Writer) Close() error {
+	if err := w.stop(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	fenced := w.fenced
+	w.mu.Unlock()
+	if w.shared || fenced != nil || w.l.c.isClosed() {
+		return nil // the Client's Close detaches its writers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), streamEndTimeout)
+	defer cancel()
+	err := w.l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+		_, err := api.CloseWriter(ctx, &ternpb.CloseWriterRequest{Log: w.l.name, Epoch: w.epoch})
+		return err
+	})
+	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) {
+		return nil // a newer session, or no log: nothing to end
+	}
+	return err
+}
+
+// Detach waits for the writer's queued appends to be answered and ends its
+// stream, as Close does, but leaves its session open: it can be reopened
+// (WithEpoch), and shared producers still cannot append.
+func (w *Writer) Detach() error { return w.stop() }
+
+// stop waits for the queued appends' outcomes and the sender's exit.
+func (w *Writer) stop() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -323,42 +551,29 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	last := w.last
+	w.signal()
 	w.mu.Unlock()
 	if last != nil {
 		<-last.done
 	}
-	w.mu.Lock()
-	s := w.s
-	w.s = nil
-	if s != nil {
-		s.ending = true
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-	w.mu.Unlock()
-	if s != nil {
-		t := time.NewTimer(streamEndTimeout)
-		select {
-		case <-s.done:
-		case <-t.C:
-		}
-		t.Stop()
-		s.cancel()
-	}
-	w.wg.Wait()
+	<-w.done
 	w.l.c.untrack(w)
 	return nil
 }
 
-// Pending is an append in progress, from AppendAsync: queued on the writer's
-// stream, or failed before it was. Its fields are written once, before done
-// is closed.
+// Pending is an append in progress, from AppendAsync: queued on the writer,
+// or failed before it was. Its outcome fields are written once, before
+// done is closed.
 type Pending struct {
 	done chan struct{}
 	off  Offset
 	err  error
+
+	// The writer's, under its mutex.
+	seq    uint64
+	batch  *[]byte // encoded; nil once answered
+	bytes  int     // of the Batch message
+	resent bool    // sent on a stream that broke: its batch is never pooled
 }
 
 // failed is a Pending that failed before it was queued.
@@ -373,6 +588,10 @@ func failed(err error) *Pending {
 func (p *Pending) Done() <-chan struct{} { return p.done }
 
 func (p *Pending) finish(off Offset, err error) {
+	if p.batch != nil && !p.resent {
+		grpcopts.ReleaseBatch(p.batch)
+	}
+	p.batch = nil
 	p.off, p.err = off, err
 	close(p.done)
 }

@@ -22,102 +22,90 @@ import (
 
 // Field numbers of api/ternpb/tern.proto.
 const (
-	fieldRequestLog     = 1 // AppendStreamRequest.log
-	fieldRequestEpoch   = 2 // AppendStreamRequest.epoch
-	fieldRequestBatches = 3 // AppendStreamRequest.batches
-	fieldBatchEntries   = 1 // Batch.entries
-	fieldEntryPayload   = 2 // Entry.payload
-	fieldEntryProps     = 3 // Entry.properties, a map<string, bytes>
-	fieldEntryTime      = 4 // Entry.time_unix_nano
-	fieldMapKey         = 1
-	fieldMapValue       = 2
+	fieldRequestLog      = 1 // AppendStreamRequest.log
+	fieldRequestEpoch    = 2 // AppendStreamRequest.epoch
+	fieldRequestBatches  = 3 // AppendStreamRequest.batches
+	fieldRequestShared   = 4 // AppendStreamRequest.shared
+	fieldRequestProducer = 5 // AppendStreamRequest.producer
+	fieldRequestAcked    = 6 // AppendStreamRequest.acked
+	fieldBatchEntries    = 1 // Batch.entries
+	fieldBatchSeq        = 2 // Batch.seq
+	fieldBatchIfEnd      = 3 // Batch.if_end
+	fieldEntryPayload    = 2 // Entry.payload
+	fieldEntryProps      = 3 // Entry.properties, a map<string, bytes>
+	fieldEntryTime       = 4 // Entry.time_unix_nano
+	fieldMapKey          = 1
+	fieldMapValue        = 2
 )
 
 // EncodedAppend is an AppendStreamRequest for a client stream's SendMsg,
-// whose batches an AppendQueue has encoded already. The codec sends Body
-// without copying it and returns it to the buffer pool once gRPC has written
-// it, so the sender must not touch it after SendMsg.
+// whose batches EncodeBatch has encoded already. The codec sends the
+// batches without copying them and does not keep or free them: the sender
+// owns them, and may send them again on another stream (a retry) or give
+// them back with ReleaseBatch once the server has answered them.
 type EncodedAppend struct {
-	Log   string
-	Epoch uint64
-	Body  *[]byte // the request's batches fields, from an AppendQueue
+	Log      string
+	Epoch    uint64
+	Shared   bool
+	Producer uint64
+	Acked    uint64
+	Batches  []*[]byte // from EncodeBatch
 }
 
-// An AppendQueue encodes batches of entries, as they are appended, into the
-// bodies of AppendStreamRequests of about maxBytes each (one larger batch
-// gets a body of its own). Each batch is encoded straight from the
-// caller's entries into the body, its only copy on the client.
-type AppendQueue struct {
-	bodies   []*[]byte
-	maxBytes int
-	last     int // the size of the last body taken: about what the next will need
+// BatchHeader is what a Batch carries besides its entries.
+type BatchHeader struct {
+	Seq   uint64 // 0: none
+	IfEnd bool   // End is set
+	End   uint64
 }
 
-// NewAppendQueue returns a queue of request bodies of about maxBytes.
-func NewAppendQueue(maxBytes int) *AppendQueue { return &AppendQueue{maxBytes: maxBytes} }
-
-// minBodyBytes is the smallest body buffer: below gRPC's pooling threshold
-// (1 KiB) a buffer would not come back to the pool.
-const minBodyBytes = 4 << 10
-
-// BatchSize returns the bytes of the Batch message of es.
-func BatchSize(es []Entry) int {
+// size returns the bytes h adds to a Batch message.
+func (h BatchHeader) size() int {
 	n := 0
+	if h.Seq != 0 {
+		n += protowire.SizeTag(fieldBatchSeq) + protowire.SizeVarint(h.Seq)
+	}
+	if h.IfEnd {
+		n += protowire.SizeTag(fieldBatchIfEnd) + protowire.SizeVarint(h.End)
+	}
+	return n
+}
+
+// BatchSize returns the bytes of the Batch message of es and h.
+func BatchSize(es []Entry, h BatchHeader) int {
+	n := h.size()
 	for _, e := range es {
 		n += entrySize(e)
 	}
 	return n
 }
 
-// Add encodes a batch of es, whose Batch message is msgSize bytes
-// (BatchSize), at the end of the queue.
-func (q *AppendQueue) Add(es []Entry, msgSize int) {
-	size := protowire.SizeTag(fieldRequestBatches) + protowire.SizeBytes(msgSize) // in the request
-	var body *[]byte
-	if k := len(q.bodies); k > 0 {
-		body = q.bodies[k-1]
-		if n := len(*body); n > 0 && n+size > q.maxBytes {
-			body = nil // full: start the next request
-		} else if n+size > cap(*body) {
-			bigger := bufferPool.Get(max(2*cap(*body), n+size))
-			*bigger = append((*bigger)[:0], *body...)
-			bufferPool.Put(body)
-			body = bigger
-			q.bodies[k-1] = body
-		}
-	}
-	if body == nil {
-		body = bufferPool.Get(max(minBodyBytes, size, min(q.last, q.maxBytes)))
-		*body = (*body)[:0]
-		q.bodies = append(q.bodies, body)
-	}
-	b := protowire.AppendTag(*body, fieldRequestBatches, protowire.BytesType)
+// EncodeBatch encodes a Batch of es and h, whose message is msgSize bytes
+// (BatchSize), as a field of an AppendStreamRequest, into a buffer from
+// the pool: the entries' one copy on the client.
+func EncodeBatch(es []Entry, msgSize int, h BatchHeader) *[]byte {
+	size := protowire.SizeTag(fieldRequestBatches) + protowire.SizeBytes(msgSize)
+	buf := bufferPool.Get(size)
+	b := protowire.AppendTag((*buf)[:0], fieldRequestBatches, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(msgSize))
 	for _, e := range es {
 		b = appendEntry(b, e)
 	}
-	*body = b
-}
-
-// Take returns the queued bodies, in order, and empties the queue.
-func (q *AppendQueue) Take() []*[]byte {
-	bodies := q.bodies
-	q.bodies = nil
-	if k := len(bodies); k > 0 {
-		q.last = len(*bodies[k-1])
+	if h.Seq != 0 {
+		b = protowire.AppendTag(b, fieldBatchSeq, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.Seq)
 	}
-	return bodies
-}
-
-// Len returns the number of bodies queued.
-func (q *AppendQueue) Len() int { return len(q.bodies) }
-
-// Discard returns bodies that will not be sent to the buffer pool.
-func Discard(bodies []*[]byte) {
-	for _, b := range bodies {
-		bufferPool.Put(b)
+	if h.IfEnd {
+		b = protowire.AppendTag(b, fieldBatchIfEnd, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.End)
 	}
+	*buf = b
+	return buf
 }
+
+// ReleaseBatch gives a batch from EncodeBatch back to the pool. It must not
+// be sent again, and no stream may still be sending it.
+func ReleaseBatch(b *[]byte) { bufferPool.Put(b) }
 
 func entrySize(e Entry) int {
 	n := entryFieldsSize(e)
@@ -167,10 +155,10 @@ func appendEntry(b []byte, e Entry) []byte {
 	return b
 }
 
-// marshalAppend encodes r: a header of its own, then the body, not copied,
-// which goes back to the pool when gRPC is done with it.
+// marshalAppend encodes r: a header of its own, then the batches, not
+// copied, which stay the sender's.
 func marshalAppend(r *EncodedAppend) mem.BufferSlice {
-	h := make([]byte, 0, len(r.Log)+32) // tags, the log's length and the epoch take under 32
+	h := make([]byte, 0, len(r.Log)+64) // tags, the log's length and the numbers take under 64
 	if r.Log != "" {
 		h = protowire.AppendTag(h, fieldRequestLog, protowire.BytesType)
 		h = protowire.AppendString(h, r.Log)
@@ -179,20 +167,38 @@ func marshalAppend(r *EncodedAppend) mem.BufferSlice {
 		h = protowire.AppendTag(h, fieldRequestEpoch, protowire.VarintType)
 		h = protowire.AppendVarint(h, r.Epoch)
 	}
-	if r.Body == nil {
-		return mem.BufferSlice{mem.SliceBuffer(h)}
+	if r.Shared {
+		h = protowire.AppendTag(h, fieldRequestShared, protowire.VarintType)
+		h = protowire.AppendVarint(h, 1)
 	}
-	return mem.BufferSlice{mem.SliceBuffer(h), mem.NewBuffer(r.Body, bufferPool)}
+	if r.Producer != 0 {
+		h = protowire.AppendTag(h, fieldRequestProducer, protowire.VarintType)
+		h = protowire.AppendVarint(h, r.Producer)
+	}
+	if r.Acked != 0 {
+		h = protowire.AppendTag(h, fieldRequestAcked, protowire.VarintType)
+		h = protowire.AppendVarint(h, r.Acked)
+	}
+	bs := make(mem.BufferSlice, 0, 1+len(r.Batches))
+	bs = append(bs, mem.SliceBuffer(h))
+	for _, b := range r.Batches {
+		bs = append(bs, mem.SliceBuffer(*b))
+	}
+	return bs
 }
 
 // DecodedAppend is an AppendStreamRequest decoded for a server stream's
 // RecvMsg: the entries of every batch in one slice, whose payloads and
 // property values alias the request's buffer, which nothing else uses.
 type DecodedAppend struct {
-	Log     string
-	Epoch   uint64
-	Entries []Entry
-	Ends    []int // batch i is Entries[Ends[i-1]:Ends[i]], with Ends[-1] = 0
+	Log      string
+	Epoch    uint64
+	Shared   bool
+	Producer uint64
+	Acked    uint64
+	Entries  []Entry
+	Ends     []int         // batch i is Entries[Ends[i-1]:Ends[i]], with Ends[-1] = 0
+	Headers  []BatchHeader // batch i's is Headers[i]
 
 	buf *[]byte // what the entries alias, from bufferPool
 }
@@ -248,6 +254,18 @@ func parseAppend(b []byte, r *DecodedAppend) error {
 			var n int
 			r.Epoch, n = protowire.ConsumeVarint(b)
 			return n, nil
+		case num == fieldRequestShared && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			r.Shared = v != 0
+			return n, nil
+		case num == fieldRequestProducer && typ == protowire.VarintType:
+			var n int
+			r.Producer, n = protowire.ConsumeVarint(b)
+			return n, nil
+		case num == fieldRequestAcked && typ == protowire.VarintType:
+			var n int
+			r.Acked, n = protowire.ConsumeVarint(b)
+			return n, nil
 		case num == fieldRequestBatches && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n >= 0 {
@@ -263,8 +281,19 @@ func parseAppend(b []byte, r *DecodedAppend) error {
 
 // parseBatch appends a Batch's entries to r and ends a batch there.
 func (r *DecodedAppend) parseBatch(b []byte) error {
+	var h BatchHeader
 	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
-		if num != fieldBatchEntries || typ != protowire.BytesType {
+		switch {
+		case num == fieldBatchSeq && typ == protowire.VarintType:
+			var n int
+			h.Seq, n = protowire.ConsumeVarint(b)
+			return n, nil
+		case num == fieldBatchIfEnd && typ == protowire.VarintType:
+			var n int
+			h.End, n = protowire.ConsumeVarint(b)
+			h.IfEnd = true
+			return n, nil
+		case num != fieldBatchEntries || typ != protowire.BytesType:
 			return skip, nil
 		}
 		v, n := protowire.ConsumeBytes(b)
@@ -278,6 +307,7 @@ func (r *DecodedAppend) parseBatch(b []byte) error {
 		return n, nil
 	})
 	r.Ends = append(r.Ends, len(r.Entries))
+	r.Headers = append(r.Headers, h)
 	return err
 }
 

@@ -22,7 +22,8 @@ import (
 // decode, with proto.Unmarshal, to the same batches in the same order.
 func FuzzAppendRequest(f *testing.F) {
 	for _, m := range []*ternpb.AppendStreamRequest{
-		{Log: "orders", Epoch: 7, Batches: []*ternpb.Batch{
+		{Log: "orders", Epoch: 7, Shared: true, Producer: 99, Acked: 3, Batches: []*ternpb.Batch{
+			{Seq: 4, IfEnd: proto.Uint64(12), Entries: []*ternpb.Entry{{Payload: []byte("z")}}},
 			{Entries: []*ternpb.Entry{{Payload: []byte("a")}, {Payload: []byte("bc"), TimeUnixNano: -5}}},
 			{Entries: []*ternpb.Entry{{Properties: map[string][]byte{"k": []byte("v"), "": nil}}}},
 		}},
@@ -47,33 +48,41 @@ func FuzzAppendRequest(f *testing.F) {
 		if g, w := describe(got.Log, got.Epoch, decodedBatches(got)), describe(want.Log, want.Epoch, protoBatches(want)); g != w {
 			t.Fatalf("codec decoded\n%s\nproto.Unmarshal decoded\n%s", g, w)
 		}
+		if got.Shared != want.Shared || got.Producer != want.Producer || got.Acked != want.Acked {
+			t.Fatalf("codec decoded shared %v producer %d acked %d, proto.Unmarshal %v %d %d", got.Shared, got.Producer, got.Acked, want.Shared, want.Producer, want.Acked)
+		}
+		for i, pb := range want.Batches {
+			if h := got.Headers[i]; pb.Seq != h.Seq || (pb.IfEnd != nil) != h.IfEnd || pb.GetIfEnd() != h.End {
+				t.Fatalf("batch %d: codec decoded %+v, proto.Unmarshal seq %d if_end %v", i, h, pb.Seq, pb.IfEnd)
+			}
+		}
 
-		q := NewAppendQueue(200)
-		for _, es := range decodedBatches(got) {
-			q.Add(es, BatchSize(es))
+		again := &EncodedAppend{Log: got.Log, Epoch: got.Epoch, Shared: got.Shared, Producer: got.Producer, Acked: got.Acked}
+		for i, es := range decodedBatches(got) {
+			h := got.Headers[i]
+			again.Batches = append(again.Batches, EncodeBatch(es, BatchSize(es, h), h))
 		}
-		var again [][]Entry
-		for _, body := range q.Take() {
-			n := len(*body)
-			enc, err := (codec{}).Marshal(&EncodedAppend{Log: got.Log, Epoch: got.Epoch, Body: body})
-			if err != nil {
-				t.Fatal(err)
-			}
-			back := new(ternpb.AppendStreamRequest)
-			if err := proto.Unmarshal(enc.Materialize(), back); err != nil {
-				t.Fatalf("a request the codec encoded does not decode: %v", err)
-			}
-			enc.Free()
-			if back.Log != got.Log || back.Epoch != got.Epoch {
-				t.Fatalf("encoded log %q epoch %d, want %q %d", back.Log, back.Epoch, got.Log, got.Epoch)
-			}
-			if len(back.Batches) > 1 && n > 200 {
-				t.Fatalf("a body of %d bytes holds %d batches; over 200 bytes it should hold one", n, len(back.Batches))
-			}
-			again = append(again, protoBatches(back)...)
+		enc, err := (codec{}).Marshal(again)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if g, w := describe("", 0, again), describe("", 0, decodedBatches(got)); g != w {
-			t.Fatalf("queued and encoded again:\n%s\nwant\n%s", g, w)
+		back := new(ternpb.AppendStreamRequest)
+		if err := proto.Unmarshal(enc.Materialize(), back); err != nil {
+			t.Fatalf("a request the codec encoded does not decode: %v", err)
+		}
+		if back.Log != got.Log || back.Epoch != got.Epoch || back.Shared != got.Shared || back.Producer != got.Producer || back.Acked != got.Acked {
+			t.Fatalf("encoded %v, want %+v", back, got)
+		}
+		if g, w := describe("", 0, protoBatches(back)), describe("", 0, decodedBatches(got)); g != w {
+			t.Fatalf("encoded again:\n%s\nwant\n%s", g, w)
+		}
+		for i, pb := range back.Batches {
+			if h := got.Headers[i]; pb.Seq != h.Seq || (pb.IfEnd != nil) != h.IfEnd || pb.GetIfEnd() != h.End {
+				t.Fatalf("batch %d encoded again: seq %d if_end %v, want %+v", i, pb.Seq, pb.IfEnd, h)
+			}
+		}
+		for _, b := range again.Batches {
+			ReleaseBatch(b)
 		}
 		got.Release()
 	})

@@ -774,6 +774,8 @@ func (*TruncateLogResponse) Descriptor() ([]byte, []int) {
 type OpenWriterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`   // the session to open; 0: a new one
+	Reopen        bool                   `protobuf:"varint,3,opt,name=reopen,proto3" json:"reopen,omitempty"` // only if epoch is the log's newest session
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -813,6 +815,20 @@ func (x *OpenWriterRequest) GetLog() string {
 		return x.Log
 	}
 	return ""
+}
+
+func (x *OpenWriterRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *OpenWriterRequest) GetReopen() bool {
+	if x != nil {
+		return x.Reopen
+	}
+	return false
 }
 
 type OpenWriterResponse struct {
@@ -859,18 +875,117 @@ func (x *OpenWriterResponse) GetEpoch() uint64 {
 	return 0
 }
 
-type AppendRequest struct {
+type CloseWriterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // from OpenWriter
-	Entries       []*Entry               `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseWriterRequest) Reset() {
+	*x = CloseWriterRequest{}
+	mi := &file_tern_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseWriterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseWriterRequest) ProtoMessage() {}
+
+func (x *CloseWriterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseWriterRequest.ProtoReflect.Descriptor instead.
+func (*CloseWriterRequest) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CloseWriterRequest) GetLog() string {
+	if x != nil {
+		return x.Log
+	}
+	return ""
+}
+
+func (x *CloseWriterRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type CloseWriterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseWriterResponse) Reset() {
+	*x = CloseWriterResponse{}
+	mi := &file_tern_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseWriterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseWriterResponse) ProtoMessage() {}
+
+func (x *CloseWriterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tern_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseWriterResponse.ProtoReflect.Descriptor instead.
+func (*CloseWriterResponse) Descriptor() ([]byte, []int) {
+	return file_tern_proto_rawDescGZIP(), []int{14}
+}
+
+type AppendRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Log     string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // from OpenWriter; 0 with shared
+	Entries []*Entry               `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	// shared: a shared producer's append (no writer session): see
+	// docs/writers.md.
+	Shared bool `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"`
+	// producer and seq identify the append for deduplication: a repeat of
+	// a (producer, seq) the log applied answers the first one's offset.
+	// producer 0: not deduplicated.
+	Producer uint64 `protobuf:"varint,5,opt,name=producer,proto3" json:"producer,omitempty"`
+	Seq      uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// if_end: appended only if the log's end is if_end, else
+	// FAILED_PRECONDITION with the actual end.
+	IfEnd         *uint64 `protobuf:"varint,7,opt,name=if_end,json=ifEnd,proto3,oneof" json:"if_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_tern_proto_msgTypes[13]
+	mi := &file_tern_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +997,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[13]
+	mi := &file_tern_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1010,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{13}
+	return file_tern_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AppendRequest) GetLog() string {
@@ -919,6 +1034,34 @@ func (x *AppendRequest) GetEntries() []*Entry {
 	return nil
 }
 
+func (x *AppendRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *AppendRequest) GetProducer() uint64 {
+	if x != nil {
+		return x.Producer
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetIfEnd() uint64 {
+	if x != nil && x.IfEnd != nil {
+		return *x.IfEnd
+	}
+	return 0
+}
+
 type AppendResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"` // of the batch's first entry
@@ -928,7 +1071,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_tern_proto_msgTypes[14]
+	mi := &file_tern_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1083,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[14]
+	mi := &file_tern_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1096,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{14}
+	return file_tern_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendResponse) GetOffset() uint64 {
@@ -964,17 +1107,23 @@ func (x *AppendResponse) GetOffset() uint64 {
 }
 
 type AppendStreamRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // from OpenWriter
-	Batches       []*Batch               `protobuf:"bytes,3,rep,name=batches,proto3" json:"batches,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Log     string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // from OpenWriter; 0 with shared
+	Batches []*Batch               `protobuf:"bytes,3,rep,name=batches,proto3" json:"batches,omitempty"`
+	Shared  bool                   `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"` // as in AppendRequest
+	// producer identifies the client's stream of batches for
+	// deduplication (0: none); every seq of it below acked has been
+	// answered, so the server may forget it.
+	Producer      uint64 `protobuf:"varint,5,opt,name=producer,proto3" json:"producer,omitempty"`
+	Acked         uint64 `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendStreamRequest) Reset() {
 	*x = AppendStreamRequest{}
-	mi := &file_tern_proto_msgTypes[15]
+	mi := &file_tern_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1135,7 @@ func (x *AppendStreamRequest) String() string {
 func (*AppendStreamRequest) ProtoMessage() {}
 
 func (x *AppendStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[15]
+	mi := &file_tern_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1148,7 @@ func (x *AppendStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamRequest.ProtoReflect.Descriptor instead.
 func (*AppendStreamRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{15}
+	return file_tern_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendStreamRequest) GetLog() string {
@@ -1023,16 +1172,39 @@ func (x *AppendStreamRequest) GetBatches() []*Batch {
 	return nil
 }
 
+func (x *AppendStreamRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *AppendStreamRequest) GetProducer() uint64 {
+	if x != nil {
+		return x.Producer
+	}
+	return 0
+}
+
+func (x *AppendStreamRequest) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entries       []*Entry               `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`                        // the batch's number in the producer's stream
+	IfEnd         *uint64                `protobuf:"varint,3,opt,name=if_end,json=ifEnd,proto3,oneof" json:"if_end,omitempty"` // as in AppendRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_tern_proto_msgTypes[16]
+	mi := &file_tern_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1216,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[16]
+	mi := &file_tern_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1229,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{16}
+	return file_tern_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Batch) GetEntries() []*Entry {
@@ -1065,6 +1237,20 @@ func (x *Batch) GetEntries() []*Entry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *Batch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Batch) GetIfEnd() uint64 {
+	if x != nil && x.IfEnd != nil {
+		return *x.IfEnd
+	}
+	return 0
 }
 
 // AppendStreamResponse answers the stream's batches in the order they were
@@ -1079,7 +1265,7 @@ type AppendStreamResponse struct {
 
 func (x *AppendStreamResponse) Reset() {
 	*x = AppendStreamResponse{}
-	mi := &file_tern_proto_msgTypes[17]
+	mi := &file_tern_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1277,7 @@ func (x *AppendStreamResponse) String() string {
 func (*AppendStreamResponse) ProtoMessage() {}
 
 func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[17]
+	mi := &file_tern_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1290,7 @@ func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
 func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{17}
+	return file_tern_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendStreamResponse) GetResults() []*AppendResult {
@@ -1124,7 +1310,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_tern_proto_msgTypes[18]
+	mi := &file_tern_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1322,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[18]
+	mi := &file_tern_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1335,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{18}
+	return file_tern_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendResult) GetOffset() uint64 {
@@ -1179,7 +1365,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_tern_proto_msgTypes[19]
+	mi := &file_tern_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1377,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[19]
+	mi := &file_tern_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1390,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{19}
+	return file_tern_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -1246,7 +1432,7 @@ type AppendTimeTickRequest struct {
 
 func (x *AppendTimeTickRequest) Reset() {
 	*x = AppendTimeTickRequest{}
-	mi := &file_tern_proto_msgTypes[20]
+	mi := &file_tern_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1444,7 @@ func (x *AppendTimeTickRequest) String() string {
 func (*AppendTimeTickRequest) ProtoMessage() {}
 
 func (x *AppendTimeTickRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[20]
+	mi := &file_tern_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1457,7 @@ func (x *AppendTimeTickRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTimeTickRequest.ProtoReflect.Descriptor instead.
 func (*AppendTimeTickRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{20}
+	return file_tern_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AppendTimeTickRequest) GetLog() string {
@@ -1303,7 +1489,7 @@ type AppendTimeTickResponse struct {
 
 func (x *AppendTimeTickResponse) Reset() {
 	*x = AppendTimeTickResponse{}
-	mi := &file_tern_proto_msgTypes[21]
+	mi := &file_tern_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1501,7 @@ func (x *AppendTimeTickResponse) String() string {
 func (*AppendTimeTickResponse) ProtoMessage() {}
 
 func (x *AppendTimeTickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[21]
+	mi := &file_tern_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1514,7 @@ func (x *AppendTimeTickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTimeTickResponse.ProtoReflect.Descriptor instead.
 func (*AppendTimeTickResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{21}
+	return file_tern_proto_rawDescGZIP(), []int{23}
 }
 
 type ReadRequest struct {
@@ -1353,7 +1539,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_tern_proto_msgTypes[22]
+	mi := &file_tern_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1551,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[22]
+	mi := &file_tern_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1564,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{22}
+	return file_tern_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadRequest) GetLog() string {
@@ -1441,7 +1627,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_tern_proto_msgTypes[23]
+	mi := &file_tern_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1639,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[23]
+	mi := &file_tern_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1652,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{23}
+	return file_tern_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadResponse) GetEntries() []*Entry {
@@ -1495,7 +1681,7 @@ type TimeTick struct {
 
 func (x *TimeTick) Reset() {
 	*x = TimeTick{}
-	mi := &file_tern_proto_msgTypes[24]
+	mi := &file_tern_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1693,7 @@ func (x *TimeTick) String() string {
 func (*TimeTick) ProtoMessage() {}
 
 func (x *TimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[24]
+	mi := &file_tern_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1706,7 @@ func (x *TimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeTick.ProtoReflect.Descriptor instead.
 func (*TimeTick) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{24}
+	return file_tern_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TimeTick) GetTime() uint64 {
@@ -1551,7 +1737,7 @@ type SubscriptionInfo struct {
 
 func (x *SubscriptionInfo) Reset() {
 	*x = SubscriptionInfo{}
-	mi := &file_tern_proto_msgTypes[25]
+	mi := &file_tern_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1749,7 @@ func (x *SubscriptionInfo) String() string {
 func (*SubscriptionInfo) ProtoMessage() {}
 
 func (x *SubscriptionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[25]
+	mi := &file_tern_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1762,7 @@ func (x *SubscriptionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionInfo.ProtoReflect.Descriptor instead.
 func (*SubscriptionInfo) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{25}
+	return file_tern_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscriptionInfo) GetLog() string {
@@ -1634,7 +1820,7 @@ type CreateSubscriptionRequest struct {
 
 func (x *CreateSubscriptionRequest) Reset() {
 	*x = CreateSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[26]
+	mi := &file_tern_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1832,7 @@ func (x *CreateSubscriptionRequest) String() string {
 func (*CreateSubscriptionRequest) ProtoMessage() {}
 
 func (x *CreateSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[26]
+	mi := &file_tern_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1845,7 @@ func (x *CreateSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{26}
+	return file_tern_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateSubscriptionRequest) GetLog() string {
@@ -1707,7 +1893,7 @@ type DescribeSubscriptionRequest struct {
 
 func (x *DescribeSubscriptionRequest) Reset() {
 	*x = DescribeSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[27]
+	mi := &file_tern_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1905,7 @@ func (x *DescribeSubscriptionRequest) String() string {
 func (*DescribeSubscriptionRequest) ProtoMessage() {}
 
 func (x *DescribeSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[27]
+	mi := &file_tern_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1918,7 @@ func (x *DescribeSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DescribeSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{27}
+	return file_tern_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeSubscriptionRequest) GetLog() string {
@@ -1758,7 +1944,7 @@ type ListSubscriptionsRequest struct {
 
 func (x *ListSubscriptionsRequest) Reset() {
 	*x = ListSubscriptionsRequest{}
-	mi := &file_tern_proto_msgTypes[28]
+	mi := &file_tern_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1956,7 @@ func (x *ListSubscriptionsRequest) String() string {
 func (*ListSubscriptionsRequest) ProtoMessage() {}
 
 func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[28]
+	mi := &file_tern_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1969,7 @@ func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubscriptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSubscriptionsRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{28}
+	return file_tern_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListSubscriptionsRequest) GetLog() string {
@@ -1802,7 +1988,7 @@ type ListSubscriptionsResponse struct {
 
 func (x *ListSubscriptionsResponse) Reset() {
 	*x = ListSubscriptionsResponse{}
-	mi := &file_tern_proto_msgTypes[29]
+	mi := &file_tern_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2000,7 @@ func (x *ListSubscriptionsResponse) String() string {
 func (*ListSubscriptionsResponse) ProtoMessage() {}
 
 func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[29]
+	mi := &file_tern_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2013,7 @@ func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubscriptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSubscriptionsResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{29}
+	return file_tern_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSubscriptionsResponse) GetSubscriptions() []*SubscriptionInfo {
@@ -1847,7 +2033,7 @@ type DeleteSubscriptionRequest struct {
 
 func (x *DeleteSubscriptionRequest) Reset() {
 	*x = DeleteSubscriptionRequest{}
-	mi := &file_tern_proto_msgTypes[30]
+	mi := &file_tern_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2045,7 @@ func (x *DeleteSubscriptionRequest) String() string {
 func (*DeleteSubscriptionRequest) ProtoMessage() {}
 
 func (x *DeleteSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[30]
+	mi := &file_tern_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2058,7 @@ func (x *DeleteSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{30}
+	return file_tern_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteSubscriptionRequest) GetLog() string {
@@ -1897,7 +2083,7 @@ type DeleteSubscriptionResponse struct {
 
 func (x *DeleteSubscriptionResponse) Reset() {
 	*x = DeleteSubscriptionResponse{}
-	mi := &file_tern_proto_msgTypes[31]
+	mi := &file_tern_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2095,7 @@ func (x *DeleteSubscriptionResponse) String() string {
 func (*DeleteSubscriptionResponse) ProtoMessage() {}
 
 func (x *DeleteSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[31]
+	mi := &file_tern_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2108,7 @@ func (x *DeleteSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{31}
+	return file_tern_proto_rawDescGZIP(), []int{33}
 }
 
 type SeekRequest struct {
@@ -1936,7 +2122,7 @@ type SeekRequest struct {
 
 func (x *SeekRequest) Reset() {
 	*x = SeekRequest{}
-	mi := &file_tern_proto_msgTypes[32]
+	mi := &file_tern_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2134,7 @@ func (x *SeekRequest) String() string {
 func (*SeekRequest) ProtoMessage() {}
 
 func (x *SeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[32]
+	mi := &file_tern_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2147,7 @@ func (x *SeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekRequest.ProtoReflect.Descriptor instead.
 func (*SeekRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{32}
+	return file_tern_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SeekRequest) GetLog() string {
@@ -1993,7 +2179,7 @@ type SeekResponse struct {
 
 func (x *SeekResponse) Reset() {
 	*x = SeekResponse{}
-	mi := &file_tern_proto_msgTypes[33]
+	mi := &file_tern_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2191,7 @@ func (x *SeekResponse) String() string {
 func (*SeekResponse) ProtoMessage() {}
 
 func (x *SeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[33]
+	mi := &file_tern_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2204,7 @@ func (x *SeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekResponse.ProtoReflect.Descriptor instead.
 func (*SeekResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{33}
+	return file_tern_proto_rawDescGZIP(), []int{35}
 }
 
 type SubscribeRequest struct {
@@ -2034,7 +2220,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_tern_proto_msgTypes[34]
+	mi := &file_tern_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2232,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[34]
+	mi := &file_tern_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2245,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{34}
+	return file_tern_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubscribeRequest) GetRequest() isSubscribeRequest_Request {
@@ -2113,7 +2299,7 @@ type RepairLogRequest struct {
 
 func (x *RepairLogRequest) Reset() {
 	*x = RepairLogRequest{}
-	mi := &file_tern_proto_msgTypes[35]
+	mi := &file_tern_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2311,7 @@ func (x *RepairLogRequest) String() string {
 func (*RepairLogRequest) ProtoMessage() {}
 
 func (x *RepairLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[35]
+	mi := &file_tern_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2324,7 @@ func (x *RepairLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLogRequest.ProtoReflect.Descriptor instead.
 func (*RepairLogRequest) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{35}
+	return file_tern_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RepairLogRequest) GetName() string {
@@ -2178,7 +2364,7 @@ type RepairLogResponse struct {
 
 func (x *RepairLogResponse) Reset() {
 	*x = RepairLogResponse{}
-	mi := &file_tern_proto_msgTypes[36]
+	mi := &file_tern_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2376,7 @@ func (x *RepairLogResponse) String() string {
 func (*RepairLogResponse) ProtoMessage() {}
 
 func (x *RepairLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[36]
+	mi := &file_tern_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2389,7 @@ func (x *RepairLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLogResponse.ProtoReflect.Descriptor instead.
 func (*RepairLogResponse) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{36}
+	return file_tern_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RepairLogResponse) GetDamaged() bool {
@@ -2301,7 +2487,7 @@ type SubscribeRequest_Start struct {
 
 func (x *SubscribeRequest_Start) Reset() {
 	*x = SubscribeRequest_Start{}
-	mi := &file_tern_proto_msgTypes[39]
+	mi := &file_tern_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2499,7 @@ func (x *SubscribeRequest_Start) String() string {
 func (*SubscribeRequest_Start) ProtoMessage() {}
 
 func (x *SubscribeRequest_Start) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[39]
+	mi := &file_tern_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2512,7 @@ func (x *SubscribeRequest_Start) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest_Start.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest_Start) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{34, 0}
+	return file_tern_proto_rawDescGZIP(), []int{36, 0}
 }
 
 func (x *SubscribeRequest_Start) GetLog() string {
@@ -2361,7 +2547,7 @@ type SubscribeRequest_Ack struct {
 
 func (x *SubscribeRequest_Ack) Reset() {
 	*x = SubscribeRequest_Ack{}
-	mi := &file_tern_proto_msgTypes[40]
+	mi := &file_tern_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2559,7 @@ func (x *SubscribeRequest_Ack) String() string {
 func (*SubscribeRequest_Ack) ProtoMessage() {}
 
 func (x *SubscribeRequest_Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_tern_proto_msgTypes[40]
+	mi := &file_tern_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2572,7 @@ func (x *SubscribeRequest_Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest_Ack.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest_Ack) Descriptor() ([]byte, []int) {
-	return file_tern_proto_rawDescGZIP(), []int{34, 1}
+	return file_tern_proto_rawDescGZIP(), []int{36, 1}
 }
 
 func (x *SubscribeRequest_Ack) GetOffset() uint64 {
@@ -2463,23 +2649,40 @@ const file_tern_proto_rawDesc = "" +
 	"\x12TruncateLogRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06before\x18\x02 \x01(\x04R\x06before\"\x15\n" +
-	"\x13TruncateLogResponse\"%\n" +
+	"\x13TruncateLogResponse\"S\n" +
 	"\x11OpenWriterRequest\x12\x10\n" +
-	"\x03log\x18\x01 \x01(\tR\x03log\"*\n" +
+	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06reopen\x18\x03 \x01(\bR\x06reopen\"*\n" +
 	"\x12OpenWriterResponse\x12\x14\n" +
-	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"a\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"<\n" +
+	"\x12CloseWriterRequest\x12\x10\n" +
+	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x15\n" +
+	"\x13CloseWriterResponse\"\xce\x01\n" +
 	"\rAppendRequest\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12(\n" +
-	"\aentries\x18\x03 \x03(\v2\x0e.tern.v1.EntryR\aentries\"(\n" +
+	"\aentries\x18\x03 \x03(\v2\x0e.tern.v1.EntryR\aentries\x12\x16\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x1a\n" +
+	"\bproducer\x18\x05 \x01(\x04R\bproducer\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\x06if_end\x18\a \x01(\x04H\x00R\x05ifEnd\x88\x01\x01B\t\n" +
+	"\a_if_end\"(\n" +
 	"\x0eAppendResponse\x12\x16\n" +
-	"\x06offset\x18\x01 \x01(\x04R\x06offset\"g\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\"\xb1\x01\n" +
 	"\x13AppendStreamRequest\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12(\n" +
-	"\abatches\x18\x03 \x03(\v2\x0e.tern.v1.BatchR\abatches\"1\n" +
+	"\abatches\x18\x03 \x03(\v2\x0e.tern.v1.BatchR\abatches\x12\x16\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x1a\n" +
+	"\bproducer\x18\x05 \x01(\x04R\bproducer\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\x04R\x05acked\"j\n" +
 	"\x05Batch\x12(\n" +
-	"\aentries\x18\x01 \x03(\v2\x0e.tern.v1.EntryR\aentries\"G\n" +
+	"\aentries\x18\x01 \x03(\v2\x0e.tern.v1.EntryR\aentries\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\x06if_end\x18\x03 \x01(\x04H\x00R\x05ifEnd\x88\x01\x01B\t\n" +
+	"\a_if_end\"G\n" +
 	"\x14AppendStreamResponse\x12/\n" +
 	"\aresults\x18\x01 \x03(\v2\x15.tern.v1.AppendResultR\aresults\"L\n" +
 	"\fAppendResult\x12\x16\n" +
@@ -2569,7 +2772,8 @@ const file_tern_proto_rawDesc = "" +
 	"\x05acked\x18\n" +
 	" \x01(\x04R\x05acked\x12\x16\n" +
 	"\x06damage\x18\v \x01(\tR\x06damage\x12\x16\n" +
-	"\x06record\x18\f \x01(\tR\x06record2\xcf\t\n" +
+	"\x06record\x18\f \x01(\tR\x06record2\x99\n" +
+	"\n" +
 	"\x04Tern\x128\n" +
 	"\tCreateLog\x12\x19.tern.v1.CreateLogRequest\x1a\x10.tern.v1.LogInfo\x12<\n" +
 	"\vDescribeLog\x12\x1b.tern.v1.DescribeLogRequest\x1a\x10.tern.v1.LogInfo\x12?\n" +
@@ -2577,7 +2781,8 @@ const file_tern_proto_rawDesc = "" +
 	"\tDeleteLog\x12\x19.tern.v1.DeleteLogRequest\x1a\x1a.tern.v1.DeleteLogResponse\x12H\n" +
 	"\vTruncateLog\x12\x1b.tern.v1.TruncateLogRequest\x1a\x1c.tern.v1.TruncateLogResponse\x12E\n" +
 	"\n" +
-	"OpenWriter\x12\x1a.tern.v1.OpenWriterRequest\x1a\x1b.tern.v1.OpenWriterResponse\x129\n" +
+	"OpenWriter\x12\x1a.tern.v1.OpenWriterRequest\x1a\x1b.tern.v1.OpenWriterResponse\x12H\n" +
+	"\vCloseWriter\x12\x1b.tern.v1.CloseWriterRequest\x1a\x1c.tern.v1.CloseWriterResponse\x129\n" +
 	"\x06Append\x12\x16.tern.v1.AppendRequest\x1a\x17.tern.v1.AppendResponse\x12O\n" +
 	"\fAppendStream\x12\x1c.tern.v1.AppendStreamRequest\x1a\x1d.tern.v1.AppendStreamResponse(\x010\x01\x12Q\n" +
 	"\x0eAppendTimeTick\x12\x1e.tern.v1.AppendTimeTickRequest\x1a\x1f.tern.v1.AppendTimeTickResponse\x125\n" +
@@ -2602,7 +2807,7 @@ func file_tern_proto_rawDescGZIP() []byte {
 	return file_tern_proto_rawDescData
 }
 
-var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_tern_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_tern_proto_goTypes = []any{
 	(*LogOptions)(nil),                  // 0: tern.v1.LogOptions
 	(*LogInfo)(nil),                     // 1: tern.v1.LogInfo
@@ -2617,91 +2822,95 @@ var file_tern_proto_goTypes = []any{
 	(*TruncateLogResponse)(nil),         // 10: tern.v1.TruncateLogResponse
 	(*OpenWriterRequest)(nil),           // 11: tern.v1.OpenWriterRequest
 	(*OpenWriterResponse)(nil),          // 12: tern.v1.OpenWriterResponse
-	(*AppendRequest)(nil),               // 13: tern.v1.AppendRequest
-	(*AppendResponse)(nil),              // 14: tern.v1.AppendResponse
-	(*AppendStreamRequest)(nil),         // 15: tern.v1.AppendStreamRequest
-	(*Batch)(nil),                       // 16: tern.v1.Batch
-	(*AppendStreamResponse)(nil),        // 17: tern.v1.AppendStreamResponse
-	(*AppendResult)(nil),                // 18: tern.v1.AppendResult
-	(*Error)(nil),                       // 19: tern.v1.Error
-	(*AppendTimeTickRequest)(nil),       // 20: tern.v1.AppendTimeTickRequest
-	(*AppendTimeTickResponse)(nil),      // 21: tern.v1.AppendTimeTickResponse
-	(*ReadRequest)(nil),                 // 22: tern.v1.ReadRequest
-	(*ReadResponse)(nil),                // 23: tern.v1.ReadResponse
-	(*TimeTick)(nil),                    // 24: tern.v1.TimeTick
-	(*SubscriptionInfo)(nil),            // 25: tern.v1.SubscriptionInfo
-	(*CreateSubscriptionRequest)(nil),   // 26: tern.v1.CreateSubscriptionRequest
-	(*DescribeSubscriptionRequest)(nil), // 27: tern.v1.DescribeSubscriptionRequest
-	(*ListSubscriptionsRequest)(nil),    // 28: tern.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),   // 29: tern.v1.ListSubscriptionsResponse
-	(*DeleteSubscriptionRequest)(nil),   // 30: tern.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),  // 31: tern.v1.DeleteSubscriptionResponse
-	(*SeekRequest)(nil),                 // 32: tern.v1.SeekRequest
-	(*SeekResponse)(nil),                // 33: tern.v1.SeekResponse
-	(*SubscribeRequest)(nil),            // 34: tern.v1.SubscribeRequest
-	(*RepairLogRequest)(nil),            // 35: tern.v1.RepairLogRequest
-	(*RepairLogResponse)(nil),           // 36: tern.v1.RepairLogResponse
-	nil,                                 // 37: tern.v1.Entry.PropertiesEntry
-	nil,                                 // 38: tern.v1.Error.MetadataEntry
-	(*SubscribeRequest_Start)(nil),      // 39: tern.v1.SubscribeRequest.Start
-	(*SubscribeRequest_Ack)(nil),        // 40: tern.v1.SubscribeRequest.Ack
-	(*durationpb.Duration)(nil),         // 41: google.protobuf.Duration
+	(*CloseWriterRequest)(nil),          // 13: tern.v1.CloseWriterRequest
+	(*CloseWriterResponse)(nil),         // 14: tern.v1.CloseWriterResponse
+	(*AppendRequest)(nil),               // 15: tern.v1.AppendRequest
+	(*AppendResponse)(nil),              // 16: tern.v1.AppendResponse
+	(*AppendStreamRequest)(nil),         // 17: tern.v1.AppendStreamRequest
+	(*Batch)(nil),                       // 18: tern.v1.Batch
+	(*AppendStreamResponse)(nil),        // 19: tern.v1.AppendStreamResponse
+	(*AppendResult)(nil),                // 20: tern.v1.AppendResult
+	(*Error)(nil),                       // 21: tern.v1.Error
+	(*AppendTimeTickRequest)(nil),       // 22: tern.v1.AppendTimeTickRequest
+	(*AppendTimeTickResponse)(nil),      // 23: tern.v1.AppendTimeTickResponse
+	(*ReadRequest)(nil),                 // 24: tern.v1.ReadRequest
+	(*ReadResponse)(nil),                // 25: tern.v1.ReadResponse
+	(*TimeTick)(nil),                    // 26: tern.v1.TimeTick
+	(*SubscriptionInfo)(nil),            // 27: tern.v1.SubscriptionInfo
+	(*CreateSubscriptionRequest)(nil),   // 28: tern.v1.CreateSubscriptionRequest
+	(*DescribeSubscriptionRequest)(nil), // 29: tern.v1.DescribeSubscriptionRequest
+	(*ListSubscriptionsRequest)(nil),    // 30: tern.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),   // 31: tern.v1.ListSubscriptionsResponse
+	(*DeleteSubscriptionRequest)(nil),   // 32: tern.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),  // 33: tern.v1.DeleteSubscriptionResponse
+	(*SeekRequest)(nil),                 // 34: tern.v1.SeekRequest
+	(*SeekResponse)(nil),                // 35: tern.v1.SeekResponse
+	(*SubscribeRequest)(nil),            // 36: tern.v1.SubscribeRequest
+	(*RepairLogRequest)(nil),            // 37: tern.v1.RepairLogRequest
+	(*RepairLogResponse)(nil),           // 38: tern.v1.RepairLogResponse
+	nil,                                 // 39: tern.v1.Entry.PropertiesEntry
+	nil,                                 // 40: tern.v1.Error.MetadataEntry
+	(*SubscribeRequest_Start)(nil),      // 41: tern.v1.SubscribeRequest.Start
+	(*SubscribeRequest_Ack)(nil),        // 42: tern.v1.SubscribeRequest.Ack
+	(*durationpb.Duration)(nil),         // 43: google.protobuf.Duration
 }
 var file_tern_proto_depIdxs = []int32{
-	41, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
-	41, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
-	41, // 2: tern.v1.LogOptions.flush_interval:type_name -> google.protobuf.Duration
+	43, // 0: tern.v1.LogOptions.segment_age:type_name -> google.protobuf.Duration
+	43, // 1: tern.v1.LogOptions.retention_age:type_name -> google.protobuf.Duration
+	43, // 2: tern.v1.LogOptions.flush_interval:type_name -> google.protobuf.Duration
 	0,  // 3: tern.v1.LogInfo.options:type_name -> tern.v1.LogOptions
-	37, // 4: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
+	39, // 4: tern.v1.Entry.properties:type_name -> tern.v1.Entry.PropertiesEntry
 	0,  // 5: tern.v1.CreateLogRequest.options:type_name -> tern.v1.LogOptions
 	1,  // 6: tern.v1.ListLogsResponse.logs:type_name -> tern.v1.LogInfo
 	2,  // 7: tern.v1.AppendRequest.entries:type_name -> tern.v1.Entry
-	16, // 8: tern.v1.AppendStreamRequest.batches:type_name -> tern.v1.Batch
+	18, // 8: tern.v1.AppendStreamRequest.batches:type_name -> tern.v1.Batch
 	2,  // 9: tern.v1.Batch.entries:type_name -> tern.v1.Entry
-	18, // 10: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
-	19, // 11: tern.v1.AppendResult.error:type_name -> tern.v1.Error
-	38, // 12: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
+	20, // 10: tern.v1.AppendStreamResponse.results:type_name -> tern.v1.AppendResult
+	21, // 11: tern.v1.AppendResult.error:type_name -> tern.v1.Error
+	40, // 12: tern.v1.Error.metadata:type_name -> tern.v1.Error.MetadataEntry
 	2,  // 13: tern.v1.ReadResponse.entries:type_name -> tern.v1.Entry
-	24, // 14: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
-	25, // 15: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
-	39, // 16: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
-	40, // 17: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
+	26, // 14: tern.v1.ReadResponse.tick:type_name -> tern.v1.TimeTick
+	27, // 15: tern.v1.ListSubscriptionsResponse.subscriptions:type_name -> tern.v1.SubscriptionInfo
+	41, // 16: tern.v1.SubscribeRequest.start:type_name -> tern.v1.SubscribeRequest.Start
+	42, // 17: tern.v1.SubscribeRequest.ack:type_name -> tern.v1.SubscribeRequest.Ack
 	3,  // 18: tern.v1.Tern.CreateLog:input_type -> tern.v1.CreateLogRequest
 	4,  // 19: tern.v1.Tern.DescribeLog:input_type -> tern.v1.DescribeLogRequest
 	5,  // 20: tern.v1.Tern.ListLogs:input_type -> tern.v1.ListLogsRequest
 	7,  // 21: tern.v1.Tern.DeleteLog:input_type -> tern.v1.DeleteLogRequest
 	9,  // 22: tern.v1.Tern.TruncateLog:input_type -> tern.v1.TruncateLogRequest
 	11, // 23: tern.v1.Tern.OpenWriter:input_type -> tern.v1.OpenWriterRequest
-	13, // 24: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
-	15, // 25: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendStreamRequest
-	20, // 26: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
-	22, // 27: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
-	26, // 28: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
-	27, // 29: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
-	28, // 30: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
-	30, // 31: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
-	32, // 32: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
-	34, // 33: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
-	35, // 34: tern.v1.Tern.RepairLog:input_type -> tern.v1.RepairLogRequest
-	1,  // 35: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
-	1,  // 36: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
-	6,  // 37: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
-	8,  // 38: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
-	10, // 39: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
-	12, // 40: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
-	14, // 41: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
-	17, // 42: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
-	21, // 43: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
-	23, // 44: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
-	25, // 45: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
-	25, // 46: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
-	29, // 47: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
-	31, // 48: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
-	33, // 49: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
-	23, // 50: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
-	36, // 51: tern.v1.Tern.RepairLog:output_type -> tern.v1.RepairLogResponse
-	35, // [35:52] is the sub-list for method output_type
-	18, // [18:35] is the sub-list for method input_type
+	13, // 24: tern.v1.Tern.CloseWriter:input_type -> tern.v1.CloseWriterRequest
+	15, // 25: tern.v1.Tern.Append:input_type -> tern.v1.AppendRequest
+	17, // 26: tern.v1.Tern.AppendStream:input_type -> tern.v1.AppendStreamRequest
+	22, // 27: tern.v1.Tern.AppendTimeTick:input_type -> tern.v1.AppendTimeTickRequest
+	24, // 28: tern.v1.Tern.Read:input_type -> tern.v1.ReadRequest
+	28, // 29: tern.v1.Tern.CreateSubscription:input_type -> tern.v1.CreateSubscriptionRequest
+	29, // 30: tern.v1.Tern.DescribeSubscription:input_type -> tern.v1.DescribeSubscriptionRequest
+	30, // 31: tern.v1.Tern.ListSubscriptions:input_type -> tern.v1.ListSubscriptionsRequest
+	32, // 32: tern.v1.Tern.DeleteSubscription:input_type -> tern.v1.DeleteSubscriptionRequest
+	34, // 33: tern.v1.Tern.Seek:input_type -> tern.v1.SeekRequest
+	36, // 34: tern.v1.Tern.Subscribe:input_type -> tern.v1.SubscribeRequest
+	37, // 35: tern.v1.Tern.RepairLog:input_type -> tern.v1.RepairLogRequest
+	1,  // 36: tern.v1.Tern.CreateLog:output_type -> tern.v1.LogInfo
+	1,  // 37: tern.v1.Tern.DescribeLog:output_type -> tern.v1.LogInfo
+	6,  // 38: tern.v1.Tern.ListLogs:output_type -> tern.v1.ListLogsResponse
+	8,  // 39: tern.v1.Tern.DeleteLog:output_type -> tern.v1.DeleteLogResponse
+	10, // 40: tern.v1.Tern.TruncateLog:output_type -> tern.v1.TruncateLogResponse
+	12, // 41: tern.v1.Tern.OpenWriter:output_type -> tern.v1.OpenWriterResponse
+	14, // 42: tern.v1.Tern.CloseWriter:output_type -> tern.v1.CloseWriterResponse
+	16, // 43: tern.v1.Tern.Append:output_type -> tern.v1.AppendResponse
+	19, // 44: tern.v1.Tern.AppendStream:output_type -> tern.v1.AppendStreamResponse
+	23, // 45: tern.v1.Tern.AppendTimeTick:output_type -> tern.v1.AppendTimeTickResponse
+	25, // 46: tern.v1.Tern.Read:output_type -> tern.v1.ReadResponse
+	27, // 47: tern.v1.Tern.CreateSubscription:output_type -> tern.v1.SubscriptionInfo
+	27, // 48: tern.v1.Tern.DescribeSubscription:output_type -> tern.v1.SubscriptionInfo
+	31, // 49: tern.v1.Tern.ListSubscriptions:output_type -> tern.v1.ListSubscriptionsResponse
+	33, // 50: tern.v1.Tern.DeleteSubscription:output_type -> tern.v1.DeleteSubscriptionResponse
+	35, // 51: tern.v1.Tern.Seek:output_type -> tern.v1.SeekResponse
+	25, // 52: tern.v1.Tern.Subscribe:output_type -> tern.v1.ReadResponse
+	38, // 53: tern.v1.Tern.RepairLog:output_type -> tern.v1.RepairLogResponse
+	36, // [36:54] is the sub-list for method output_type
+	18, // [18:36] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2712,7 +2921,9 @@ func file_tern_proto_init() {
 	if File_tern_proto != nil {
 		return
 	}
-	file_tern_proto_msgTypes[34].OneofWrappers = []any{
+	file_tern_proto_msgTypes[15].OneofWrappers = []any{}
+	file_tern_proto_msgTypes[18].OneofWrappers = []any{}
+	file_tern_proto_msgTypes[36].OneofWrappers = []any{
 		(*SubscribeRequest_Start_)(nil),
 		(*SubscribeRequest_Ack_)(nil),
 	}
@@ -2722,7 +2933,7 @@ func file_tern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tern_proto_rawDesc), len(file_tern_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,7 @@ const (
 	Tern_DeleteLog_FullMethodName            = "/tern.v1.Tern/DeleteLog"
 	Tern_TruncateLog_FullMethodName          = "/tern.v1.Tern/TruncateLog"
 	Tern_OpenWriter_FullMethodName           = "/tern.v1.Tern/OpenWriter"
+	Tern_CloseWriter_FullMethodName          = "/tern.v1.Tern/CloseWriter"
 	Tern_Append_FullMethodName               = "/tern.v1.Tern/Append"
 	Tern_AppendStream_FullMethodName         = "/tern.v1.Tern/AppendStream"
 	Tern_AppendTimeTick_FullMethodName       = "/tern.v1.Tern/AppendTimeTick"
@@ -71,9 +72,17 @@ type TernClient interface {
 	DeleteLog(ctx context.Context, in *DeleteLogRequest, opts ...grpc.CallOption) (*DeleteLogResponse, error)
 	// TruncateLog declares the entries below `before` no longer needed.
 	TruncateLog(ctx context.Context, in *TruncateLogRequest, opts ...grpc.CallOption) (*TruncateLogResponse, error)
-	// OpenWriter gives the caller a new writer epoch, fencing every older
-	// writer: once it returns, no append with an older epoch is acknowledged.
+	// OpenWriter opens a writer session: a new epoch, or the one the caller
+	// chose (lower than the log's: FAILED_PRECONDITION fenced; equal: the
+	// same session, reopened; higher: a new one). Once it returns, no append
+	// with an older epoch is acknowledged. A session outlives the server
+	// process: appends with its epoch go on after a restart or a move of the
+	// log to another node, until a newer session opens.
 	OpenWriter(ctx context.Context, in *OpenWriterRequest, opts ...grpc.CallOption) (*OpenWriterResponse, error)
+	// CloseWriter ends a writer session that is still the log's newest:
+	// shared producers may then append again. Appends with its epoch
+	// reopen it.
+	CloseWriter(ctx context.Context, in *CloseWriterRequest, opts ...grpc.CallOption) (*CloseWriterResponse, error)
 	// Append appends a batch atomically and answers once it is durable.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	// AppendStream pipelines appends: a request carries one or more batches
@@ -169,6 +178,16 @@ func (c *ternClient) OpenWriter(ctx context.Context, in *OpenWriterRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(OpenWriterResponse)
 	err := c.cc.Invoke(ctx, Tern_OpenWriter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ternClient) CloseWriter(ctx context.Context, in *CloseWriterRequest, opts ...grpc.CallOption) (*CloseWriterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseWriterResponse)
+	err := c.cc.Invoke(ctx, Tern_CloseWriter_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,9 +329,17 @@ type TernServer interface {
 	DeleteLog(context.Context, *DeleteLogRequest) (*DeleteLogResponse, error)
 	// TruncateLog declares the entries below `before` no longer needed.
 	TruncateLog(context.Context, *TruncateLogRequest) (*TruncateLogResponse, error)
-	// OpenWriter gives the caller a new writer epoch, fencing every older
-	// writer: once it returns, no append with an older epoch is acknowledged.
+	// OpenWriter opens a writer session: a new epoch, or the one the caller
+	// chose (lower than the log's: FAILED_PRECONDITION fenced; equal: the
+	// same session, reopened; higher: a new one). Once it returns, no append
+	// with an older epoch is acknowledged. A session outlives the server
+	// process: appends with its epoch go on after a restart or a move of the
+	// log to another node, until a newer session opens.
 	OpenWriter(context.Context, *OpenWriterRequest) (*OpenWriterResponse, error)
+	// CloseWriter ends a writer session that is still the log's newest:
+	// shared producers may then append again. Appends with its epoch
+	// reopen it.
+	CloseWriter(context.Context, *CloseWriterRequest) (*CloseWriterResponse, error)
 	// Append appends a batch atomically and answers once it is durable.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	// AppendStream pipelines appends: a request carries one or more batches
@@ -371,6 +398,9 @@ func (UnimplementedTernServer) TruncateLog(context.Context, *TruncateLogRequest)
 }
 func (UnimplementedTernServer) OpenWriter(context.Context, *OpenWriterRequest) (*OpenWriterResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method OpenWriter not implemented")
+}
+func (UnimplementedTernServer) CloseWriter(context.Context, *CloseWriterRequest) (*CloseWriterResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CloseWriter not implemented")
 }
 func (UnimplementedTernServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
@@ -530,6 +560,24 @@ func _Tern_OpenWriter_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TernServer).OpenWriter(ctx, req.(*OpenWriterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Tern_CloseWriter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseWriterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TernServer).CloseWriter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tern_CloseWriter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TernServer).CloseWriter(ctx, req.(*CloseWriterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -733,6 +781,10 @@ var Tern_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OpenWriter",
 			Handler:    _Tern_OpenWriter_Handler,
+		},
+		{
+			MethodName: "CloseWriter",
+			Handler:    _Tern_CloseWriter_Handler,
 		},
 		{
 			MethodName: "Append",

@@ -18,7 +18,12 @@ import (
 const maxInFlight = 1024
 
 func (a *app) appendCmd() *cobra.Command {
-	var batch int
+	var (
+		batch     int
+		exclusive bool
+		epoch     uint64
+		ifEnd     int64
+	)
 	cmd := &cobra.Command{
 		Use:   "append NAME",
 		Short: "Append the lines of stdin as entries",
@@ -29,11 +34,30 @@ one per line, in order.
 With --batch N, up to N lines at a time are appended atomically: after a crash
 either all of them are in the log or none.
 
-Appending opens a new writer, which fences the log's older writers.`,
+By default tern append is a shared producer: any number of them, and programs
+appending with Log.Append, may append to one log at once without fencing each
+other. While an exclusive writer holds the log it fails with "fenced".
+With --exclusive it opens an exclusive writer instead: a new writer session
+(or the one --epoch names), which fences the log's older writers and shared
+producers until it ends.
+
+With --if-end N the lines are appended only if the log ends at N: the first
+line gets offset N, and the append stops at the first line that would not
+get the offset that follows (someone else appended): the error says where
+the log ends.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if batch < 1 {
 				return usagef(cmd, "--batch %d: use 1 or more lines", batch)
+			}
+			if cmd.Flags().Changed("epoch") && !exclusive {
+				return usagef(cmd, "--epoch %d: an epoch is an exclusive writer's; add --exclusive", epoch)
+			}
+			if cmd.Flags().Changed("epoch") && epoch == 0 {
+				return usagef(cmd, "--epoch 0: epochs start at 1")
+			}
+			if cmd.Flags().Changed("if-end") && ifEnd < 0 {
+				return usagef(cmd, "--if-end %d: use an offset, 0 or more", ifEnd)
 			}
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
@@ -41,15 +65,30 @@ Appending opens a new writer, which fences the log's older writers.`,
 				return err
 			}
 			defer done(&err)
-			w, err := l.OpenWriter(ctx)
+			var opts []tern.WriterOption
+			switch {
+			case !exclusive:
+				opts = append(opts, tern.Shared())
+			case epoch != 0:
+				opts = append(opts, tern.WithEpoch(epoch))
+			}
+			w, err := l.OpenWriter(ctx, opts...)
 			if err != nil {
 				return err
 			}
 			defer func() { err = errors.Join(err, w.Close()) }()
-			return appendLines(ctx, w, a.stdin, a.stdout, l.Options().MaxEntryBytes, batch)
+			at := tern.Offset(0)
+			cond := cmd.Flags().Changed("if-end")
+			if cond {
+				at = tern.Offset(ifEnd)
+			}
+			return appendLines(ctx, w, a.stdin, a.stdout, l.Options().MaxEntryBytes, batch, cond, at)
 		},
 	}
 	cmd.Flags().IntVar(&batch, "batch", 1, "append up to `N` lines at a time, atomically")
+	cmd.Flags().BoolVar(&exclusive, "exclusive", false, "open an exclusive writer, fencing the log's other writers and shared producers")
+	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "with --exclusive, open the writer session of epoch `N` (lower than the log's fails, equal reopens it, higher fences it)")
+	cmd.Flags().Int64Var(&ifEnd, "if-end", 0, "append only if the log ends at offset `N`")
 	return cmd
 }
 
@@ -65,7 +104,16 @@ type ack struct {
 // the offsets of the acknowledged entries to out. Single lines are appended
 // asynchronously, up to maxInFlight ahead of the printing. When ctx ends it
 // stops reading, and prints the offsets of the appends already made.
-func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Writer, maxEntryBytes, batch int) error {
+//
+// With cond, every append is conditional on the log's end being at, plus
+// the entries appended before it.
+func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Writer, maxEntryBytes, batch int, cond bool, at tern.Offset) error {
+	opts := func() []tern.AppendOption {
+		if !cond {
+			return nil
+		}
+		return []tern.AppendOption{tern.IfEnd(at)}
+	}
 	acks := make(chan ack, maxInFlight)
 	stopped := make(chan struct{}) // closed when the printer returns
 	printed := make(chan error, 1)
@@ -99,7 +147,8 @@ func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Write
 			return true
 		}
 		first := line - len(pend) + 1
-		off, err := w.AppendBatch(context.WithoutCancel(ctx), pend)
+		off, err := w.AppendBatch(context.WithoutCancel(ctx), pend, opts()...)
+		at += tern.Offset(len(pend))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("append lines %d to %d: %w", first, line, err))
 			return false
@@ -117,7 +166,9 @@ func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Write
 		}
 		line++
 		if batch == 1 {
-			if !send(ack{line: line, p: w.AppendAsync(tern.Entry{Payload: b})}) {
+			p := w.AppendAsync(tern.Entry{Payload: b}, opts()...)
+			at++
+			if !send(ack{line: line, p: p}) {
 				break
 			}
 			continue

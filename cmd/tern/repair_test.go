@@ -85,9 +85,10 @@ func TestRepairAndCheck(t *testing.T) {
 	if out := must(t, dir, "", "log", "list"); !strings.Contains(out, "bad") || !strings.Contains(out, "good") {
 		t.Fatalf("log list beside a degraded log:\n%s", out)
 	}
-	must(t, dir, "more\n", "append", "good")
+	// The crashed writer's session is still open: take it over.
+	must(t, dir, "more\n", "append", "--exclusive", "good")
 	// The CLI's own log (stderr) names the damage too, once.
-	if r := ternIn(t, dir, "refused\n", "append", "bad"); r.code != 1 || !strings.Contains(r.stderr, "tern: append line 1: tern: log is damaged: segment: "+seg+" is corrupt at byte") {
+	if r := ternIn(t, dir, "refused\n", "append", "--exclusive", "bad"); r.code != 1 || !strings.Contains(r.stderr, "tern: append line 1: tern: log is damaged: segment: "+seg+" is corrupt at byte") {
 		t.Fatalf("append to a degraded log: exit %d, stderr %s", r.code, r.stderr)
 	}
 
@@ -113,7 +114,7 @@ func TestRepairAndCheck(t *testing.T) {
 	if end == 0 || end >= 20 {
 		t.Fatalf("the repaired log ends at %d, want between 0 and 20", end)
 	}
-	must(t, dir, "again\n", "append", "bad")
+	must(t, dir, "again\n", "append", "--exclusive", "bad")
 	got := must(t, dir, "", "read", "bad", "--from", "0")
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	if uint64(len(lines)) != uint64(end)+1 || !strings.Contains(lines[0], "bad 00") || !strings.Contains(lines[len(lines)-1], "again") {

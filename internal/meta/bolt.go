@@ -42,6 +42,10 @@ package meta
 //	options     Log.Options, base64 (standard, padded); null for nil
 //	epoch       Log.Epoch
 //	start       Log.Start
+//	session     Log.Session; absent when 0 (every record written before
+//	            sessions existed, whose epoch was the session)
+//	shared      Log.Shared; absent when false
+//	ended       Log.Ended; absent when false
 //	installation
 //	            Log.Installation; absent when empty (every record written
 //	            before installations had IDs)
@@ -427,6 +431,11 @@ type record struct {
 	Options   []byte `json:"options"`
 	Epoch     uint64 `json:"epoch"`
 	Start     uint64 `json:"start"`
+	// Session, Shared and Ended are omitted at their zero values, as in
+	// the records written before sessions existed.
+	Session uint64 `json:"session,omitempty"`
+	Shared  bool   `json:"shared,omitempty"`
+	Ended   bool   `json:"ended,omitempty"`
 	// Installation is omitted when empty, as in the records written
 	// before it existed.
 	Installation string `json:"installation,omitempty"`
@@ -442,6 +451,9 @@ func encodeLog(l Log) ([]byte, error) {
 		Options:   l.Options,
 		Epoch:     l.Epoch,
 		Start:     l.Start,
+		Session:   l.Session,
+		Shared:    l.Shared,
+		Ended:     l.Ended,
 
 		Installation: l.Installation,
 	})
@@ -463,6 +475,9 @@ func decodeLog(v []byte) (Log, error) {
 		Options: r.Options,
 		Epoch:   r.Epoch,
 		Start:   r.Start,
+		Session: r.Session,
+		Shared:  r.Shared,
+		Ended:   r.Ended,
 
 		Installation: r.Installation,
 	}, nil

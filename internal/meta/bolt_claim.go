@@ -5,13 +5,15 @@ import "context"
 // ClaimWriter implements Store. The claim holds until a newer epoch of the
 // log is stored through b, the log is deleted, the claim is released or b
 // is closed; no other process can store one while b holds the file lock.
-func (b *Bolt) ClaimWriter(ctx context.Context, name string) (Claim, error) {
+func (b *Bolt) ClaimWriter(ctx context.Context, name string, o ClaimOptions) (Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var c *boltClaim
 	err := b.update(name, func(l *Log) error {
-		l.Epoch++
+		if err := openSession(l, o); err != nil {
+			return err
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.closed {
@@ -22,7 +24,7 @@ func (b *Bolt) ClaimWriter(ctx context.Context, name string) (Claim, error) {
 		}
 		// Registered before the commit, so that the next transaction,
 		// which may bump the epoch again, finds it.
-		c = &boltClaim{claim: newClaim(l.Epoch), b: b, id: l.ID}
+		c = &boltClaim{claim: newClaim(*l), b: b, id: l.ID}
 		b.claims[l.ID] = c
 		return nil
 	})
@@ -76,4 +78,15 @@ func (c *boltClaim) release() {
 	if c.b.claims[c.id] == c {
 		delete(c.b.claims, c.id)
 	}
+}
+
+// EndSession implements Store.
+func (b *Bolt) EndSession(ctx context.Context, name string, epoch uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return wrap("end session", name, b.update(name, func(l *Log) error {
+		endSession(l, epoch) // unchanged: the same record is written back
+		return nil
+	}))
 }

@@ -34,6 +34,17 @@ func TestRecordFormat(t *testing.T) {
 		t.Fatalf("decodeLog(encodeLog(l)) = %#v, want %#v", back, l)
 	}
 
+	// A record with a session: the fields that records from before
+	// sessions lack.
+	l.Session, l.Shared, l.Ended = 9, true, true
+	const withSession = `{"v":1,"id":7,"created_us":1700000000000001,"options":"AAEC","epoch":3,"start":10,"session":9,"shared":true,"ended":true}`
+	if got, err := encodeLog(l); err != nil || string(got) != withSession {
+		t.Fatalf("encodeLog with a session = %s, %v, want %s", got, err, withSession)
+	}
+	if back, err := decodeLog([]byte(withSession)); err != nil || back.Session != 9 || !back.Shared || !back.Ended {
+		t.Fatalf("decodeLog with a session = %+v, %v", back, err)
+	}
+
 	for _, bad := range []string{
 		``,
 		`{}`,

@@ -245,7 +245,7 @@ func TestEtcdUnavailable(t *testing.T) {
 		"CreateLog":    func(ctx context.Context) error { _, err := s.CreateLog(ctx, meta.Log{Name: "b"}); return err },
 		"Log":          func(ctx context.Context) error { _, err := s.Log(ctx, "a"); return err },
 		"ListLogs":     func(ctx context.Context) error { _, err := s.ListLogs(ctx, ""); return err },
-		"ClaimWriter":  func(ctx context.Context) error { _, err := s.ClaimWriter(ctx, "a"); return err },
+		"ClaimWriter":  func(ctx context.Context) error { _, err := s.ClaimWriter(ctx, "a", meta.ClaimOptions{}); return err },
 		"CommitCursor": func(ctx context.Context) error { _, err := s.CommitCursor(ctx, "a", "s", 1); return err },
 		"Segments":     func(ctx context.Context) error { _, err := s.Segments(ctx, "a"); return err },
 	} {

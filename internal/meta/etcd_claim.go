@@ -16,7 +16,7 @@ import (
 // ClaimWriter implements Store. The claim's writer key is attached to the
 // store's lease, which ClaimWriter grants if the store has none. If the lease
 // is lost while ClaimWriter runs, the claim it returns is already lost.
-func (e *Etcd) ClaimWriter(ctx context.Context, name string) (Claim, error) {
+func (e *Etcd) ClaimWriter(ctx context.Context, name string, o ClaimOptions) (Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (e *Etcd) ClaimWriter(ctx context.Context, name string) (Claim, error) {
 		if err != nil {
 			return nil, wrap("claim writer", name, e.classify(ctx, err))
 		}
-		c, err := e.claim(ctx, name, l)
+		c, err := e.claim(ctx, name, l, o)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && !retried {
 			// Expired before its renewal could tell: take a new one.
 			e.loseLease(l, "not found")
@@ -40,25 +40,33 @@ func (e *Etcd) ClaimWriter(ctx context.Context, name string) (Claim, error) {
 	}
 }
 
-// claim bumps the log's epoch and puts its writer key on lease l, in one
-// transaction, and starts the claim's watch.
-func (e *Etcd) claim(ctx context.Context, name string, l *lease) (*etcdClaim, error) {
+// claim opens the session o asks for, bumps the log's epoch and puts its
+// writer key on lease l, in one transaction, and starts the claim's watch.
+func (e *Etcd) claim(ctx context.Context, name string, l *lease, o ClaimOptions) (*etcdClaim, error) {
 	var (
-		epoch uint64
-		id    uint64
+		stored Log
+		epoch  uint64
+		id     uint64
+		refuse error
 	)
 	rev, err := e.update(ctx, name, func(lg *Log) []clientv3.Op {
-		lg.Epoch++
+		if refuse = openSession(lg, o); refuse != nil {
+			return nil
+		}
+		stored = *lg
 		epoch, id = lg.Epoch, lg.ID
 		return []clientv3.Op{
 			e.putLog(*lg),
 			clientv3.OpPut(e.writerKey(id), strconv.FormatUint(epoch, 10), clientv3.WithLease(l.id)),
 		}
 	})
+	if err == nil && refuse != nil {
+		err = refuse
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := &etcdClaim{claim: newClaim(epoch), e: e, lease: l, name: name, id: id}
+	c := &etcdClaim{claim: newClaim(stored), e: e, lease: l, name: name, id: id}
 	wctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	l.mu.Lock()
@@ -331,4 +339,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// EndSession implements Store.
+func (e *Etcd) EndSession(ctx context.Context, name string, epoch uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
+	_, err := e.update(ctx, name, func(l *Log) []clientv3.Op {
+		if !endSession(l, epoch) {
+			return nil
+		}
+		return []clientv3.Op{e.putLog(*l)}
+	})
+	return wrap("end session", name, e.classify(ctx, err))
 }

@@ -64,7 +64,7 @@ func TestEtcdKeys(t *testing.T) {
 	if _, err := s.CreateSub(ctx, "a/b", meta.Sub{Name: "s/t", Cursor: 7}); err != nil {
 		t.Fatalf("CreateSub: %v", err)
 	}
-	c, err := s.ClaimWriter(ctx, "a/b")
+	c, err := s.ClaimWriter(ctx, "a/b", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
@@ -178,11 +178,11 @@ func TestEtcdTwoStores(t *testing.T) {
 	if _, err := s2.CreateLog(ctx, meta.Log{Name: "x"}); !errors.Is(err, meta.ErrExist) {
 		t.Fatalf("CreateLog through the second store: err = %v, want ErrExist", err)
 	}
-	c1, err := s1.ClaimWriter(ctx, "x")
+	c1, err := s1.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
-	c2, err := s2.ClaimWriter(ctx, "x")
+	c2, err := s2.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter through the second store: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestEtcdTwoStores(t *testing.T) {
 
 	// The second store closing takes its claim, not the first store's
 	// newer one.
-	c3, err := s1.ClaimWriter(ctx, "x")
+	c3, err := s1.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestEtcdLeaseLoss(t *testing.T) {
 	if _, err := s.CreateLog(ctx, meta.Log{Name: "x"}); err != nil {
 		t.Fatalf("CreateLog: %v", err)
 	}
-	c, err := s.ClaimWriter(ctx, "x")
+	c, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
@@ -252,7 +252,7 @@ func TestEtcdLeaseLoss(t *testing.T) {
 	srv = startEtcd(t, dir)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c2, err := s.ClaimWriter(ctx, "x")
+	c2, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter after etcd restarted: %v", err)
 	}
@@ -288,7 +288,7 @@ func TestEtcdLeaseRevoked(t *testing.T) {
 	}
 
 	// The renewals find the lease gone.
-	c1, err := s.ClaimWriter(ctx, "x")
+	c1, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
@@ -299,12 +299,12 @@ func TestEtcdLeaseRevoked(t *testing.T) {
 	}
 
 	// ClaimWriter finds it gone first.
-	c2, err := s.ClaimWriter(ctx, "x")
+	c2, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}
 	lease := revoke("/r/logs/1/writer")
-	c3, err := s.ClaimWriter(ctx, "y")
+	c3, err := s.ClaimWriter(ctx, "y", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter right after the lease was revoked: %v", err)
 	}
@@ -358,7 +358,7 @@ func TestEtcdIdleRequests(t *testing.T) {
 	if _, err := s.CreateLog(ctx, meta.Log{Name: "x"}); err != nil {
 		t.Fatalf("CreateLog: %v", err)
 	}
-	c, err := s.ClaimWriter(ctx, "x")
+	c, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter: %v", err)
 	}

@@ -31,6 +31,11 @@ var (
 	// ErrStaleEpoch is returned when creating a segment for an epoch that
 	// is no longer the log's newest: its writer was fenced.
 	ErrStaleEpoch = errors.New("meta: the writer's epoch is no longer the log's newest")
+	// ErrSessionHeld is returned by ClaimWriter when the log's session is
+	// held by the other kind of writer: shared producers while an
+	// exclusive writer's session is open, or an exclusive writer asking for
+	// the shared producers' session.
+	ErrSessionHeld = errors.New("meta: the log's writer session is held by another kind of writer")
 	// ErrSegmentExist is returned when creating a segment whose Seq is
 	// taken, or while the log has a segment that is not sealed.
 	ErrSegmentExist = errors.New("meta: segment already exists, or an earlier one is open")
@@ -49,8 +54,22 @@ type Log struct {
 	Created time.Time // set by CreateLog
 	// Options is opaque to the store: the caller's encoded log options.
 	Options []byte
-	// Epoch is the epoch of the newest writer; 0 before the first writer.
+	// Epoch is the log's writer generation: every ClaimWriter raises it,
+	// reopening a session too, and the engines fence with it (it is in
+	// every batch, at the replicas and in object keys). 0 before the first
+	// writer.
 	Epoch uint64
+	// Session is the epoch of the newest writer session, the one a caller
+	// sees and may choose (tern.WithEpoch): reopening a session keeps it.
+	// 0 before the first writer, and in records written before sessions
+	// existed, whose Epoch was the session.
+	Session uint64
+	// Shared marks Session as the shared producers' rather than an
+	// exclusive writer's.
+	Shared bool
+	// Ended marks an exclusive Session that its writer closed: shared
+	// producers may open a new session over it.
+	Ended bool
 	// Start is the truncation point: offsets below it may be gone.
 	Start uint64
 	// Installation is the ID of the installation that created the log
@@ -108,8 +127,10 @@ type SegmentObject struct {
 // Claim is a writer's hold on the epoch it was given by ClaimWriter. A Claim
 // is safe for concurrent use.
 type Claim interface {
-	// Epoch is the claimed epoch.
+	// Epoch is the claimed generation (Log.Epoch).
 	Epoch() uint64
+	// Session is the session the claim opened or reopened (Log.Session).
+	Session() uint64
 	// Valid reports, without I/O, whether the store can still prove that the
 	// claim holds: no newer epoch has been seen and the lease behind the
 	// claim, if the store has leases, cannot have expired. A writer checks it
@@ -150,11 +171,19 @@ type Store interface {
 	// BumpEpoch atomically increments the log's epoch and returns the new
 	// value, durably stored before it returns.
 	BumpEpoch(ctx context.Context, name string) (uint64, error)
-	// ClaimWriter bumps the log's epoch as BumpEpoch does and returns a Claim
-	// on the new epoch. The claim is lost when a newer epoch is stored (by
-	// this process or another one sharing the store), when its lease cannot
-	// be renewed in time, or when the store is closed.
-	ClaimWriter(ctx context.Context, name string) (Claim, error)
+	// ClaimWriter opens the writer session o asks for (see ClaimOptions),
+	// bumps the log's epoch as BumpEpoch does, in the same atomic step, and
+	// returns a Claim on the new epoch. The claim is lost when a newer
+	// epoch is stored (by this process or another one sharing the store,
+	// reopening the same session included), when its lease cannot be
+	// renewed in time, or when the store is closed. It fails with
+	// ErrStaleEpoch or ErrSessionHeld when o cannot be opened.
+	ClaimWriter(ctx context.Context, name string, o ClaimOptions) (Claim, error)
+	// EndSession marks the log's exclusive session ended, if epoch is
+	// still the log's (no claim since the one that got it): shared
+	// producers may then open a new one over it. It bumps no epoch and
+	// ends no claim.
+	EndSession(ctx context.Context, name string, epoch uint64) error
 	// AdvanceStart raises the log's Start to start if that is higher (it never
 	// moves back) and returns the Start now stored.
 	AdvanceStart(ctx context.Context, name string, start uint64) (uint64, error)

@@ -42,6 +42,7 @@ var permissions = map[string]auth.Permission{
 	"ListLogs":    "",
 
 	"OpenWriter":     auth.Append,
+	"CloseWriter":    auth.Append,
 	"Append":         auth.Append,
 	"AppendStream":   auth.Append,
 	"AppendTimeTick": auth.Append,

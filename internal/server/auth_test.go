@@ -135,6 +135,10 @@ func authCalls(epoch func() uint64) map[string]authCall {
 			_, err := ts.api.OpenWriter(ctx, &ternpb.OpenWriterRequest{Log: "a/y"})
 			return err
 		},
+		"CloseWriter": func(ctx context.Context, ts *testServer, _ int) error {
+			_, err := ts.api.CloseWriter(ctx, &ternpb.CloseWriterRequest{Log: "a/y", Epoch: 1})
+			return err
+		},
 		"Append": func(ctx context.Context, ts *testServer, _ int) error {
 			_, err := ts.api.Append(ctx, &ternpb.AppendRequest{Log: "a/x", Epoch: epoch(), Entries: []*ternpb.Entry{{Payload: []byte("p")}}})
 			return err

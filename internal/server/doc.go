@@ -24,12 +24,18 @@
 //
 // # Writers
 //
-// OpenWriter opens a tern.Writer with a new epoch and keeps it, keyed by log
-// and epoch, until a newer writer is opened on the log (the older ones are
-// then closed), the log is deleted, or the Server closes. Appends name the
-// epoch; an epoch the Server does not hold fails with FAILED_PRECONDITION
-// (FENCED), also the log's newest epoch after a server restart: the client
-// opens a new writer.
+// OpenWriter opens a tern.Writer session, a new epoch or the one asked
+// for, and keeps it, keyed by log and epoch, until a newer session is opened
+// on the log (the older ones are then let go), CloseWriter ends it, the log
+// is deleted, or the Server closes (the sessions stay open: Detach). Appends
+// name the epoch, or ask for the log's shared producer, which the Server
+// keeps under epoch 0. An epoch the Server does not hold is reopened (with
+// tern.OnlyReopen) if it is still the log's newest, one reopening per log
+// at a time: after a restart, or on the node a log moved to. Otherwise the
+// append fails with FAILED_PRECONDITION (FENCED). A held writer that fails
+// with ErrFenced though no newer session opened here lost its claim to
+// another node's reopening: the Server lets it go and answers UNAVAILABLE,
+// and the client sends the append again, to where the log is now.
 //
 // # Streams
 //

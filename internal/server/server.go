@@ -78,14 +78,15 @@ type Server struct {
 	ctx      context.Context // canceled by Close
 	shutdown context.CancelFunc
 
-	mu      sync.Mutex
-	closed  bool
-	writers map[string]map[uint64]*writer // by log and epoch
-	node    *cluster.Node                 // nil outside a cluster
-	served  map[uint64]string             // the logs this node serves, by ID
-	ids     map[string]uint64             // and their IDs by name
-	appends *budget                       // the bytes of appends in memory
-	guard   *guard                        // who may call
+	mu        sync.Mutex
+	closed    bool
+	writers   map[string]map[uint64]*writer // by log and epoch; 0: the shared producer
+	reopening keyLocks                      // by log: one reopening of a session at a time
+	node      *cluster.Node                 // nil outside a cluster
+	served    map[uint64]string             // the logs this node serves, by ID
+	ids       map[string]uint64             // and their IDs by name
+	appends   *budget                       // the bytes of appends in memory
+	guard     *guard                        // who may call
 	// streamAppendBytes bounds an AppendStream's unanswered bytes, and
 	// streamPeak is the most any ended stream had (for tests).
 	streamAppendBytes int64
@@ -277,7 +278,13 @@ func (s *Server) Close() error {
 	var err error
 	for _, held := range writers {
 		for _, w := range held {
-			err = errors.Join(err, w.close())
+			// Their sessions stay open for the clients to reopen on the
+			// next server. A claim that cannot be released (the metadata
+			// store is gone) lapses with its lease: not a failure of the
+			// shutdown.
+			if derr := w.detach(errShutdown); derr != nil {
+				s.log.Warn("letting a writer go failed", "log", w.log, "epoch", w.Epoch(), "err", derr)
+			}
 		}
 	}
 	s.closing.Wait()

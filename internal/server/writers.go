@@ -18,7 +18,8 @@ import (
 // their acknowledgement. Beyond it the stream stops receiving.
 const maxInFlight = 1024
 
-// writer is a tern.Writer the Server opened and holds.
+// writer is a tern.Writer the Server opened and holds: an exclusive
+// writer's session, or the log's shared producer (epoch 0).
 type writer struct {
 	*tern.Writer
 	log string
@@ -37,58 +38,102 @@ func (w *writer) drop(cause error) {
 	}
 }
 
-// fail is the error to answer for err from the writer.
-func (w *writer) fail(err error) error {
-	if !errors.Is(err, tern.ErrClosed) {
-		return err
-	}
+// fail is the error to answer for err from the writer. A writer the Server
+// still holds that fails with ErrFenced lost its claim without a newer
+// session opening through this Server: another node reopened the session
+// (the log moved), or the claim's lease lapsed. The Server lets it go, and
+// the client, told to try again, finds the log where it is now.
+func (s *Server) fail(w *writer, err error) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.dropped != nil {
-		return w.dropped
+	dropped := w.dropped
+	w.mu.Unlock()
+	switch {
+	case dropped != nil && (errors.Is(err, tern.ErrClosed) || errors.Is(err, tern.ErrFenced)):
+		return dropped
+	case errors.Is(err, tern.ErrFenced) && dropped == nil:
+		s.dropWriter(w, err)
+		return fmt.Errorf("%w: the writer of log %q, epoch %d, lost its claim here (%v); try again", rpcerr.ErrUnavailable, w.log, w.Epoch(), err)
 	}
 	return err
 }
 
-func (w *writer) close() error {
-	w.drop(errShutdown)
-	if err := w.Close(); err != nil {
+// detach lets the writer go for cause, leaving its session open.
+func (w *writer) detach(cause error) error {
+	w.drop(cause)
+	if err := w.Detach(); err != nil {
 		return fmt.Errorf("close writer of %q, epoch %d: %w", w.log, w.Epoch(), err)
 	}
 	return nil
 }
 
-// closeInBackground closes ws, which the Server no longer holds. The caller
-// holds s.mu, and the Server is not closed.
-func (s *Server) closeInBackground(ws []*writer) {
+// detachInBackground detaches ws, which the Server no longer holds. The
+// caller holds s.mu, and the Server is not closed.
+func (s *Server) detachInBackground(ws []*writer) {
 	for _, w := range ws {
 		s.closing.Go(func() {
-			if err := w.Close(); err != nil {
+			if err := w.Detach(); err != nil {
 				s.log.Warn("closing a writer failed", "log", w.log, "epoch", w.Epoch(), "err", err)
 			}
 		})
 	}
 }
 
-// OpenWriter opens a writer with a new epoch, fencing the older ones.
+// fenceMsg is why a writer of epoch was fenced by newer.
+func fenceMsg(name string, epoch, newer uint64) error {
+	return fmt.Errorf("%w: epoch %d of log %q was fenced by epoch %d; open a new writer", tern.ErrFenced, epoch, name, newer)
+}
+
+// OpenWriter opens a writer session: a new epoch, fencing the older ones, or
+// the one the request chose. A session the Server holds is not opened again.
 func (s *Server) OpenWriter(ctx context.Context, req *ternpb.OpenWriterRequest) (*ternpb.OpenWriterResponse, error) {
-	name := req.GetLog()
+	name, epoch := req.GetLog(), req.GetEpoch()
 	l, err := s.open(ctx, name)
 	if err != nil {
 		return nil, wire(err)
 	}
-	tw, err := l.OpenWriter(ctx)
+	if epoch != 0 {
+		if w := s.held(name, epoch); w != nil {
+			return &ternpb.OpenWriterResponse{Epoch: epoch}, nil
+		}
+	}
+	opts := []tern.WriterOption{}
+	if epoch != 0 {
+		opts = append(opts, tern.WithEpoch(epoch))
+		if req.GetReopen() {
+			opts = append(opts, tern.OnlyReopen())
+		}
+	}
+	tw, err := l.OpenWriter(ctx, opts...)
 	if err != nil {
 		return nil, wire(err)
 	}
-	w := &writer{Writer: tw, log: name}
-	epoch := tw.Epoch()
+	epoch = tw.Epoch()
+	if _, err := s.hold(name, &writer{Writer: tw, log: name}); err != nil {
+		return nil, wire(err)
+	}
+	s.log.Info("writer opened", "log", name, "epoch", epoch)
+	return &ternpb.OpenWriterResponse{Epoch: epoch}, nil
+}
 
+// held returns the writer of the log's epoch that the Server holds, or nil.
+func (s *Server) held(name string, epoch uint64) *writer {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writers[name][epoch]
+}
+
+// hold keeps w, a writer just opened, and lets go of the writers it fenced.
+// If a newer session was opened meanwhile, w is fenced already: hold lets it
+// go and returns the writer held for its epoch, nil if none. Epoch 0 is the
+// shared producer, which fences no session and no session fences here: the
+// metadata store fenced it when a session opened.
+func (s *Server) hold(name string, w *writer) (*writer, error) {
+	epoch := w.Epoch()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		w.close()
-		return nil, wire(errShutdown)
+		w.detach(errShutdown)
+		return nil, errShutdown
 	}
 	held := s.writers[name]
 	if held == nil {
@@ -98,28 +143,63 @@ func (s *Server) OpenWriter(ctx context.Context, req *ternpb.OpenWriterRequest) 
 	var fenced []*writer
 	newest := true
 	for e, old := range held {
-		if e > epoch { // a concurrent OpenWriter won: this writer is fenced already
+		switch {
+		case e == 0 || epoch == 0:
+			if e == epoch { // a shared producer opened concurrently
+				newest = false
+			}
+			continue
+		case e > epoch: // a concurrent OpenWriter won: this writer is fenced already
 			newest = false
 			continue
 		}
-		old.drop(fmt.Errorf("%w: epoch %d of log %q was fenced by epoch %d; open a new writer", tern.ErrFenced, e, name, epoch))
+		old.drop(fenceMsg(name, e, epoch))
 		delete(held, e)
 		fenced = append(fenced, old)
 	}
+	kept := w
 	if newest {
 		held[epoch] = w
 	} else {
-		w.drop(fmt.Errorf("%w: epoch %d of log %q was fenced by a newer writer; open a new writer", tern.ErrFenced, epoch, name))
+		if epoch == 0 {
+			w.drop(fmt.Errorf("%w: another shared producer was opened", tern.ErrClosed))
+		} else {
+			w.drop(fmt.Errorf("%w: epoch %d of log %q was fenced by a newer writer; open a new writer", tern.ErrFenced, epoch, name))
+		}
 		fenced = append(fenced, w)
+		kept = held[epoch]
 	}
-	s.closeInBackground(fenced)
-	s.mu.Unlock()
-
-	s.log.Info("writer opened", "log", name, "epoch", epoch)
+	s.detachInBackground(fenced)
 	for _, old := range fenced {
-		s.log.Info("writer fenced", "log", name, "epoch", old.Epoch())
+		if old != w {
+			s.log.Info("writer fenced", "log", name, "epoch", old.Epoch())
+		}
 	}
-	return &ternpb.OpenWriterResponse{Epoch: epoch}, nil
+	return kept, nil
+}
+
+// CloseWriter ends a writer session that is still the log's newest, and
+// lets go of the Server's writer of it.
+func (s *Server) CloseWriter(ctx context.Context, req *ternpb.CloseWriterRequest) (*ternpb.CloseWriterResponse, error) {
+	name, epoch := req.GetLog(), req.GetEpoch()
+	if epoch == 0 {
+		return nil, wire(errInvalid("CloseWriter of log %q names no epoch", name))
+	}
+	w, err := s.writer(ctx, name, epoch, false)
+	if err != nil {
+		return nil, wire(err)
+	}
+	s.mu.Lock()
+	if s.writers[name][epoch] == w {
+		delete(s.writers[name], epoch)
+	}
+	s.mu.Unlock()
+	w.drop(fmt.Errorf("%w: the writer of log %q, epoch %d, was closed", tern.ErrClosed, name, epoch))
+	if err := w.Close(); err != nil {
+		return nil, wire(err)
+	}
+	s.log.Info("writer closed", "log", name, "epoch", epoch)
+	return &ternpb.CloseWriterResponse{}, nil
 }
 
 // dropWriters lets go of every writer the Server holds for the log.
@@ -132,37 +212,83 @@ func (s *Server) dropWriters(name string, cause error) {
 		ws = append(ws, w)
 	}
 	delete(s.writers, name)
-	s.closeInBackground(ws)
+	s.detachInBackground(ws)
 }
 
-// writer returns the writer of the log's epoch. Any epoch the Server does
-// not hold is fenced: an older one, one from before a restart of the server
-// (the client opens a new writer then), or one never handed out.
-func (s *Server) writer(ctx context.Context, name string, epoch uint64) (*writer, error) {
+// dropWriter lets go of w, if the Server still holds it.
+func (s *Server) dropWriter(w *writer, cause error) {
 	s.mu.Lock()
-	w := s.writers[name][epoch]
-	s.mu.Unlock()
-	if w != nil {
+	defer s.mu.Unlock()
+	if s.closed || s.writers[w.log][w.Epoch()] != w {
+		return
+	}
+	w.drop(cause)
+	delete(s.writers[w.log], w.Epoch())
+	s.detachInBackground([]*writer{w})
+}
+
+// writer returns the writer of the log's epoch, or its shared producer. A
+// session the Server does not hold, since it restarted or the log moved to
+// it, is reopened if it is still the log's newest; an older one is fenced.
+func (s *Server) writer(ctx context.Context, name string, epoch uint64, shared bool) (*writer, error) {
+	if shared {
+		epoch = 0
+	} else if epoch == 0 {
+		return nil, fmt.Errorf("%w: an append to log %q names no writer epoch: open a writer, or append as a shared producer", tern.ErrFenced, name)
+	}
+	if w := s.held(name, epoch); w != nil {
 		return w, nil
 	}
-	l, err := s.open(ctx, name) // for ErrInvalidName and ErrNotFound
+	l, err := s.open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	info, err := l.Info(ctx)
+	// One reopening per log at a time: two would fence each other.
+	unlock, err := s.reopening.lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	if epoch != 0 && epoch == info.Epoch {
-		return nil, fmt.Errorf("%w: epoch %d is the newest of log %q but is not open on this server (it restarted); open a new writer", tern.ErrFenced, epoch, name)
+	defer unlock()
+	if w := s.held(name, epoch); w != nil {
+		return w, nil
 	}
-	return nil, fmt.Errorf("%w: epoch %d is not the writer of log %q; open a new writer", tern.ErrFenced, epoch, name)
+	opts := []tern.WriterOption{tern.Shared()}
+	if !shared {
+		opts = []tern.WriterOption{tern.WithEpoch(epoch), tern.OnlyReopen()}
+	}
+	tw, err := l.OpenWriter(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.hold(name, &writer{Writer: tw, log: name})
+	if err != nil {
+		return nil, err
+	}
+	if w == nil {
+		return nil, fmt.Errorf("%w: epoch %d is not the writer of log %q; open a new writer", tern.ErrFenced, epoch, name)
+	}
+	if !shared {
+		s.log.Info("writer session reopened", "log", name, "epoch", epoch)
+	}
+	return w, nil
+}
+
+// appendOptions are the options of a batch of producer, from a request.
+func appendOptions(producer, acked uint64, h grpcopts.BatchHeader) []tern.AppendOption {
+	var opts []tern.AppendOption
+	if producer != 0 && h.Seq != 0 {
+		opts = append(opts, tern.AsProducer(producer, h.Seq, acked))
+	}
+	if h.IfEnd {
+		opts = append(opts, tern.IfEnd(tern.Offset(h.End)))
+	}
+	return opts
 }
 
 // batch validates an append request and returns its writer and entries,
 // and the entries' bytes.
 func (s *Server) batch(ctx context.Context, req *ternpb.AppendRequest) (*writer, []tern.Entry, int, error) {
-	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch())
+	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch(), req.GetShared())
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -203,11 +329,12 @@ func (s *Server) Append(ctx context.Context, req *ternpb.AppendRequest) (*ternpb
 	if err := s.appends.acquire(ctx, int64(n)); err != nil {
 		return nil, wire(err)
 	}
-	p := w.AppendBatchAsync(es)
+	h := grpcopts.BatchHeader{Seq: req.GetSeq(), IfEnd: req.IfEnd != nil, End: req.GetIfEnd()}
+	p := w.AppendBatchAsync(es, appendOptions(req.GetProducer(), 0, h)...)
 	defer s.releaseWhenDone(p, int64(n))
 	off, err := p.Wait(ctx)
 	if err != nil {
-		return nil, wire(w.fail(err))
+		return nil, wire(s.fail(w, err))
 	}
 	s.appended(start, len(es), n)
 	return &ternpb.AppendResponse{Offset: uint64(off)}, nil
@@ -215,12 +342,12 @@ func (s *Server) Append(ctx context.Context, req *ternpb.AppendRequest) (*ternpb
 
 // AppendTimeTick sends a time tick to the log's tail readers.
 func (s *Server) AppendTimeTick(ctx context.Context, req *ternpb.AppendTimeTickRequest) (*ternpb.AppendTimeTickResponse, error) {
-	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch())
+	w, err := s.writer(ctx, req.GetLog(), req.GetEpoch(), false)
 	if err != nil {
 		return nil, wire(err)
 	}
 	if err := w.AppendTimeTick(ctx, req.GetTime()); err != nil {
-		return nil, wire(w.fail(err))
+		return nil, wire(s.fail(w, err))
 	}
 	return &ternpb.AppendTimeTickResponse{}, nil
 }
@@ -281,7 +408,7 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFl
 		return failed(req, errInvalid("append to log %q has no batches", req.Log))
 	}
 	fs := make([]*inFlight, len(req.Ends))
-	w, werr := s.writer(ctx, req.Log, req.Epoch)
+	w, werr := s.writer(ctx, req.Log, req.Epoch, req.Shared)
 	all := make([]tern.Entry, len(req.Entries))
 	n := 0
 	for i, e := range req.Entries {
@@ -303,7 +430,7 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFl
 			continue
 		}
 		f.w, f.entries, f.bytes = w, len(es), entryBytes(es)
-		f.p = w.AppendBatchAsync(es)
+		f.p = w.AppendBatchAsync(es, appendOptions(req.Producer, req.Acked, req.Headers[i])...)
 	}
 	return fs
 }
@@ -335,10 +462,13 @@ func (f *inFlight) ready() bool {
 }
 
 // wait returns the batch's outcome once it is known.
-func (f *inFlight) wait(ctx context.Context) (tern.Offset, error) {
+func (s *Server) wait(ctx context.Context, f *inFlight) (tern.Offset, error) {
 	if f.p != nil {
 		off, err := f.p.Wait(ctx)
-		return off, f.w.fail(err)
+		if err != nil {
+			err = s.fail(f.w, err)
+		}
+		return off, err
 	}
 	return 0, f.err
 }
@@ -469,7 +599,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 				return err
 			}
 		}
-		off, err := f.wait(ctx)
+		off, err := s.wait(ctx, f)
 		if ctx.Err() != nil {
 			return wire(s.streamErr("append", ctx.Err()))
 		}
@@ -481,5 +611,40 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 		}
 		results.Offset(uint64(off))
 		s.appended(f.start, f.entries, f.bytes)
+	}
+}
+
+// keyLocks is a mutex per key, held across I/O: a lock waits for its
+// holder or its context. The zero value is ready to use.
+type keyLocks struct {
+	mu   sync.Mutex
+	held map[string]chan struct{} // closed when its holder unlocks
+}
+
+// lock takes key's lock and returns its unlock.
+func (k *keyLocks) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		k.mu.Lock()
+		c, busy := k.held[key]
+		if !busy {
+			if k.held == nil {
+				k.held = map[string]chan struct{}{}
+			}
+			c = make(chan struct{})
+			k.held[key] = c
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.held, key)
+				k.mu.Unlock()
+				close(c)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }

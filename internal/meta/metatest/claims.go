@@ -41,7 +41,7 @@ func testClaimWriter(t *testing.T, s meta.Store) {
 	if l := get(t, s, "b"); l.Epoch != 0 {
 		t.Errorf("claims on a changed another log's Epoch to %d", l.Epoch)
 	}
-	if _, err := s.ClaimWriter(ctx, "missing"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := s.ClaimWriter(ctx, "missing", meta.ClaimOptions{}); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("ClaimWriter of a missing log: err = %v, want ErrNotFound", err)
 	}
 }
@@ -106,7 +106,7 @@ func testConcurrentClaimWriter(t *testing.T, s meta.Store) {
 	)
 	for range n {
 		wg.Go(func() {
-			c, err := s.ClaimWriter(ctx, "x")
+			c, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{})
 			if err != nil {
 				t.Errorf("ClaimWriter: %v", err)
 				return
@@ -232,7 +232,7 @@ func testCanceledContextClaims(t *testing.T, s meta.Store) {
 	c := claim(t, s, "x")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := s.ClaimWriter(ctx, "x"); !errors.Is(err, context.Canceled) {
+	if _, err := s.ClaimWriter(ctx, "x", meta.ClaimOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ClaimWriter: err = %v, want context.Canceled", err)
 	}
 	if err := c.Release(ctx); !errors.Is(err, context.Canceled) {
@@ -246,7 +246,7 @@ func testCanceledContextClaims(t *testing.T, s meta.Store) {
 
 func claim(t *testing.T, s meta.Store, name string) meta.Claim {
 	t.Helper()
-	c, err := s.ClaimWriter(t.Context(), name)
+	c, err := s.ClaimWriter(t.Context(), name, meta.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("ClaimWriter(%q): %v", name, err)
 	}

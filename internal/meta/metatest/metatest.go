@@ -63,6 +63,8 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ClaimRelease", testClaimRelease},
 		{"ClaimLostToDeleteLog", testClaimLostToDeleteLog},
 		{"CanceledContextClaims", testCanceledContextClaims},
+		{"ClaimSessions", testClaimSessions},
+		{"SharedSessions", testSharedSessions},
 
 		{"Segments", testSegments},
 		{"SegmentRoundTrip", testSegmentRoundTrip},

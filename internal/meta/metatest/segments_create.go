@@ -171,7 +171,7 @@ func testCreateSegmentRacesEpoch(t *testing.T, s meta.Store) {
 				newEpoch, bumpErr = s.BumpEpoch(ctx, "x")
 			} else {
 				var c meta.Claim
-				if c, bumpErr = s.ClaimWriter(ctx, "x"); bumpErr == nil {
+				if c, bumpErr = s.ClaimWriter(ctx, "x", meta.ClaimOptions{}); bumpErr == nil {
 					newEpoch = c.Epoch()
 				}
 			}
