@@ -199,7 +199,7 @@ func (w *Writer) check(es []Entry, ges []grpcopts.Entry, h grpcopts.BatchHeader)
 // and everything queued is answered; then it half-closes the stream and
 // waits (a few seconds at most) for the server to end it.
 func (w *Writer) run() {
-	var wait time.Duration // before the next stream, after a failure
+	var wait time.Duration // before the next stream, while failing
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 {
@@ -217,17 +217,18 @@ func (w *Writer) run() {
 		}
 		s, failing := w.s, !w.failing.IsZero()
 		w.mu.Unlock()
-		if !failing {
-			wait = 0
-		}
 		if s == nil {
-			if wait > 0 {
+			// Every new stream while the writer is failing waits longer,
+			// up to a cap: the log may take a moment to come back.
+			if !failing {
+				wait = 0
+			} else {
+				wait = min(max(2*wait, 10*time.Millisecond), 200*time.Millisecond)
 				time.Sleep(wait)
 			}
 			var err error
 			if s, err = w.open(); err != nil {
 				w.retryOrFail(err)
-				wait = min(max(2*wait, 10*time.Millisecond), 200*time.Millisecond)
 				continue
 			}
 		}
