@@ -44,7 +44,7 @@ func startLoopbackServer(ctx context.Context, dir string, sec Security) (_ *loop
 	if s.sec, err = makeSecurity(dir, sec); err != nil {
 		return nil, err
 	}
-	s.srv = server.New(s.c, server.Options{Policy: s.sec.policy})
+	s.srv = server.New(s.c, server.Options{Policy: s.sec.policy, NoDedup: sec.NoDedup})
 	if s.addr, err = s.serve(sec.TLS); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,10 @@ type Security struct {
 	// everything on every log, known by a token made for the run, which
 	// the client sends with every call.
 	Token bool
+	// NoDedup: the server applies appends without their producers'
+	// numbers (server.Options.NoDedup, unsafe), to measure what
+	// deduplication costs.
+	NoDedup bool
 }
 
 // Secured measures a server started in this process, as Loopback does,
@@ -46,6 +50,9 @@ func (s Security) String() string {
 	}
 	if s.Token {
 		parts = append(parts, "token")
+	}
+	if s.NoDedup {
+		parts = append(parts, "no dedup (unsafe)")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -186,6 +186,9 @@ func (m Mode) where(within bool) string {
 	if m.sec.Token {
 		w += " with a token"
 	}
+	if m.sec.NoDedup {
+		w += ", without deduplication (unsafe)"
+	}
 	return w
 }
 

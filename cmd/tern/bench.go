@@ -34,6 +34,7 @@ func (a *app) benchCmd() *cobra.Command {
 		grpcLoopback bool
 		sec          driver.Security
 		pairs        int
+		dedupCost    bool
 		obj          objectFlags
 		cl           clusterFlags
 	)
@@ -60,6 +61,11 @@ line of the output says which, and the TLS version and key exchange. With
 --pairs too, the pairs compare the server so secured with the same server
 in plaintext (and without an auth file) instead of the embedded library.
 "tern bench connect" times the handshake of a new connection.
+
+With --grpc --pairs N --dedup-cost, the pairs compare the server as it runs
+(each append carries its producer's numbers and the log deduplicates them)
+with the same server applying the appends without them (unsafe: a retried
+append could be applied twice): what exactly-once retries cost.
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -92,6 +98,7 @@ peers and writes docs/benchmarks.md.`,
 		Example: `  tern bench --workload sync-1k
   tern bench --workload conc-1k --grpc
   tern bench --workload conc-1k --grpc --tls --auth --pairs 5
+  tern bench --workload sync-1k --grpc --pairs 5 --dedup-cost
   tern bench --workload conc-4k --duration 30s --json results.jsonl
   tern bench --entry-bytes 512 --producers 8 --rate 20000 --fsync interval:5ms
   tern bench --workload obj-put --storage 's3://tern-bench?endpoint=127.0.0.1:9000&tls=false'`,
@@ -149,6 +156,9 @@ peers and writes docs/benchmarks.md.`,
 			if pairs < 0 {
 				return usagef(cmd, "--pairs must be 1 or more")
 			}
+			if dedupCost && (!grpcLoopback || pairs == 0) {
+				return usagef(cmd, "--dedup-cost compares the server with and without deduplication: add --grpc and --pairs N")
+			}
 			if pairs > 0 {
 				switch {
 				case !grpcLoopback:
@@ -157,7 +167,12 @@ peers and writes docs/benchmarks.md.`,
 					return usagef(cmd, "--pairs compares throughput: it needs a closed-loop append workload (no --rate), such as conc-1k")
 				}
 				base, test := driver.Embedded, driver.Loopback
-				if secured {
+				switch {
+				case dedupCost:
+					unsafe := sec
+					unsafe.NoDedup = true
+					base, test = driver.Secured(unsafe), driver.Secured(sec)
+				case secured:
 					base, test = driver.Loopback, driver.Secured(sec)
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
@@ -192,6 +207,7 @@ peers and writes docs/benchmarks.md.`,
 	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%); with --tls or --auth, the server in plaintext and secured")
 	cmd.Flags().BoolVar(&sec.TLS, "tls", false, "with --grpc: the server serves TLS, with a certificate made for the run")
 	cmd.Flags().BoolVar(&sec.Token, "auth", false, "with --grpc: the server has an auth file, and the client sends a bearer token")
+	cmd.Flags().BoolVar(&dedupCost, "dedup-cost", false, "with --grpc --pairs N: the pairs compare the server applying appends without their producers' numbers (unsafe) and with them, as it always does: what exactly-once retries cost")
 	obj.addFlags(cmd)
 	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")

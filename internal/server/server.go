@@ -60,6 +60,12 @@ type Options struct {
 	// every call refused for want of authentication, permission or quota.
 	// Default: Logger.
 	Audit *slog.Logger
+	// NoDedup applies appends without their producers' numbers, so that a
+	// batch a client sends again after a broken stream may be applied
+	// twice. Unsafe: it exists for tern bench to measure what
+	// deduplication costs (--dedup-cost), and tern serve has no flag for
+	// it.
+	NoDedup bool
 }
 
 // DefaultStreamAppendBytes is Options.StreamAppendBytes when it is zero:
@@ -92,6 +98,7 @@ type Server struct {
 	streamAppendBytes int64
 	streamPeak        atomic.Int64
 	maxStreams        int            // Options.MaxStreams
+	noDedup           bool           // Options.NoDedup
 	openStreams       int            // streams open now, under mu
 	takeMu            sync.Mutex     // one log taken at a time
 	streams           sync.WaitGroup // the open streams; Add only under mu, before closed
@@ -118,6 +125,7 @@ func New(c *tern.Client, opts Options) *Server {
 		ids:        map[string]uint64{},
 		appends:    newBudget(opts.AppendBytes, "tern serve --memory-limit"),
 		maxStreams: opts.MaxStreams,
+		noDedup:    opts.NoDedup,
 	}
 	s.guard = newGuard(c, opts.Policy, cmp.Or(opts.Audit, opts.Logger), opts.Registerer)
 	registerDamage(opts.Registerer, c)

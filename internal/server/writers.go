@@ -274,9 +274,9 @@ func (s *Server) writer(ctx context.Context, name string, epoch uint64, shared b
 }
 
 // appendOptions are the options of a batch of producer, from a request.
-func appendOptions(producer, acked uint64, h grpcopts.BatchHeader) []tern.AppendOption {
+func (s *Server) appendOptions(producer, acked uint64, h grpcopts.BatchHeader) []tern.AppendOption {
 	var opts []tern.AppendOption
-	if producer != 0 && h.Seq != 0 {
+	if producer != 0 && h.Seq != 0 && !s.noDedup {
 		opts = append(opts, tern.AsProducer(producer, h.Seq, acked))
 	}
 	if h.IfEnd {
@@ -330,7 +330,7 @@ func (s *Server) Append(ctx context.Context, req *ternpb.AppendRequest) (*ternpb
 		return nil, wire(err)
 	}
 	h := grpcopts.BatchHeader{Seq: req.GetSeq(), IfEnd: req.IfEnd != nil, End: req.GetIfEnd()}
-	p := w.AppendBatchAsync(es, appendOptions(req.GetProducer(), 0, h)...)
+	p := w.AppendBatchAsync(es, s.appendOptions(req.GetProducer(), 0, h)...)
 	defer s.releaseWhenDone(p, int64(n))
 	off, err := p.Wait(ctx)
 	if err != nil {
@@ -430,7 +430,7 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFl
 			continue
 		}
 		f.w, f.entries, f.bytes = w, len(es), entryBytes(es)
-		f.p = w.AppendBatchAsync(es, appendOptions(req.Producer, req.Acked, req.Headers[i])...)
+		f.p = w.AppendBatchAsync(es, s.appendOptions(req.Producer, req.Acked, req.Headers[i])...)
 	}
 	return fs
 }
