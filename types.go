@@ -89,3 +89,11 @@ func WithTicks() ReadOption { return client.WithTicks() }
 // n: a reader that holds each batch it gets holds about n bytes however
 // many entries it asks for. n <= 0 is no bound, the default.
 func WithMaxBatchBytes(n int) ReadOption { return client.WithMaxBatchBytes(n) }
+
+// WithReconnectNotify makes a Reader or Subscriber of a server's log call f
+// when its stream breaks and it starts reconnecting (the server restarts,
+// the log moves to another node), with the error that broke it, and again,
+// with nil, once it has reconnected. f runs in the goroutine that called
+// Next or NextBatch and must not call the Reader or Subscriber. An
+// embedded Reader never reconnects, and never calls f.
+func WithReconnectNotify(f func(err error)) ReadOption { return client.WithReconnectNotify(f) }

@@ -76,6 +76,15 @@ type Options struct {
 	// plaintext too, when TLS is nil, for a server on loopback: anywhere
 	// else, whoever sees the traffic sees the token, so use TLS.
 	Token string
+	// RetryTimeout bounds how long a call, or a Reader or Subscriber
+	// reconnecting, keeps trying while the server cannot be reached (a
+	// restart) or the log moves between the nodes of a cluster, when the
+	// caller's ctx has no earlier deadline: past it, the call fails with
+	// the last error, which says "cannot reach the tern server at ..." when
+	// no node answered. Tries are spaced by 10 to 100 milliseconds. Zero:
+	// DefaultRetryTimeout (30s); negative: no retry beyond the redirects
+	// of a cluster's nodes, which are still followed at once.
+	RetryTimeout time.Duration
 }
 
 // Client is a connection to a server. It is safe for concurrent use.
@@ -83,8 +92,11 @@ type Client struct {
 	addr  string
 	tls   *tls.Config // Options.TLS
 	token string      // Options.Token
-	conn  *grpc.ClientConn
-	api   ternpb.TernClient
+	// retryTimeout is Options.RetryTimeout with its default; 0 when
+	// negative.
+	retryTimeout time.Duration
+	conn         *grpc.ClientConn
+	api          ternpb.TernClient
 
 	mu     sync.Mutex
 	closed bool
@@ -108,6 +120,12 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{addr: opts.Server, tls: opts.TLS, token: opts.Token, open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	switch {
+	case opts.RetryTimeout == 0:
+		c.retryTimeout = DefaultRetryTimeout
+	case opts.RetryTimeout > 0:
+		c.retryTimeout = opts.RetryTimeout
+	}
 	conn, err := grpc.NewClient(opts.Server, c.dialOptions(opts.Server)...)
 	if err != nil {
 		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
@@ -237,9 +255,22 @@ func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
+	// Not idempotent: a retry after an unknown outcome may find the log
+	// that the earlier try created. It is that one if its options are
+	// those asked for; a mode left empty is whatever the server chose.
+	var info *ternpb.LogInfo
+	l := &Log{c: c, name: name}
+	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
+		return err
+	})
+	if retried && errors.Is(err, ErrExist) {
+		if got, derr := l.describe(ctx); derr == nil && sameOptions(got.GetOptions(), opts) {
+			info, err = got, nil
+		}
+	}
 	if err != nil {
-		return nil, c.err(err)
+		return nil, err
 	}
 	return c.newLog(info)
 }
@@ -284,10 +315,14 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 		return ErrClosed
 	}
 	// To the node that serves the log, which deletes it and gives it up.
-	return (&Log{c: c, name: name}).call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+	retried, err := (&Log{c: c, name: name}).callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) error {
 		_, err := api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
 		return err
 	})
+	if retried && errors.Is(err, ErrNotFound) {
+		return nil // deleted by the try whose outcome was unknown
+	}
+	return err
 }
 
 // ListLogs describes the logs whose names start with prefix, by name: it
@@ -320,9 +355,13 @@ func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size in
 	if size < 0 {
 		return LogPage{}, fmt.Errorf("%w: page size %d is negative", ErrInvalid, size)
 	}
-	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix, PageSize: int32(min(size, MaxListPageSize)), PageToken: token})
+	var resp *ternpb.ListLogsResponse
+	err := (&Log{c: c}).call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix, PageSize: int32(min(size, MaxListPageSize)), PageToken: token})
+		return err
+	})
 	if err != nil {
-		return LogPage{}, c.err(err)
+		return LogPage{}, err
 	}
 	page := LogPage{Logs: make([]LogInfo, 0, len(resp.GetLogs())), NextPageToken: resp.GetNextPageToken()}
 	for _, pi := range resp.GetLogs() {
@@ -343,8 +382,9 @@ type Log struct {
 	name string
 	opts LogOptions
 
-	mu sync.Mutex
-	at string // the address of the node serving the log; "" for the client's
+	mu    sync.Mutex
+	at    string // the address of the node serving the log; "" for the client's
+	named string // the last node a NotOwnerError named (route.go)
 }
 
 // Name is the log's name.
@@ -420,13 +460,21 @@ func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptio
 	if l.c.isClosed() {
 		return SubInfo{}, ErrClosed
 	}
+	// Not idempotent: a retry after an unknown outcome may find the
+	// subscription that the earlier try created. It is taken for that one
+	// if it pins as asked (where it started cannot be told once it moved).
 	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
 		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
 			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
 		})
 		return err
 	})
+	if retried && errors.Is(err, ErrSubExist) {
+		if got, derr := l.subscription(ctx, name); derr == nil && got.GetPin() == opts.Pin {
+			info, err = got, nil
+		}
+	}
 	if err != nil {
 		return SubInfo{}, err
 	}
@@ -477,10 +525,14 @@ func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) error {
 		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
 		return err
 	})
+	if retried && errors.Is(err, ErrSubNotFound) {
+		return nil // deleted by the try whose outcome was unknown
+	}
+	return err
 }
 
 // Seek moves a subscription's cursor to to, which must lie between the log's
@@ -517,6 +569,23 @@ func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 		return LogOptions{}, err
 	}
 	return o.WithDefaults()
+}
+
+// sameOptions reports whether p, the options of a log that exists, are
+// want, which has its defaults: a mode left empty in want is p's, with that
+// mode's defaults.
+func sameOptions(p *ternpb.LogOptions, want LogOptions) bool {
+	got, err := optionsFromProto(p)
+	if err != nil {
+		return false
+	}
+	if want.Mode == "" {
+		want.Mode = got.Mode
+		if want, err = want.WithDefaults(); err != nil {
+			return false
+		}
+	}
+	return got == want
 }
 
 func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
