@@ -17,7 +17,11 @@
 // Every error of a gRPC call is mapped back to Tern's sentinels (package
 // rpcerr), so callers branch on them with errors.Is as they would on an
 // embedded log. In a cluster, a log's calls go to the node that serves it,
-// following the redirects of the other nodes.
+// following the redirects of the other nodes. A call that finds no server
+// (it restarts) or no node serving the log (it moves) is tried again, 10 to
+// 100 milliseconds apart, until its ctx ends but no longer than
+// Options.RetryTimeout; Readers and Subscribers reopen their streams where
+// they left off (route.go says which calls are safe to retry, and how).
 //
 // A server started with --tls-cert is reached with Options.TLS, one started
 // with --auth with Options.Token (or a client certificate in Options.TLS,
