@@ -456,115 +456,6 @@ func (l *Log) Truncate(ctx context.Context, before Offset) error {
 	})
 }
 
-// CreateSubscription creates a durable subscription on the log.
-func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	// Not idempotent: a retry after an unknown outcome may find the
-	// subscription that the earlier try created. It is taken for that one
-	// if it pins as asked (where it started cannot be told once it moved).
-	var info *ternpb.SubscriptionInfo
-	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
-			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
-		})
-		return err
-	})
-	if retried && errors.Is(err, ErrSubExist) {
-		if got, derr := l.subscription(ctx, name); derr == nil && got.GetPin() == opts.Pin {
-			info, err = got, nil
-		}
-	}
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-// Subscription describes one of the log's subscriptions.
-func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	info, err := l.subscription(ctx, name)
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-// Subscriptions describes the log's subscriptions, by name.
-func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
-	if l.c.isClosed() {
-		return nil, ErrClosed
-	}
-	var resp *ternpb.ListSubscriptionsResponse
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		resp, err = api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]SubInfo, 0, len(resp.GetSubscriptions()))
-	for _, s := range resp.GetSubscriptions() {
-		infos = append(infos, subInfoFromProto(s))
-	}
-	return infos, nil
-}
-
-// DeleteSubscription deletes a subscription. Its subscriber, if any, fails
-// with ErrClosed.
-func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-	if retried && errors.Is(err, ErrSubNotFound) {
-		return nil // deleted by the try whose outcome was unknown
-	}
-	return err
-}
-
-// Seek moves a subscription's cursor to to, which must lie between the log's
-// Start and End, forwards or backwards. Its subscriber, if any, goes on from
-// there.
-func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
-		return err
-	})
-}
-
-// subscription describes a subscription.
-func (l *Log) subscription(ctx context.Context, name string) (*ternpb.SubscriptionInfo, error) {
-	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-	return info, err
-}
-
 // optionsFromProto reads the options a server describes, filling the fields
 // it left zero with the defaults.
 func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
@@ -602,13 +493,6 @@ func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
 		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
 		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()), ExtentUnknown: p.GetExtentUnknown(),
 	}, nil
-}
-
-func subInfoFromProto(p *ternpb.SubscriptionInfo) SubInfo {
-	return SubInfo{
-		Log: p.GetLog(), Name: p.GetName(), Created: unixNano(p.GetCreatedUnixNano()),
-		Cursor: Offset(p.GetCursor()), Pin: p.GetPin(), Lag: p.GetLag(),
-	}
 }
 
 // unixNano is the time n nanoseconds after the Unix epoch; 0 is the zero time.
