@@ -160,7 +160,7 @@ func (r *Reader) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 				}
 				return es, nil
 			}
-			if loop.cause == nil || !retryable(loop.cause) || r.l.c.isClosed() {
+			if loop.cause == nil || !retryable(loop.cause) || loop.halted() || r.l.c.isClosed() {
 				return nil, err
 			}
 			r.drop(loop)

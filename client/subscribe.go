@@ -155,7 +155,7 @@ func (s *Subscriber) NextBatch(ctx context.Context, max int) ([]Entry, error) {
 				s.took(es)
 				return es, nil
 			}
-			if loop.cause == nil || !retryable(loop.cause) || s.l.c.isClosed() {
+			if loop.cause == nil || !retryable(loop.cause) || loop.halted() || s.l.c.isClosed() {
 				return nil, err
 			}
 			s.drop(loop)
