@@ -307,3 +307,77 @@ func startTern(t *testing.T, name string, args ...string) *child {
 	})
 	return c
 }
+
+// A reader and a subscriber of a quorum log, through a client of a node
+// that stays up, ride through the kill -9 of the log's owner: once another
+// node serves the log, the reader returns the entries appended there after
+// the last one it returned, and the subscriber delivers them.
+func TestReadersFollowOwnerMove(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx := deadline(t)
+	first := openClient(t, c.nodes["n0"].addr)
+	l, err := first.CreateLog(ctx, "moving", tern.LogOptions{Mode: tern.ModeQuorum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CreateSubscription(ctx, "s", tern.SubOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const before, after = 50, 50
+	appendRange(t, l, 0, before)
+	dead := c.owner(t)
+	entry := "n0"
+	if entry == dead {
+		entry = "n1"
+	}
+	cl := openClient(t, c.nodes[entry].addr)
+	l, err = cl.OpenLog(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.OpenReader(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := l.Subscribe(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range before {
+		if e, err := r.Next(ctx); err != nil || e.Offset != tern.Offset(i) {
+			t.Fatalf("reader before the move: offset %d, %v; want %d", e.Offset, err, i)
+		}
+		e, err := s.Next(ctx)
+		if err != nil || e.Offset != tern.Offset(i) {
+			t.Fatalf("subscriber before the move: offset %d, %v; want %d", e.Offset, err, i)
+		}
+		if err := s.Ack(e.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.nodes[dead].kill9()
+	t.Logf("log served by %s, killed; the client is of %s", dead, entry)
+	appendRange(t, l, before, before+after) // once the log is served again
+	t.Logf("then served by %s", c.ownerOtherThan(t, dead))
+	for i := before; i < before+after; i++ {
+		e, err := r.Next(ctx)
+		if err != nil || e.Offset != tern.Offset(i) || string(e.Payload) != fmt.Sprintf("e-%d", i) {
+			t.Fatalf("reader after the move: offset %d (%q), %v; want %d", e.Offset, e.Payload, err, i)
+		}
+	}
+	for {
+		e, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("subscriber after the move: %v", err)
+		}
+		if string(e.Payload) != fmt.Sprintf("e-%d", e.Offset) {
+			t.Fatalf("subscriber after the move got %q at %d", e.Payload, e.Offset)
+		}
+		if e.Offset == before+after-1 {
+			break
+		}
+	}
+}
