@@ -179,7 +179,7 @@ type retrier struct {
 	b        backoff
 	deadline time.Time // from Options.RetryTimeout
 	hops     int       // redirects followed without a pause
-	tried    int       // tries that failed and were retried
+	unknown  bool      // a try that was retried failed with an unknown outcome
 }
 
 // newRetrier starts the tries of one operation now.
@@ -211,7 +211,9 @@ func (r *retrier) again(ctx context.Context, err error, addr string) error {
 	if pause > 0 && time.Now().Add(pause).After(r.deadline) {
 		return r.giveUp(err, addr)
 	}
-	r.tried++
+	// A NotOwnerError is an answer: the node did nothing. UNAVAILABLE may
+	// come after the work was done.
+	r.unknown = r.unknown || !errors.Is(rpcerr.Error(err), ErrNotOwner)
 	if pause == 0 {
 		return ctx.Err()
 	}
@@ -225,9 +227,9 @@ func (r *retrier) again(ctx context.Context, err error, addr string) error {
 	}
 }
 
-// retried reports whether an earlier try failed and was retried: the
-// outcome of a call that is not idempotent is then unknown.
-func (r *retrier) retried() bool { return r.tried > 0 }
+// retried reports whether an earlier try failed with an unknown outcome
+// and was retried: a call that is not idempotent may have been done by it.
+func (r *retrier) retried() bool { return r.unknown }
 
 // giveUp is the error of an operation whose last try failed with err.
 func (r *retrier) giveUp(err error, addr string) error {
@@ -246,9 +248,9 @@ func (l *Log) call(ctx context.Context, fn func(ctx context.Context, api ternpb.
 	return err
 }
 
-// callRetried is call, and reports whether a try failed and was retried
-// before the last (whose outcome is err): a call that is not idempotent may
-// then have been done by the earlier one.
+// callRetried is call, and reports whether a try before the last (whose
+// outcome is err) failed with an unknown outcome: a call that is not
+// idempotent may then have been done by that one.
 func (l *Log) callRetried(ctx context.Context, fn func(ctx context.Context, api ternpb.TernClient) error) (bool, error) {
 	if l.c.isClosed() {
 		return false, ErrClosed
