@@ -122,6 +122,15 @@ type Options struct {
 	// server started with --auth. Without TLS it crosses the network in
 	// the clear: use TLS beyond loopback. Only with Server.
 	Token string
+	// RetryTimeout bounds how long a call to Server, or a Reader or
+	// Subscriber of its logs reconnecting, keeps trying while the server
+	// cannot be reached (it restarts) or a log moves between the nodes of
+	// a cluster, when the call's ctx has no earlier deadline; past it, the
+	// call fails with the last error, which says "cannot reach the tern
+	// server at ..." when no node answered. Zero: 30 seconds
+	// (client.DefaultRetryTimeout); negative: no retries beyond a
+	// cluster's redirects. Only with Server.
+	RetryTimeout time.Duration
 
 	fs vfs.FS // the filesystem under the logs; tests swap it
 }
@@ -172,7 +181,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	case opts.Server != "" && opts.Dir != "":
 		return nil, fmt.Errorf("%w: Options.Dir and Options.Server are both set: a client works on a data directory or on a server", ErrInvalid)
 	case opts.Server != "":
-		c, err := client.Open(ctx, client.Options{Server: opts.Server, TLS: opts.TLS, Token: opts.Token})
+		c, err := client.Open(ctx, client.Options{Server: opts.Server, TLS: opts.TLS, Token: opts.Token, RetryTimeout: opts.RetryTimeout})
 		if err != nil {
 			return nil, err
 		}

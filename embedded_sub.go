@@ -252,7 +252,7 @@ func (l *embeddedLog) Subscribe(ctx context.Context, name string, opts ...ReadOp
 		return nil, err
 	}
 	if s.active != nil {
-		s.active.supersede(fmt.Errorf("%w: subscription %q was taken over by a newer subscriber", ErrClosed, name))
+		s.active.supersede(fmt.Errorf("%w: subscription %q has a newer subscriber", ErrTakenOver, name))
 	}
 	sub := &embeddedSubscriber{l: l, state: s, name: name, ticks: o.Ticks, maxBytes: o.MaxBatchBytes, eng: eng, release: release, r: r, gen: s.gen, delivered: s.acked}
 	sub.done, sub.cancel = context.WithCancel(context.Background())

@@ -36,6 +36,9 @@ var (
 	ErrCorrupt = client.ErrCorrupt
 	// ErrClosed: the client, log, writer or reader is closed.
 	ErrClosed = client.ErrClosed
+	// ErrTakenOver: a newer Subscriber of the subscription took it over;
+	// the older one's calls fail with it. It matches ErrClosed too.
+	ErrTakenOver = client.ErrTakenOver
 	// ErrLocked: another process has the data directory open.
 	ErrLocked = client.ErrLocked
 	// ErrUnsupported: the call is one this kind of client cannot make: a

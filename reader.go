@@ -10,6 +10,11 @@ import (
 //
 // A Reader that falls below the log's start (because of truncation or
 // retention) fails with a *TruncatedError.
+//
+// A Reader of a server's log rides through the server's restart and a move
+// of the log to another node: Next reconnects after the last entry it
+// returned, within the client's Options.RetryTimeout; the ticks sent
+// meanwhile are lost (docs/streaming.md).
 type Reader struct{ impl readerImpl }
 
 // readerImpl is a Reader of an embedded log or of a server's.
@@ -41,8 +46,10 @@ func (r *Reader) Close() error { return r.impl.Close() }
 // but not acknowledged, or acknowledged but not yet committed when the
 // process died, are delivered again to the next Subscriber. A subscription
 // has one Subscriber at a time; a new one takes over and the older one's
-// calls fail with ErrClosed. A Subscriber is not safe for concurrent use,
-// except Ack, which may be called from any goroutine.
+// calls fail with ErrTakenOver (which matches ErrClosed). A Subscriber is
+// not safe for concurrent use, except Ack, which may be called from any
+// goroutine. A Subscriber of a server's log rides through the server's
+// restart: Next reconnects, from the subscription's committed cursor.
 type Subscriber struct{ impl subscriberImpl }
 
 // subscriberImpl is a Subscriber of an embedded log or of a server's.

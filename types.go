@@ -133,3 +133,11 @@ func IfEnd(off Offset) AppendOption { return client.IfEnd(off) }
 func AsProducer(id, seq, acked uint64) AppendOption {
 	return func(o *client.AppendOptions) { o.Producer, o.Seq, o.Acked = id, seq, acked }
 }
+
+// WithReconnectNotify makes a Reader or Subscriber of a server's log call f
+// when its stream breaks and it starts reconnecting (the server restarts,
+// the log moves to another node), with the error that broke it, and again,
+// with nil, once it has reconnected. f runs in the goroutine that called
+// Next or NextBatch and must not call the Reader or Subscriber. An
+// embedded Reader never reconnects, and never calls f.
+func WithReconnectNotify(f func(err error)) ReadOption { return client.WithReconnectNotify(f) }

@@ -17,7 +17,11 @@
 // Every error of a gRPC call is mapped back to Tern's sentinels (package
 // rpcerr), so callers branch on them with errors.Is as they would on an
 // embedded log. In a cluster, a log's calls go to the node that serves it,
-// following the redirects of the other nodes.
+// following the redirects of the other nodes. A call that finds no server
+// (it restarts) or no node serving the log (it moves) is tried again, 10 to
+// 100 milliseconds apart, until its ctx ends but no longer than
+// Options.RetryTimeout; Readers and Subscribers reopen their streams where
+// they left off (route.go says which calls are safe to retry, and how).
 //
 // A server started with --tls-cert is reached with Options.TLS, one started
 // with --auth with Options.Token (or a client certificate in Options.TLS,
@@ -76,6 +80,15 @@ type Options struct {
 	// plaintext too, when TLS is nil, for a server on loopback: anywhere
 	// else, whoever sees the traffic sees the token, so use TLS.
 	Token string
+	// RetryTimeout bounds how long a call, or a Reader or Subscriber
+	// reconnecting, keeps trying while the server cannot be reached (a
+	// restart) or the log moves between the nodes of a cluster, when the
+	// caller's ctx has no earlier deadline: past it, the call fails with
+	// the last error, which says "cannot reach the tern server at ..." when
+	// no node answered. Tries are spaced by 10 to 100 milliseconds. Zero:
+	// DefaultRetryTimeout (30s); negative: no retry beyond the redirects
+	// of a cluster's nodes, which are still followed at once.
+	RetryTimeout time.Duration
 }
 
 // Client is a connection to a server. It is safe for concurrent use.
@@ -83,8 +96,11 @@ type Client struct {
 	addr  string
 	tls   *tls.Config // Options.TLS
 	token string      // Options.Token
-	conn  *grpc.ClientConn
-	api   ternpb.TernClient
+	// retryTimeout is Options.RetryTimeout with its default; 0 when
+	// negative.
+	retryTimeout time.Duration
+	conn         *grpc.ClientConn
+	api          ternpb.TernClient
 
 	mu     sync.Mutex
 	closed bool
@@ -108,6 +124,12 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{addr: opts.Server, tls: opts.TLS, token: opts.Token, open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	switch {
+	case opts.RetryTimeout == 0:
+		c.retryTimeout = DefaultRetryTimeout
+	case opts.RetryTimeout > 0:
+		c.retryTimeout = opts.RetryTimeout
+	}
 	conn, err := grpc.NewClient(opts.Server, c.dialOptions(opts.Server)...)
 	if err != nil {
 		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
@@ -237,9 +259,22 @@ func (c *Client) CreateLog(ctx context.Context, name string, opts LogOptions) (*
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	info, err := c.api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
+	// Not idempotent: a retry after an unknown outcome may find the log
+	// that the earlier try created. It is that one if its options are
+	// those asked for; a mode left empty is whatever the server chose.
+	var info *ternpb.LogInfo
+	l := &Log{c: c, name: name}
+	retried, err := l.callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		info, err = api.CreateLog(ctx, &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()})
+		return err
+	})
+	if retried && errors.Is(err, ErrExist) {
+		if got, derr := l.describe(ctx); derr == nil && sameOptions(got.GetOptions(), opts) {
+			info, err = got, nil
+		}
+	}
 	if err != nil {
-		return nil, c.err(err)
+		return nil, err
 	}
 	return c.newLog(info)
 }
@@ -284,10 +319,14 @@ func (c *Client) DeleteLog(ctx context.Context, name string) error {
 		return ErrClosed
 	}
 	// To the node that serves the log, which deletes it and gives it up.
-	return (&Log{c: c, name: name}).call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
+	retried, err := (&Log{c: c, name: name}).callRetried(ctx, func(ctx context.Context, api ternpb.TernClient) error {
 		_, err := api.DeleteLog(ctx, &ternpb.DeleteLogRequest{Name: name})
 		return err
 	})
+	if retried && errors.Is(err, ErrNotFound) {
+		return nil // deleted by the try whose outcome was unknown
+	}
+	return err
 }
 
 // ListLogs describes the logs whose names start with prefix, by name: it
@@ -320,9 +359,13 @@ func (c *Client) ListLogsPage(ctx context.Context, prefix, token string, size in
 	if size < 0 {
 		return LogPage{}, fmt.Errorf("%w: page size %d is negative", ErrInvalid, size)
 	}
-	resp, err := c.api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix, PageSize: int32(min(size, MaxListPageSize)), PageToken: token})
+	var resp *ternpb.ListLogsResponse
+	err := (&Log{c: c}).call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
+		resp, err = api.ListLogs(ctx, &ternpb.ListLogsRequest{Prefix: prefix, PageSize: int32(min(size, MaxListPageSize)), PageToken: token})
+		return err
+	})
 	if err != nil {
-		return LogPage{}, c.err(err)
+		return LogPage{}, err
 	}
 	page := LogPage{Logs: make([]LogInfo, 0, len(resp.GetLogs())), NextPageToken: resp.GetNextPageToken()}
 	for _, pi := range resp.GetLogs() {
@@ -345,6 +388,7 @@ type Log struct {
 
 	mu       sync.Mutex
 	at       string  // the address of the node serving the log; "" for the client's
+	named    string  // the last node a NotOwnerError named (route.go)
 	producer *Writer // the shared producer of Append, once started
 }
 
@@ -470,103 +514,6 @@ func (l *Log) Truncate(ctx context.Context, before Offset) error {
 	})
 }
 
-// CreateSubscription creates a durable subscription on the log.
-func (l *Log) CreateSubscription(ctx context.Context, name string, opts SubOptions) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.CreateSubscription(ctx, &ternpb.CreateSubscriptionRequest{
-			Log: l.name, Name: name, From: uint64(opts.From), FromEnd: opts.FromEnd, Pin: opts.Pin,
-		})
-		return err
-	})
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-// Subscription describes one of the log's subscriptions.
-func (l *Log) Subscription(ctx context.Context, name string) (SubInfo, error) {
-	if err := ValidateSubName(name); err != nil {
-		return SubInfo{}, err
-	}
-	if l.c.isClosed() {
-		return SubInfo{}, ErrClosed
-	}
-	info, err := l.subscription(ctx, name)
-	if err != nil {
-		return SubInfo{}, err
-	}
-	return subInfoFromProto(info), nil
-}
-
-// Subscriptions describes the log's subscriptions, by name.
-func (l *Log) Subscriptions(ctx context.Context) ([]SubInfo, error) {
-	if l.c.isClosed() {
-		return nil, ErrClosed
-	}
-	var resp *ternpb.ListSubscriptionsResponse
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		resp, err = api.ListSubscriptions(ctx, &ternpb.ListSubscriptionsRequest{Log: l.name})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]SubInfo, 0, len(resp.GetSubscriptions()))
-	for _, s := range resp.GetSubscriptions() {
-		infos = append(infos, subInfoFromProto(s))
-	}
-	return infos, nil
-}
-
-// DeleteSubscription deletes a subscription. Its subscriber, if any, fails
-// with ErrClosed.
-func (l *Log) DeleteSubscription(ctx context.Context, name string) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.DeleteSubscription(ctx, &ternpb.DeleteSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-}
-
-// Seek moves a subscription's cursor to to, which must lie between the log's
-// Start and End, forwards or backwards. Its subscriber, if any, goes on from
-// there.
-func (l *Log) Seek(ctx context.Context, name string, to Offset) error {
-	if err := ValidateSubName(name); err != nil {
-		return err
-	}
-	if l.c.isClosed() {
-		return ErrClosed
-	}
-	return l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.Seek(ctx, &ternpb.SeekRequest{Log: l.name, Name: name, To: uint64(to)})
-		return err
-	})
-}
-
-// subscription describes a subscription.
-func (l *Log) subscription(ctx context.Context, name string) (*ternpb.SubscriptionInfo, error) {
-	var info *ternpb.SubscriptionInfo
-	err := l.call(ctx, func(ctx context.Context, api ternpb.TernClient) (err error) {
-		info, err = api.DescribeSubscription(ctx, &ternpb.DescribeSubscriptionRequest{Log: l.name, Name: name})
-		return err
-	})
-	return info, err
-}
-
 // optionsFromProto reads the options a server describes, filling the fields
 // it left zero with the defaults.
 func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
@@ -575,6 +522,23 @@ func optionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 		return LogOptions{}, err
 	}
 	return o.WithDefaults()
+}
+
+// sameOptions reports whether p, the options of a log that exists, are
+// want, which has its defaults: a mode left empty in want is p's, with that
+// mode's defaults.
+func sameOptions(p *ternpb.LogOptions, want LogOptions) bool {
+	got, err := optionsFromProto(p)
+	if err != nil {
+		return false
+	}
+	if want.Mode == "" {
+		want.Mode = got.Mode
+		if want, err = want.WithDefaults(); err != nil {
+			return false
+		}
+	}
+	return got == want
 }
 
 func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
@@ -587,13 +551,6 @@ func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
 		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
 		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()), ExtentUnknown: p.GetExtentUnknown(),
 	}, nil
-}
-
-func subInfoFromProto(p *ternpb.SubscriptionInfo) SubInfo {
-	return SubInfo{
-		Log: p.GetLog(), Name: p.GetName(), Created: unixNano(p.GetCreatedUnixNano()),
-		Cursor: Offset(p.GetCursor()), Pin: p.GetPin(), Lag: p.GetLag(),
-	}
 }
 
 // unixNano is the time n nanoseconds after the Unix epoch; 0 is the zero time.

@@ -13,20 +13,31 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ternwal/tern/client/grpcopts"
 )
 
+// reconnectMax is the longest pause between two dials of a node that cannot
+// be reached.
+const reconnectMax = 250 * time.Millisecond
+
 // diagnoseTimeout bounds the connection diagnose makes.
 const diagnoseTimeout = 5 * time.Second
 
 // dialOptions are the options of a connection to the node at addr: the
 // client's TLS, checking that the node's certificate holds addr's host
-// unless Options.TLS names a ServerName, and its token.
+// unless Options.TLS names a ServerName, and its token. A connection that
+// broke is dialed again after at most reconnectMax, so that a server back
+// from a restart is found within that (gRPC's default waits up to 2
+// minutes, and fails the calls meanwhile).
 func (c *Client) dialOptions(addr string) []grpc.DialOption {
-	opts := grpcopts.Dial()
+	opts := append(grpcopts.Dial(), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: backoffFirst, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax},
+		MinConnectTimeout: 20 * time.Second, // gRPC's default
+	}))
 	if c.tls == nil {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	} else {

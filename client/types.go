@@ -117,6 +117,8 @@ type ReadOptions struct {
 	// MaxBatchBytes bounds the bytes of one NextBatch (WithMaxBatchBytes);
 	// zero is no bound.
 	MaxBatchBytes int
+
+	reconnect func(error) // WithReconnectNotify
 }
 
 // WithTicks makes the Reader or Subscriber return, besides entries, the time
@@ -131,6 +133,16 @@ func WithTicks() ReadOption { return func(o *ReadOptions) { o.Ticks = true } }
 // returns (a server sending it on) holds then about n bytes, however many
 // entries it asks for. n <= 0 is no bound, the default.
 func WithMaxBatchBytes(n int) ReadOption { return func(o *ReadOptions) { o.MaxBatchBytes = max(n, 0) } }
+
+// WithReconnectNotify makes a remote Reader or Subscriber call f when its
+// stream breaks and it starts reconnecting, with the error that broke it,
+// and again, with nil, once it has reconnected: a program that follows a
+// log can say so (tern read --follow does). f runs in the goroutine that
+// called Next or NextBatch, which reconnects, and must not call the Reader
+// or Subscriber. An embedded Reader never reconnects.
+func WithReconnectNotify(f func(err error)) ReadOption {
+	return func(o *ReadOptions) { o.reconnect = f }
+}
 
 // EntryBytes is what an entry counts for in byte limits: its payload plus
 // its property keys and values.
@@ -205,6 +217,9 @@ var (
 	ErrCorrupt = rpcerr.ErrCorrupt
 	// ErrClosed: the client, log, writer or reader is closed.
 	ErrClosed = rpcerr.ErrClosed
+	// ErrTakenOver: a newer Subscriber of the subscription took it over.
+	// It matches ErrClosed too.
+	ErrTakenOver = rpcerr.ErrTakenOver
 	// ErrLocked: another process has the data directory open.
 	ErrLocked = rpcerr.ErrLocked
 	// ErrUnsupported: the call is one this kind of client cannot make.

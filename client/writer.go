@@ -37,9 +37,9 @@ import (
 // unknown outcome: they go back to the front of the queue, in order, and
 // are sent again on a new stream, to the node that serves the log now.
 // The server answers a batch it had applied with its first offset. The
-// writer keeps trying for RetryTimeout after the failure, then fails the
-// batches it could not send. Only a newer writer session (ErrFenced) ends
-// it for good.
+// writer keeps trying, as route.go's policy says, for Options.RetryTimeout
+// after the failure, then fails the batches it could not get answered.
+// Only a newer writer session (ErrFenced) ends it for good.
 
 // maxRequestBytes is about the most batches' bytes the sender packs into
 // one request; a single larger batch goes alone.
@@ -48,10 +48,6 @@ const maxRequestBytes = 4 << 20
 // streamEndTimeout bounds how long closing a writer or subscriber waits for
 // the server to end the stream after the client has half-closed it.
 const streamEndTimeout = 5 * time.Second
-
-// appendRetryFor is how long a writer tries to get a batch answered after
-// its stream broke.
-const appendRetryFor = 30 * time.Second
 
 // Writer appends to a log. Only the newest writer session of a log can
 // append; an older one gets ErrFenced. A Writer is safe for concurrent use;
@@ -199,7 +195,7 @@ func (w *Writer) check(es []Entry, ges []grpcopts.Entry, h grpcopts.BatchHeader)
 // and everything queued is answered; then it half-closes the stream and
 // waits (a few seconds at most) for the server to end it.
 func (w *Writer) run() {
-	var wait time.Duration // before the next stream, while failing
+	var b backoff // between streams, while failing
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 {
@@ -221,10 +217,9 @@ func (w *Writer) run() {
 			// Every new stream while the writer is failing waits longer,
 			// up to a cap: the log may take a moment to come back.
 			if !failing {
-				wait = 0
+				b = backoff{}
 			} else {
-				wait = min(max(2*wait, 10*time.Millisecond), 200*time.Millisecond)
-				time.Sleep(wait)
+				time.Sleep(b.pause())
 			}
 			var err error
 			if s, err = w.open(); err != nil {
@@ -351,7 +346,7 @@ func (w *Writer) receive(s *appendStream) {
 			var err error
 			if r.Err != nil {
 				err = w.l.c.err(rpcerr.FromProto(r.Err))
-				if retryable(err) && !w.l.c.isClosed() {
+				if resendable(err) && !w.l.c.isClosed() {
 					retry = i
 					break
 				}
@@ -388,7 +383,7 @@ func (w *Writer) receive(s *appendStream) {
 func (w *Writer) broke(s *appendStream, err error) {
 	s.cancel()
 	if err == io.EOF {
-		err = errors.New("tern: the server ended the append stream without answering")
+		err = errStreamEnded
 	}
 	w.mu.Lock()
 	if w.s == s {
@@ -406,29 +401,33 @@ func (w *Writer) broke(s *appendStream, err error) {
 
 // retryOrFail handles a stream that broke or did not open with err: the
 // queue waits for the next stream if err says the server or the log's
-// node went away, and the writer has not tried for appendRetryFor yet;
-// otherwise every queued append fails.
+// node went away (route.go's policy), and the writer has not tried for
+// Options.RetryTimeout yet; otherwise every queued append fails.
 func (w *Writer) retryOrFail(err error) {
 	if w.l.c.isClosed() {
 		w.failAll(ErrClosed)
 		return
 	}
-	err = w.l.c.err(err)
+	mapped := w.l.c.err(err)
 	w.mu.Lock()
 	if w.failing.IsZero() {
 		w.failing = time.Now()
 	}
-	expired := time.Since(w.failing) > appendRetryFor
+	expired := time.Since(w.failing) > w.l.c.retryTimeout
 	w.signal()
 	w.mu.Unlock()
 	switch {
-	case errors.Is(err, ErrFenced):
-		w.fence(err)
-		w.failAll(err)
-	case !retryable(err):
-		w.failAll(err)
+	case errors.Is(mapped, ErrFenced):
+		w.fence(mapped)
+		w.failAll(mapped)
+	case !resendable(err):
+		w.failAll(mapped)
 	case expired:
-		w.failAll(fmt.Errorf("%w (the writer tried for %s; the outcome of the appends it had sent is unknown)", err, appendRetryFor))
+		what := "the tern server"
+		if unreachable(err) {
+			what = "the tern server at " + w.l.c.addr + " (is `tern serve` running?)"
+		}
+		w.failAll(fmt.Errorf("%w: the writer could not reach %s for %v (Options.RetryTimeout): the outcome of the appends it had sent is unknown", mapped, what, w.l.c.retryTimeout))
 	default:
 		w.l.redirect(err)
 	}
@@ -462,21 +461,23 @@ func (w *Writer) failAll(err error) {
 	}
 }
 
-// retryable reports whether an append that failed with err may be sent
-// again: the server or the connection went away, or the log moved.
-func retryable(err error) bool {
-	if errors.Is(err, ErrFenced) {
+// resendable reports whether an append that failed with err, as gRPC or
+// rpcerr.FromProto gave it, may be sent again: the policy of route.go,
+// and a stream this writer canceled because sending on it failed.
+func resendable(err error) bool {
+	mapped := rpcerr.Error(err)
+	switch {
+	case errors.Is(mapped, ErrFenced), errors.Is(mapped, ErrTakenOver):
 		return false
+	case errors.Is(mapped, ErrUnavailable), errors.Is(mapped, ErrClosed):
+		return true // a batch's result: the server's UNAVAILABLE, or its shutdown
 	}
-	if _, ok := rpcerr.As[*rpcerr.NotOwnerError](err); ok {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Canceled:
-		return true
-	}
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed)
+	return retryable(err) || status.Code(err) == codes.Canceled || errors.Is(err, errStreamEnded)
 }
+
+// errStreamEnded is a stream that the server ended without answering
+// everything sent on it.
+var errStreamEnded = errors.New("tern: the server ended the append stream without answering")
 
 // AppendTimeTick sends a time tick: an ordered marker that readers and
 // subscribers that asked WithTicks receive after every entry this writer

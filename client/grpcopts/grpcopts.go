@@ -9,6 +9,13 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
+// FromHeader is the response header in which the server tells a Read stream
+// the offset it opened at: from_start and from_end resolved to the log's
+// start or end then (a decimal number). A client that reconnects a reader
+// which returned no entry yet reopens there, so that it skips nothing
+// appended meanwhile.
+const FromHeader = "tern-from"
+
 // MaxMessageBytes bounds one gRPC message each way: an append request, and
 // a response of the Read and Subscribe streams. It leaves room for a batch
 // of entries of tern.DefaultMaxEntryBytes and more.

@@ -63,6 +63,20 @@ var (
 	ErrPermissionDenied = errors.New("tern: permission denied")
 )
 
+// ErrTakenOver: a newer subscriber of the subscription took it over, and
+// this one is done. It matches ErrClosed too. Unlike a server's ErrClosed,
+// which a client retries (the server is going away), it is final: a client
+// that reopened would take the subscription back, and the two would take
+// turns.
+var ErrTakenOver error = takenOverError{}
+
+type takenOverError struct{}
+
+func (takenOverError) Error() string { return "tern: subscriber taken over" }
+
+// Is makes errors.Is(err, ErrClosed) hold.
+func (takenOverError) Is(target error) bool { return target == ErrClosed }
+
 // ErrTLS is the client's alone and never crosses the wire, which it failed
 // to reach: Open could not agree on TLS with the server (one side speaks
 // TLS and the other does not, or one refused the other's certificate).
@@ -178,6 +192,7 @@ var mappings = []mapping{
 	{ErrOutOfRange, codes.OutOfRange, "OUT_OF_RANGE"},
 	{ErrFenced, codes.FailedPrecondition, "FENCED"},
 	{ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
+	{ErrTakenOver, codes.FailedPrecondition, "TAKEN_OVER"}, // before ErrClosed, which it matches
 	{ErrNotFound, codes.NotFound, "LOG_NOT_FOUND"},
 	{ErrSubNotFound, codes.NotFound, "SUBSCRIPTION_NOT_FOUND"},
 	{ErrExist, codes.AlreadyExists, "LOG_EXISTS"},

@@ -37,6 +37,11 @@ they are appended until interrupted. --from-end starts where the log ends when
 the command starts: with --follow, it prints only the entries appended from
 then on.
 
+On a server, a reader whose server restarts, or whose log moves to another
+node, says so on stderr, reconnects and goes on after the last entry it
+printed: it prints no entry twice and skips none. It gives up when the server
+cannot be reached for 30 seconds.
+
 --format text prints each payload followed by a newline. --format json prints
 one object per line:
 
@@ -76,7 +81,7 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 			if tern.Offset(from) > info.End {
 				return fmt.Errorf("offset %d is beyond the end of log %q, which the next append will give offset %d: read from at most there", from, l.Name(), info.End)
 			}
-			r, err := l.OpenReader(ctx, tern.Offset(from))
+			r, err := l.OpenReader(ctx, tern.Offset(from), a.reconnectNotify())
 			if err != nil {
 				return readError(l.Name(), err)
 			}
@@ -133,6 +138,18 @@ func readEntries(ctx context.Context, l *tern.Log, r *tern.Reader, next, end ter
 		}
 	}
 	return bw.Flush()
+}
+
+// reconnectNotify is the read option that says on stderr when a reader or
+// subscriber of a server's log lost the server, and when it is back.
+func (a *app) reconnectNotify() tern.ReadOption {
+	return tern.WithReconnectNotify(func(err error) {
+		if err != nil {
+			fmt.Fprintf(a.stderr, "tern: lost the server at %s, reconnecting: %v\n", a.server, err)
+		} else {
+			fmt.Fprintf(a.stderr, "tern: reconnected to the server at %s\n", a.server)
+		}
+	})
 }
 
 // readError explains a read below the log's start.

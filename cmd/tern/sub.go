@@ -248,7 +248,13 @@ Each entry is acknowledged once it is printed (and stdout flushed), and the
 cursor is committed when the command ends: delivery is at least once, so an
 interrupted consume prints again, next time, at most the entries it had
 printed but not yet committed. Only one consumer of a subscription runs at a
-time: a new one takes over from the older.`,
+time: a new one takes over from the older.
+
+On a server, a consumer whose server restarts, or whose log moves to another
+node, says so on stderr, reconnects and goes on from the subscription's
+committed cursor: it may print again the entries printed since the last
+commit (at least once), and loses none. It gives up when the server cannot
+be reached for 30 seconds.`,
 		Args: exactArgs("LOG", "SUB"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			write, err := entryWriter(cmd, format)
@@ -268,7 +274,7 @@ time: a new one takes over from the older.`,
 			if err != nil {
 				return err
 			}
-			s, err := l.Subscribe(ctx, args[1])
+			s, err := l.Subscribe(ctx, args[1], a.reconnectNotify())
 			if err != nil {
 				return a.consumeErr(args[0], args[1], err)
 			}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/grpcopts"
@@ -52,7 +55,9 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 		return wire(err)
 	}
 	defer r.Close()
-	if err := stream.SendHeader(nil); err != nil { // the reader is open: ticks reach it from now on
+	// The reader is open: ticks reach it from now on. The header says where,
+	// for a client that reconnects before it got an entry.
+	if err := stream.SendHeader(metadata.Pairs(grpcopts.FromHeader, strconv.FormatUint(uint64(from), 10))); err != nil {
 		return wire(s.streamErr("read", err))
 	}
 	info, err := l.Info(ctx)

@@ -199,7 +199,8 @@ func TestEtcdCorruptAtStart(t *testing.T) {
 }
 
 // An external etcd that stops answering: calls that need metadata fail
-// with UNAVAILABLE (ErrUnavailable, which a client may retry), never
+// with UNAVAILABLE (ErrUnavailable, which the client retries until its
+// RetryTimeout), never
 // INTERNAL and never hanging; /readyz says the metadata store does not
 // answer and tern_etcd_up is 0; the server stays up, and once etcd is back
 // it is ready again and nothing acknowledged is lost.
@@ -207,8 +208,13 @@ func TestEtcdUnreachable(t *testing.T) {
 	ec := startEtcdCluster(t, 1)
 	data := filepath.Join(t.TempDir(), "data")
 	s := startServer(t, data, "--etcd", strings.Join(ec.Endpoints(), ","))
-	c := openClient(t, s.addr)
 	ctx := deadline(t)
+	// A client retries UNAVAILABLE for RetryTimeout, then returns it.
+	c, err := tern.Open(ctx, tern.Options{Server: s.addr, RetryTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	l, err := c.CreateLog(ctx, "kept", tern.LogOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -32,8 +32,14 @@ func TestServerKill9(t *testing.T) {
 }
 
 func testServerKill9(t *testing.T, srv *server, opts tern.LogOptions) {
-	c := openClient(t, srv.addr)
 	ctx := deadline(t)
+	// The subscriber gives up a second after the kill, rather than ride
+	// through the restart (resume_test.go has that).
+	c, err := tern.Open(ctx, tern.Options{Server: srv.addr, RetryTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	l, err := c.CreateLog(ctx, "kill", opts)
 	if err != nil {
 		t.Fatal(err)
