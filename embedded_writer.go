@@ -74,7 +74,7 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry) pendingImpl {
 	if w.closed {
 		return failedPending{ErrClosed}
 	}
-	p, err := w.eng.Append(w.epoch, recs)
+	p, err := w.eng.Append(w.epoch, recs, engine.AppendOptions{})
 	if err != nil {
 		return failedPending{err}
 	}

@@ -14,6 +14,10 @@ type Append struct {
 	Count    uint32
 }
 
+// AppendBytes bounds the bytes one append adds to a batch's appends
+// section: a run's producer and length, a sequence and a count.
+const AppendBytes = 4 * binary.MaxVarintLen64
+
 // appendsSection builds the appends section of a batch as entries are
 // added, keeping its encoded size up to date so that Builder.Bytes stays
 // exact and cheap.

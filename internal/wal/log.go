@@ -201,7 +201,7 @@ func (l *Log) recover() error {
 			Err: fmt.Errorf("the log ends at offset %d, but it was closed at offset %d: the segments holding the rest are missing", l.tail, closedAt)})
 	}
 	l.end = l.tail
-	return nil
+	return l.restoreDedup()
 }
 
 // closedHint adds to a corruption found at recovery what a person can do
