@@ -19,7 +19,7 @@ type Group struct {
 	Epoch   uint64
 	MaxTime int64     // the newest entry's time
 	Queued  time.Time // when the group was started
-	// Conditional: the group holds an append made with IfEnd, which was
+	// Conditional: the group is one append made with IfEnd, which was
 	// checked against the offsets the queue predicted. It must be
 	// committed at those offsets or not at all (see Queue.Rewind).
 	Conditional bool
@@ -83,7 +83,9 @@ type Queue struct {
 // An append with a producer that the Dedup finds is not appended again:
 // the original's Pending is returned (started false). A conditional
 // append (o.IfEnd) fails with a *rpcerr.EndMismatchError unless End is
-// o.End; as a duplicate it is answered as one, whatever the end.
+// o.End; as a duplicate it is answered as one, whatever the end. A
+// conditional append is a group of its own, committed in the same round as
+// the groups around it.
 func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now time.Time) (Pending, bool, error) {
 	if len(entries) == 0 {
 		return Pending{}, false, errors.New("engine: append of no entries")
@@ -106,7 +108,10 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 	}
 	var g *Group
 	started := false
-	if n := len(q.groups); n > 0 && !q.groups[n-1].IsTick && q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
+	// A conditional append is a group, and so a batch, of its own: if the
+	// groups ahead fail, Rewind fails it alone.
+	if n := len(q.groups); n > 0 && !o.IfEnd && !q.groups[n-1].IsTick && !q.groups[n-1].Conditional &&
+		q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
 		g = q.groups[n-1]
 	} else {
 		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
@@ -142,10 +147,10 @@ func (q *Queue) End() uint64 { return q.taken + q.queued }
 func (q *Queue) SetEnd(end uint64) { q.taken = end }
 
 // Rewind tells the queue that the groups taken end at end after all: some
-// failed without taking their offsets. The queued groups that hold a
-// conditional append were checked against the end it predicted, so they
-// fail with err, which failed the groups ahead of them; the others stay
-// queued, to commit at their new offsets.
+// failed without taking their offsets. The queued conditional appends were
+// checked against the end it predicted, so they fail with err, which
+// failed the groups ahead of them; the other appends stay queued, to
+// commit at their new offsets.
 func (q *Queue) Rewind(end uint64, err error) {
 	if end == q.taken {
 		return

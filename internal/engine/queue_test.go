@@ -63,21 +63,23 @@ func TestQueueIfEnd(t *testing.T) {
 	if me, ok := rpcerr.As[*rpcerr.EndMismatchError](err); !ok || me.Expected != 10 || me.End != 12 || !errors.Is(err, rpcerr.ErrConditionFailed) {
 		t.Fatalf("IfEnd 10 with 2 entries queued at 10: %v, want an EndMismatchError at end 12", err)
 	}
-	// In the same group as other appends.
+	// Among other appends: a group of its own, committed in the same
+	// round as the others.
 	add(t, q, 3, AppendOptions{})
 	p := add(t, q, 1, AppendOptions{IfEnd: true, End: 15})
-	if q.Len() != 1 {
-		t.Fatalf("%d groups, want the appends in one", q.Len())
+	add(t, q, 1, AppendOptions{})
+	if q.Len() != 4 {
+		t.Fatalf("%d groups, want each conditional append in one of its own", q.Len())
 	}
 	// And counting the groups taken and in flight.
 	gs := commit(q, 10)
-	if q.End() != 16 {
-		t.Fatalf("End %d with 6 entries in flight from 10, want 16", q.End())
+	if q.End() != 17 {
+		t.Fatalf("End %d with 7 entries in flight from 10, want 17", q.End())
 	}
-	if _, _, err := q.Add(1, entries(1), AppendOptions{IfEnd: true, End: 15}, time.Time{}); !errors.Is(err, rpcerr.ErrConditionFailed) {
+	if _, _, err := q.Add(1, entries(1), AppendOptions{IfEnd: true, End: 16}, time.Time{}); !errors.Is(err, rpcerr.ErrConditionFailed) {
 		t.Fatalf("IfEnd below the entries in flight: %v", err)
 	}
-	add(t, q, 1, AppendOptions{IfEnd: true, End: 16})
+	add(t, q, 1, AppendOptions{IfEnd: true, End: 17})
 	finishAll(gs, nil)
 	if off, err := p.Wait(t.Context()); err != nil || off != 15 {
 		t.Fatalf("conditional append in a group: offset %d, %v; want 15", off, err)
@@ -91,23 +93,25 @@ func TestQueueRewind(t *testing.T) {
 	add(t, q, 2, AppendOptions{})
 	gs := commit(q, 0)
 	plain := add(t, q, 1, AppendOptions{})
-	q.MaxBatchBytes = 0 // one group per append from here on
 	cond := add(t, q, 1, AppendOptions{IfEnd: true, End: 3})
+	after := add(t, q, 1, AppendOptions{})
 	boom := errors.New("disk full")
 	finishAll(gs, boom)
 	q.Rewind(0, boom)
 	if _, err := cond.Wait(t.Context()); err != boom {
 		t.Fatalf("conditional append behind a failed round: %v, want the round's error", err)
 	}
-	if q.Len() != 1 || q.End() != 1 {
-		t.Fatalf("after the rewind: %d groups, end %d; want the plain append alone, end 1", q.Len(), q.End())
+	if q.Len() != 2 || q.End() != 2 {
+		t.Fatalf("after the rewind: %d groups, end %d; want the plain appends, end 2", q.Len(), q.End())
 	}
 	gs = commit(q, 0)
 	finishAll(gs, nil)
-	if off, err := plain.Wait(t.Context()); err != nil || off != 0 {
-		t.Fatalf("plain append after the rewind: offset %d, %v; want 0", off, err)
+	for want, p := range []Pending{plain, after} {
+		if off, err := p.Wait(t.Context()); err != nil || off != uint64(want) {
+			t.Fatalf("plain append after the rewind: offset %d, %v; want %d", off, err, want)
+		}
 	}
-	q.Rewind(1, boom) // where it is already: nothing fails
+	q.Rewind(2, boom) // where it is already: nothing fails
 }
 
 func TestQueueDedup(t *testing.T) {
