@@ -189,18 +189,18 @@ type Log struct {
 	cache      []cached // acknowledged fragments, oldest first
 	cacheBytes int64
 
-	queue    engine.Queue // appended, not yet cut into a fragment
+	queue engine.Queue // appended, not yet cut into a fragment
 	// dedupEnd is the end of the log when load last rebuilt the queue's
 	// Dedup from its batches (dedupRead); only load touches them.
 	dedupEnd  uint64
 	dedupRead bool
-	next     uint64       // the offset the next entry cut into a fragment gets
-	inflight []*frag      // cut, not yet acknowledged, in order
-	fencing  bool         // Fence is under way: the flusher waits
-	busy     bool         // the flusher is creating or sealing a segment
-	wake     chan struct{}
-	flushed  chan struct{} // closed when the flusher has exited
-	uploads  sync.WaitGroup
+	next      uint64  // the offset the next entry cut into a fragment gets
+	inflight  []*frag // cut, not yet acknowledged, in order
+	fencing   bool    // Fence is under way: the flusher waits
+	busy      bool    // the flusher is creating or sealing a segment
+	wake      chan struct{}
+	flushed   chan struct{} // closed when the flusher has exited
+	uploads   sync.WaitGroup
 
 	// Quorum mode:
 	// With a Placement:
