@@ -1,6 +1,7 @@
 package objlog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -9,33 +10,43 @@ import (
 	"github.com/ternwal/tern/internal/record"
 )
 
+// dedupReach is engine.DedupReachBytes, which tests lower.
+var dedupReach int64 = engine.DedupReachBytes
+
 // restored is one append read back from the log, for the Dedup.
 type restored struct {
 	producer, seq, off uint64
 	count              uint32
 }
 
-// readDedup reads the appends of the newest objects of segs, the log's
-// segments as load found them, until it has read engine.DedupReachBytes or
-// the whole log: whole objects, fetched in parallel, from the bucket or
-// from where a placed segment's fragments are. It returns them oldest
-// first.
+// readDedup reads the appends of the newest batches of segs, the log's
+// segments as load found them, dedupReach bytes of them (to within a
+// batch) or the whole log: the newest objects, fetched in parallel, from
+// the bucket or from where a placed segment's fragments are, and of the
+// oldest of them, if it is larger than what is left to read, only its
+// end, from the first batch found there. It returns them oldest first.
 func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 	type get struct {
-		key  string
-		src  Ranger
-		base uint64
-		size int64
+		key      string
+		src      Ranger
+		from     int64 // where in the object to start reading
+		size     int64
+		end      uint64 // the offset after the object's last entry
+		searched bool   // from is not a batch boundary: search for one
 	}
 	var gets []get
-	reach := int64(engine.DedupReachBytes)
+	reach := dedupReach
 	l.mu.Lock()
 	for i := len(segs) - 1; i >= 0 && reach > 0; i-- {
 		s := segs[i]
 		src := l.source(s)
 		for j := len(s.objs) - 1; j >= 0 && reach > 0; j-- {
 			o := s.objs[j]
-			gets = append(gets, get{key: l.segPrefix(s.m.Seq) + o.key, src: src, base: o.base, size: o.bytes})
+			g := get{key: l.segPrefix(s.m.Seq) + o.key, src: src, size: o.bytes, end: o.end}
+			if o.bytes > reach {
+				g.from, g.searched = o.bytes-reach, true
+			}
+			gets = append(gets, g)
 			reach -= o.bytes
 		}
 	}
@@ -43,15 +54,18 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 	found := make([][]restored, len(gets))
 	err := parallel(len(gets), 16, func(i int) error {
 		g := gets[len(gets)-1-i] // oldest first
-		data := make([]byte, g.size)
-		if _, err := g.src.GetRange(ctx, g.key, 0, data); err != nil {
+		data := make([]byte, g.size-g.from)
+		if _, err := g.src.GetRange(ctx, g.key, g.from, data); err != nil {
 			return fmt.Errorf("objlog: read %s to deduplicate: %w", g.key, err)
+		}
+		if g.searched {
+			data = batchesAfter(data, g.end)
 		}
 		var scratch []record.Append
 		for pos := 0; pos < len(data); {
 			b, err := record.Decode(data[pos:])
 			if err != nil {
-				return &rpcerr.CorruptError{Path: g.key, Pos: int64(pos), Err: err}
+				return &rpcerr.CorruptError{Path: g.key, Pos: g.from + int64(pos), Err: err}
 			}
 			if b.Flags&record.FlagAppends != 0 {
 				off := b.BaseOffset
@@ -74,6 +88,39 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 		all = append(all, f...)
 	}
 	return all, nil
+}
+
+// batchesAfter returns the end of data, bytes from the middle of an object
+// whose batches end at offset end, from its first position where whole
+// batches, their offsets dense, fill the rest and end at end: the first
+// batch boundary, unless a payload holds what looks like batches up to
+// the end, CRCs included. Without one it returns nothing.
+func batchesAfter(data []byte, end uint64) []byte {
+	for i := 0; i+record.HeaderBytes <= len(data); i++ {
+		k := bytes.Index(data[i:], []byte(record.Magic))
+		if k < 0 {
+			break
+		}
+		i += k
+		if wholeBatches(data[i:], end) {
+			return data[i:]
+		}
+	}
+	return nil
+}
+
+// wholeBatches reports whether data is valid batches, dense, ending at end.
+func wholeBatches(data []byte, end uint64) bool {
+	next, first := uint64(0), true
+	for len(data) > 0 {
+		b, err := record.Decode(data)
+		if err != nil || (!first && b.BaseOffset != next) {
+			return false
+		}
+		next, first = b.NextOffset(), false
+		data = data[b.Length:]
+	}
+	return !first && next == end
 }
 
 // restoreDedup rebuilds the queue's Dedup from what readDedup found, and

@@ -9,6 +9,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
+	"github.com/ternwal/tern/internal/record"
 )
 
 // A writer whose uploads were stored but whose responses were lost fails
@@ -90,5 +91,72 @@ func TestIfEndObject(t *testing.T) {
 		if off, err := p.Wait(t.Context()); err != nil || off != uint64(3+i) {
 			t.Fatalf("conditional append %d: offset %d, %v", i, off, err)
 		}
+	}
+}
+
+// After compaction into objects larger than the reach, a reopen reads
+// only the end of the newest one, from a batch boundary it finds there:
+// the newest appends are deduplicated, and older sequences of the same
+// producers are refused rather than appended again.
+func TestDedupReachInCompactedObject(t *testing.T) {
+	defer func(r int64) { dedupReach = r }(dedupReach)
+	dedupReach = 700
+	e := newEnv(t, blob.NewMem())
+	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 4, CompactBytes: 1 << 20}
+	l := e.open(tuning)
+	epoch := e.Writer(l)
+	keys := objlogtest.Keys(2, 40)
+	acked, err := objlogtest.AppendKeys(l, epoch, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = e.open(tuning)
+	if n, err := l.Compact(t.Context()); err != nil || n == 0 {
+		t.Fatalf("Compact: %d, %v", n, err)
+	}
+	l.Close()
+	l = e.open(tuning)
+	defer l.Close()
+	epoch = e.Writer(l)
+	last := keys[len(keys)-1]
+	got, err := objlogtest.AppendKeys(l, epoch, []objlogtest.Key{last})
+	if err != nil || got[last] != acked[last] {
+		t.Fatalf("retry of the newest append: offset %d, %v; want %d", got[last], err, acked[last])
+	}
+	_, err = l.Append(epoch, keys[0].Entries(), engine.AppendOptions{Producer: keys[0].Producer, Seq: keys[0].Seq})
+	if !errors.Is(err, rpcerr.ErrInvalid) {
+		t.Fatalf("retry of an append beyond the reach: %v, want ErrInvalid", err)
+	}
+}
+
+func TestBatchesAfter(t *testing.T) {
+	var data []byte
+	var bounds []int
+	base := uint64(10)
+	for i := range 20 {
+		bounds = append(bounds, len(data))
+		es := objlogtest.Key{Producer: 1, Seq: uint64(i + 1)}.Entries()
+		// A payload that looks like a batch's start.
+		es[0].Payload = append(es[0].Payload, record.Magic...)
+		data = append(data, record.EncodeAppends(base, 1, es, []record.Append{{Producer: 1, Seq: uint64(i + 1), Count: uint32(len(es))}})...)
+		base += uint64(len(es))
+	}
+	for from := range len(data) {
+		want := len(data)
+		for _, b := range bounds {
+			if b >= from {
+				want = b
+				break
+			}
+		}
+		if got := batchesAfter(data[from:], base); len(got) != len(data)-want {
+			t.Fatalf("from %d: %d bytes of batches, want %d", from, len(got), len(data)-want)
+		}
+	}
+	if got := batchesAfter(data[3:], base+1); got != nil {
+		t.Fatal("batches that end elsewhere were taken")
 	}
 }
