@@ -18,11 +18,10 @@ const (
 	// the least recently used one is forgotten first.
 	DedupProducers = 1024
 	// DedupReachBytes is how far back from its end an engine reads a
-	// log's batches when it opens the log, to rebuild its Dedup: at least
-	// this many bytes of batches (whole segments or objects, from the
-	// nearest batch boundary it can find before), or the whole log if it
-	// is smaller. An append further back is not deduplicated after a
-	// reopen.
+	// log's batches to rebuild its Dedup after opening the log (see
+	// DedupLoad): this many bytes of batches, to within a batch, or the
+	// whole log if it is smaller. An append further back is not
+	// deduplicated after a reopen.
 	DedupReachBytes = 16 << 20
 )
 
@@ -40,7 +39,7 @@ const (
 // a second time. A producer dropped whole is unknown again: its next
 // append is taken as new, so a retry that comes after its producer was
 // dropped may be appended twice. Recovery (Restore) rebuilds the table
-// from the batches an engine reads back when it opens a log.
+// from the batches an engine reads back after it opens a log.
 //
 // The log's mutex guards a Dedup; it does no I/O. The zero value is an
 // empty table.
@@ -149,21 +148,33 @@ func (d *Dedup) Record(id, seq uint64, count int, p Pending) {
 	d.add(id, seq, count, 0, p, false)
 }
 
-// RestoreBatch restores the appends of b, a batch read back from the log,
-// oldest batch first.
-func (d *Dedup) RestoreBatch(b record.Batch, scratch []record.Append) []record.Append {
+// Applied is an append of a producer found in the log.
+type Applied struct {
+	Producer, Seq, Offset uint64
+	Count                 uint32
+}
+
+// AppliedIn appends to dst the appends of producers that b, a batch read
+// back from the log, holds, and returns it.
+func AppliedIn(b record.Batch, dst []Applied) []Applied {
 	if b.Flags&record.FlagAppends == 0 {
-		return scratch
+		return dst
 	}
-	scratch = b.Appends(scratch[:0])
 	off := b.BaseOffset
-	for _, a := range scratch {
+	for _, a := range b.Appends(nil) {
 		if a.Producer != 0 {
-			d.Restore(a.Producer, a.Seq, int(a.Count), off)
+			dst = append(dst, Applied{Producer: a.Producer, Seq: a.Seq, Offset: off, Count: a.Count})
 		}
 		off += uint64(a.Count)
 	}
-	return scratch
+	return dst
+}
+
+// RestoreAll restores the appends found in the log, oldest first.
+func (d *Dedup) RestoreAll(as []Applied) {
+	for _, a := range as {
+		d.Restore(a.Producer, a.Seq, int(a.Count), a.Offset)
+	}
 }
 
 // Restore adds the append seq of producer id, of count entries at first

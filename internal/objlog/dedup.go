@@ -3,6 +3,7 @@ package objlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ternwal/tern/client/rpcerr"
@@ -13,19 +14,48 @@ import (
 // dedupReach is engine.DedupReachBytes, which tests lower.
 var dedupReach int64 = engine.DedupReachBytes
 
-// restored is one append read back from the log, for the Dedup.
-type restored struct {
-	producer, seq, off uint64
-	count              uint32
+// loadDedup rebuilds the log's deduplication table, the first time an
+// append with a producer needs it (and again after a newer writer
+// elsewhere moved the end), from the newest batches. Appends of producers
+// wait for it (they call it first); the flusher goes on meanwhile, and
+// what it uploads after the segments were looked at holds no append of a
+// producer. An object deleted under it (compaction, offload) makes it look
+// again; a failure fails the append with rpcerr.ErrUnavailable, and the
+// next one tries again.
+func (l *Log) loadDedup() error {
+	return l.dedupLoad.Ensure(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.RetryTimeout)
+		defer cancel()
+		var err error
+		for range 3 {
+			var found []engine.Applied
+			if found, err = l.readApplied(ctx); err == nil {
+				l.mu.Lock()
+				l.queue.Dedup.RestoreAll(found)
+				l.mu.Unlock()
+				return nil
+			}
+			if !isNotFound(err) {
+				break
+			}
+			if err = l.refreshOffloaded(ctx); err != nil {
+				break
+			}
+		}
+		if errors.Is(err, rpcerr.ErrCorrupt) {
+			return err
+		}
+		return fmt.Errorf("%w: objlog: reading back the appends of %s to deduplicate: %v", rpcerr.ErrUnavailable, l.opts.Prefix, err)
+	})
 }
 
-// readDedup reads the appends of the newest batches of segs, the log's
-// segments as load found them, dedupReach bytes of them (to within a
-// batch) or the whole log: the newest objects, fetched in parallel, from
-// the bucket or from where a placed segment's fragments are, and of the
-// oldest of them, if it is larger than what is left to read, only its
-// end, from the first batch found there. It returns them oldest first.
-func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
+// readApplied reads the appends of producers in the newest batches of the
+// log, dedupReach bytes of them (to within a batch) or the whole log: the
+// newest objects, fetched in parallel, from the bucket or from where a
+// placed segment's fragments are, and of the oldest of them, if it is
+// larger than what is left to read, only its end, from the first batch
+// found there. It returns them oldest first.
+func (l *Log) readApplied(ctx context.Context) ([]engine.Applied, error) {
 	type get struct {
 		key      string
 		src      Ranger
@@ -37,8 +67,8 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 	var gets []get
 	reach := dedupReach
 	l.mu.Lock()
-	for i := len(segs) - 1; i >= 0 && reach > 0; i-- {
-		s := segs[i]
+	for i := len(l.segs) - 1; i >= 0 && reach > 0; i-- {
+		s := l.segs[i]
 		src := l.source(s)
 		for j := len(s.objs) - 1; j >= 0 && reach > 0; j-- {
 			o := s.objs[j]
@@ -51,7 +81,7 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 		}
 	}
 	l.mu.Unlock()
-	found := make([][]restored, len(gets))
+	found := make([][]engine.Applied, len(gets))
 	err := parallel(len(gets), 16, func(i int) error {
 		g := gets[len(gets)-1-i] // oldest first
 		data := make([]byte, g.size-g.from)
@@ -61,21 +91,12 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 		if g.searched {
 			data = batchesAfter(data, g.end)
 		}
-		var scratch []record.Append
 		for pos := 0; pos < len(data); {
 			b, err := record.Decode(data[pos:])
 			if err != nil {
 				return &rpcerr.CorruptError{Path: g.key, Pos: g.from + int64(pos), Err: err}
 			}
-			if b.Flags&record.FlagAppends != 0 {
-				off := b.BaseOffset
-				for _, a := range b.Appends(scratch[:0]) {
-					if a.Producer != 0 {
-						found[i] = append(found[i], restored{a.Producer, a.Seq, off, a.Count})
-					}
-					off += uint64(a.Count)
-				}
-			}
+			found[i] = engine.AppliedIn(b, found[i])
 			pos += int(b.Length)
 		}
 		return nil
@@ -83,7 +104,7 @@ func (l *Log) readDedup(ctx context.Context, segs []*seg) ([]restored, error) {
 	if err != nil {
 		return nil, err
 	}
-	var all []restored
+	var all []engine.Applied
 	for _, f := range found {
 		all = append(all, f...)
 	}
@@ -121,15 +142,4 @@ func wholeBatches(data []byte, end uint64) bool {
 		data = data[b.Length:]
 	}
 	return !first && next == end
-}
-
-// restoreDedup rebuilds the queue's Dedup from what readDedup found, and
-// tells the queue where the log ends. The caller holds mu, and no append
-// is queued or in flight.
-func (l *Log) restoreDedup(found []restored) {
-	l.queue.Dedup.Reset()
-	for _, r := range found {
-		l.queue.Dedup.Restore(r.producer, r.seq, int(r.count), r.off)
-	}
-	l.queue.SetEnd(l.next)
 }

@@ -160,3 +160,36 @@ func TestBatchesAfter(t *testing.T) {
 		t.Fatal("batches that end elsewhere were taken")
 	}
 }
+
+// A process whose table is loaded loses the log to another writer, which
+// appends, and takes it back: the table is read back again, and the other
+// writer's appends are deduplicated too.
+func TestDedupReloadAfterAnotherWriter(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond}
+	a := e.open(tuning)
+	defer a.Close()
+	keys := objlogtest.Keys(2, 20)
+	if _, err := objlogtest.AppendKeys(a, e.Writer(a), keys[:20]); err != nil {
+		t.Fatal(err)
+	}
+	b := e.open(tuning)
+	ackedB, err := objlogtest.AppendKeys(b, e.Writer(b), keys[20:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ea := e.Writer(a)
+	answered, err := objlogtest.AppendKeys(a, ea, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, off := range ackedB {
+		if answered[k] != off {
+			t.Fatalf("retry of %+v, appended by the other writer at %d, answered %d", k, off, answered[k])
+		}
+	}
+	objlogtest.RetryAll(t, a, ea, keys, objlogtest.Placed(t, a))
+}

@@ -190,10 +190,9 @@ type Log struct {
 	cacheBytes int64
 
 	queue engine.Queue // appended, not yet cut into a fragment
-	// dedupEnd is the end of the log when load last rebuilt the queue's
-	// Dedup from its batches (dedupRead); only load touches them.
-	dedupEnd  uint64
-	dedupRead bool
+	// dedupLoad (its own lock, taken before mu) rebuilds queue.Dedup
+	// from the log at the first append with a producer.
+	dedupLoad engine.DedupLoad
 	next      uint64  // the offset the next entry cut into a fragment gets
 	inflight  []*frag // cut, not yet acknowledged, in order
 	fencing   bool    // Fence is under way: the flusher waits
@@ -292,19 +291,6 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		}
 		segs = append(segs, s)
 	}
-	end := l.opts.Start
-	if len(segs) > 0 {
-		end = segs[len(segs)-1].end
-	}
-	// The batches at the end were read back already if the end has not
-	// moved: offsets once written never change.
-	var found []restored
-	reread := !l.dedupRead || l.dedupEnd != end
-	if reread {
-		if found, err = l.readDedup(ctx, segs); err != nil {
-			return err
-		}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.segs, l.open = segs, nil
@@ -318,12 +304,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	l.start = min(l.start, l.end)
 	l.next = l.end
 	l.dropCache()
-	if reread {
-		l.restoreDedup(found)
-		l.dedupRead, l.dedupEnd = true, end
-	} else {
-		l.queue.SetEnd(l.next)
-	}
+	l.queue.SetEnd(l.next)
 	return nil
 }
 

@@ -32,6 +32,11 @@ type frag struct {
 // uploaded together in one batch, and returns at once. o deduplicates and
 // conditions it (engine.Engine's Append).
 func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOptions) (engine.Pending, error) {
+	if o.Producer != 0 {
+		if err := l.loadDedup(); err != nil {
+			return engine.Pending{}, err
+		}
+	}
 	l.mu.Lock()
 	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
 		l.mu.Unlock()

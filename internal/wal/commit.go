@@ -16,6 +16,11 @@ import (
 // rpcerr.ErrFenced if a newer writer exists, and with rpcerr.ErrClosed after
 // Close. o deduplicates and conditions it (engine.Engine's Append).
 func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOptions) (engine.Pending, error) {
+	if o.Producer != 0 {
+		if err := l.loadDedup(); err != nil {
+			return engine.Pending{}, err
+		}
+	}
 	l.mu.Lock()
 	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch); err != nil {
 		l.mu.Unlock()

@@ -32,9 +32,10 @@
 // appends queued behind a failed round fail with its error (they were
 // checked against offsets the round did not take); see engine.Queue.Rewind.
 //
-// Open rebuilds the log's deduplication table (engine.Dedup) from the
-// appends sections of its newest engine.DedupReachBytes of batches, read
-// from the sparse index entry before that reach (docs/exactly-once.md).
+// The first append with a producer after Open rebuilds the log's
+// deduplication table (engine.Dedup) from the appends sections of its
+// newest engine.DedupReachBytes of batches, read from the sparse index
+// entry before that reach (docs/exactly-once.md).
 //
 // A full disk (ENOSPC, EDQUOT) fails the round with rpcerr.ErrNoSpace in the
 // same way, and the next round tries the disk again, so appends resume by
