@@ -142,8 +142,9 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 // queued commits: what a conditional append is checked against.
 func (q *Queue) End() uint64 { return q.taken + q.queued }
 
-// SetEnd tells the queue where the groups taken end: at open, and when
-// the engine reloads its end. Nothing taken is in flight then.
+// SetEnd tells the queue where the groups taken end: at open, when the
+// engine reloads its end, and when a fence dooms the groups taken and not
+// yet committed. No group taken may commit after it.
 func (q *Queue) SetEnd(end uint64) { q.taken = end }
 
 // Rewind tells the queue that the groups taken end at end after all: some
