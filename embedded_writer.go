@@ -81,7 +81,10 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pe
 	if w.closed {
 		return failedPending{ErrClosed}
 	}
-	p, err := w.eng.Append(w.epoch, recs)
+	p, err := w.eng.Append(w.epoch, recs, engine.AppendOptions{
+		Producer: o.Producer, Seq: o.Seq, Acked: o.Acked,
+		IfEnd: o.IfEnd, End: uint64(o.End),
+	})
 	if err != nil {
 		return failedPending{err}
 	}

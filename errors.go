@@ -61,6 +61,10 @@ var (
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The Go client follows it by itself.
 	ErrNotOwner = client.ErrNotOwner
+	// ErrConditionFailed: a conditional append found the log's end
+	// elsewhere than it expected, and appended nothing. The error is an
+	// *EndMismatchError that says where the log ends.
+	ErrConditionFailed = client.ErrConditionFailed
 	// ErrUnauthenticated: the server requires authentication and the client
 	// gave no token or certificate it knows (Options.Token, Options.TLS).
 	ErrUnauthenticated = client.ErrUnauthenticated
@@ -78,6 +82,10 @@ type NotOwnerError = client.NotOwnerError
 
 // TruncatedError reports a read below the log's start.
 type TruncatedError = client.TruncatedError
+
+// EndMismatchError reports where the log ends, for a conditional append
+// that expected it elsewhere.
+type EndMismatchError = client.EndMismatchError
 
 // CorruptError reports damaged data: the file and the byte position.
 type CorruptError = client.CorruptError

@@ -191,3 +191,46 @@ func TestModeDetach(t *testing.T) {
 		}
 	})
 }
+
+// IfEnd appends only at the end it names, counting the appends queued
+// ahead; a mismatch says where the log ends and appends nothing.
+func TestModeIfEnd(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "cas", tern.LogOptions{})
+		if off, err := w.Append(t.Context(), tern.Entry{Payload: []byte("a")}, tern.IfEnd(0)); err != nil || off != 0 {
+			t.Fatalf("IfEnd(0) on an empty log: %d, %v", off, err)
+		}
+		_, err := w.Append(t.Context(), tern.Entry{Payload: []byte("stale")}, tern.IfEnd(0))
+		var mismatch *tern.EndMismatchError
+		if !errors.Is(err, tern.ErrConditionFailed) || !errors.As(err, &mismatch) || mismatch.End != 1 || mismatch.Expected != 0 {
+			t.Fatalf("IfEnd(0) at end 1: %v (%+v), want ErrConditionFailed with end 1", err, mismatch)
+		}
+		// Queued appends count: the second is at 2 only after the first.
+		p1 := w.AppendAsync(tern.Entry{Payload: []byte("b")}, tern.IfEnd(1))
+		p2 := w.AppendBatchAsync([]tern.Entry{{Payload: []byte("c")}, {Payload: []byte("d")}}, tern.IfEnd(2))
+		p3 := w.AppendAsync(tern.Entry{Payload: []byte("wrong")}, tern.IfEnd(2))
+		if off, err := p1.Wait(t.Context()); err != nil || off != 1 {
+			t.Fatalf("IfEnd(1): %d, %v", off, err)
+		}
+		if off, err := p2.Wait(t.Context()); err != nil || off != 2 {
+			t.Fatalf("IfEnd(2) after a queued append: %d, %v", off, err)
+		}
+		if _, err := p3.Wait(t.Context()); !errors.As(err, &mismatch) || mismatch.End != 4 {
+			t.Fatalf("IfEnd(2) behind a batch of two: %v, want the end 4", err)
+		}
+		// Shared producers too.
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if off, err := l.Append(t.Context(), tern.Entry{Payload: []byte("e")}, tern.IfEnd(4)); err != nil || off != 4 {
+			t.Fatalf("Log.Append with IfEnd(4): %d, %v", off, err)
+		}
+		if _, err := l.Append(t.Context(), tern.Entry{Payload: []byte("x")}, tern.IfEnd(4)); !errors.Is(err, tern.ErrConditionFailed) {
+			t.Fatalf("Log.Append with a stale IfEnd: %v", err)
+		}
+		r := mustReader(t, l, 0)
+		for i, want := range []string{"a", "b", "c", "d", "e"} {
+			wantEntry(t, mustNext(t, r), tern.Offset(i), want)
+		}
+	})
+}

@@ -237,6 +237,10 @@ var (
 	// ErrNotOwner: in a cluster, another node serves the log; the error is
 	// a *NotOwnerError that names it. The client follows it by itself.
 	ErrNotOwner = rpcerr.ErrNotOwner
+	// ErrConditionFailed: a conditional append found the log's end
+	// elsewhere than it expected, and appended nothing. The error is an
+	// *EndMismatchError that says where the log ends.
+	ErrConditionFailed = rpcerr.ErrConditionFailed
 	// ErrUnauthenticated: the server requires authentication and the client
 	// gave no token or certificate it knows (Options.Token, Options.TLS).
 	ErrUnauthenticated = rpcerr.ErrUnauthenticated
@@ -255,6 +259,10 @@ type NotOwnerError = rpcerr.NotOwnerError
 
 // TruncatedError reports a read below the log's start.
 type TruncatedError = rpcerr.TruncatedError
+
+// EndMismatchError reports where the log ends, for a conditional append
+// that expected it elsewhere.
+type EndMismatchError = rpcerr.EndMismatchError
 
 // CorruptError reports damaged data: the file and the byte position.
 type CorruptError = rpcerr.CorruptError

@@ -59,6 +59,11 @@ func checkDecoded(t *testing.T, got error, reason string) {
 				t.Fatalf("%#v through %s came back as %#v", ne, name, back)
 			}
 		}
+		if me, ok := As[*EndMismatchError](got); ok {
+			if bm, ok := As[*EndMismatchError](back); !ok || *bm != *me {
+				t.Fatalf("%#v through %s came back as %#v", me, name, back)
+			}
+		}
 	}
 }
 
@@ -71,6 +76,7 @@ func FuzzFromProto(f *testing.F) {
 		fmt.Errorf("%w: epoch 3", ErrFenced),
 		&TruncatedError{Offset: 3, Start: 42},
 		&NotOwnerError{Log: "a/b", Owner: "10.0.0.2:7070"},
+		&EndMismatchError{Expected: 4, End: 7},
 		fmt.Errorf("%w: name", ErrInvalidName),
 		errors.New("boom"),
 		status.Error(codes.Unavailable, "connection refused"),

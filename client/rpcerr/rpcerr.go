@@ -120,6 +120,26 @@ func (e *NotOwnerError) Error() string {
 // Is makes errors.Is(err, ErrNotOwner) hold.
 func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 
+// ErrConditionFailed is matched by an *EndMismatchError: a conditional
+// append found the log's end elsewhere than it expected, and appended
+// nothing.
+var ErrConditionFailed = errors.New("tern: the log's end is not where the conditional append expected it")
+
+// EndMismatchError is the failure of a conditional append (IfEnd): the log
+// ends at End, counting the appends queued before it, not at Expected. It
+// matches ErrConditionFailed with errors.Is.
+type EndMismatchError struct {
+	Expected uint64 // the end the append was conditioned on
+	End      uint64 // where the log ends
+}
+
+func (e *EndMismatchError) Error() string {
+	return fmt.Sprintf("tern: conditional append expected the log to end at offset %d, but it ends at %d; nothing was appended", e.Expected, e.End)
+}
+
+// Is makes errors.Is(err, ErrConditionFailed) hold.
+func (e *EndMismatchError) Is(target error) bool { return target == ErrConditionFailed }
+
 // TruncatedError is returned for a read below the log's start. It matches
 // ErrTruncated with errors.Is.
 type TruncatedError struct {
@@ -193,6 +213,7 @@ var mappings = []mapping{
 	{ErrFenced, codes.FailedPrecondition, "FENCED"},
 	{ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
 	{ErrTakenOver, codes.FailedPrecondition, "TAKEN_OVER"}, // before ErrClosed, which it matches
+	{ErrConditionFailed, codes.FailedPrecondition, "CONDITION_FAILED"},
 	{ErrNotFound, codes.NotFound, "LOG_NOT_FOUND"},
 	{ErrSubNotFound, codes.NotFound, "SUBSCRIPTION_NOT_FOUND"},
 	{ErrExist, codes.AlreadyExists, "LOG_EXISTS"},
@@ -258,6 +279,9 @@ func classify(err error) (codes.Code, string, map[string]string) {
 			}
 			if ne, ok := As[*NotOwnerError](err); ok {
 				md = map[string]string{"log": ne.Log, "owner": ne.Owner}
+			}
+			if me, ok := As[*EndMismatchError](err); ok {
+				md = map[string]string{"expected": strconv.FormatUint(me.Expected, 10), "end": strconv.FormatUint(me.End, 10)}
 			}
 			return m.code, m.reason, md
 		}
@@ -339,6 +363,11 @@ func Error(err error) error {
 func fromParts(code codes.Code, msg, reason string, md map[string]string) error {
 	if reason == "NOT_OWNER" {
 		return &NotOwnerError{Log: md["log"], Owner: md["owner"]}
+	}
+	if reason == "CONDITION_FAILED" {
+		expected, _ := strconv.ParseUint(md["expected"], 10, 64)
+		end, _ := strconv.ParseUint(md["end"], 10, 64)
+		return &EndMismatchError{Expected: expected, End: end}
 	}
 	if reason == "TRUNCATED" {
 		off, _ := strconv.ParseUint(md["offset"], 10, 64)

@@ -22,6 +22,8 @@ func TestRoundTrip(t *testing.T) {
 			err = &TruncatedError{Offset: 1, Start: 2}
 		case ErrNotOwner:
 			err = &NotOwnerError{Log: "a/b", Owner: "127.0.0.1:7070"}
+		case ErrConditionFailed:
+			err = &EndMismatchError{Expected: 5, End: 9}
 		}
 		st := Status(err)
 		if st.Code() != m.code {
@@ -34,6 +36,22 @@ func TestRoundTrip(t *testing.T) {
 			if back.Error() != err.Error() {
 				t.Errorf("%v through %s reads %q", err, name, back.Error())
 			}
+		}
+	}
+}
+
+func TestEndMismatchCarriesEnd(t *testing.T) {
+	err := fmt.Errorf("append: %w", &EndMismatchError{Expected: 3, End: 1 << 60})
+	if !errors.Is(err, ErrConditionFailed) {
+		t.Fatalf("%v does not match ErrConditionFailed", err)
+	}
+	if code := Status(err).Code(); code != codes.FailedPrecondition {
+		t.Fatalf("code %v, want FailedPrecondition", code)
+	}
+	for _, back := range []error{Error(Status(err).Err()), FromProto(Proto(err))} {
+		me, ok := As[*EndMismatchError](back)
+		if !ok || me.Expected != 3 || me.End != 1<<60 || !errors.Is(back, ErrConditionFailed) {
+			t.Fatalf("came back as %#v, want an EndMismatchError expecting 3 at end %d", back, uint64(1<<60))
 		}
 	}
 }

@@ -5,7 +5,9 @@
 //     root package uses it; with Entry, Stats and Retention;
 //   - the group-commit queue (Queue, Group, Outcome, Pending): appends are
 //     encoded, under the log's mutex, into the group the next commit takes,
-//     and wait for that group's Outcome;
+//     and wait for that group's Outcome; the queue checks conditional
+//     appends against the end it predicts, and deduplicates the appends of
+//     producers with the log's Dedup table;
 //   - the reader set-up (Readers, Cursor, View): where a reader may start,
 //     what it does at the start and at the tail, and the time ticks handed
 //     to the readers that take them;
@@ -38,8 +40,13 @@ type Engine interface {
 	// Append queues entries of the writer of epoch, to be committed
 	// together, and returns at once. It fails at once with
 	// rpcerr.ErrFenced if epoch is not the log's, and with
-	// rpcerr.ErrClosed after Close.
-	Append(epoch uint64, es []record.Entry) (Pending, error)
+	// rpcerr.ErrClosed after Close. With o.Producer, a retry of an
+	// append already applied or in flight is not appended again: its
+	// Pending gives the original's offset or failure (see Dedup). With
+	// o.IfEnd, it fails at once with a *rpcerr.EndMismatchError unless the
+	// log's end, counting the appends queued before it, is o.End (see
+	// Queue.Add).
+	Append(epoch uint64, es []record.Entry, o AppendOptions) (Pending, error)
 	// AppendTick queues a time tick of the writer of epoch: it is
 	// delivered, to the readers that take ticks, after every entry queued
 	// before it and before every entry queued after it. It writes nothing.

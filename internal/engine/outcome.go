@@ -24,8 +24,25 @@ func (o *Outcome) Finish(err error) {
 // Failed reports whether the group failed; it is meaningful once finished.
 func (o *Outcome) Failed() bool { return o.err != nil }
 
+// Err is the error the group failed with; it is meaningful once finished.
+func (o *Outcome) Err() error { return o.err }
+
 // Pending returns the append rel entries into the group.
 func (o *Outcome) Pending(rel uint64) Pending { return Pending{o: o, rel: rel} }
+
+// closed is a channel closed from the start, the done of every Outcome
+// that Acknowledged makes.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Acknowledged returns the Pending of an append acknowledged at offset
+// off: it has completed.
+func Acknowledged(off uint64) Pending {
+	return Pending{o: &Outcome{done: closed, Base: off}}
+}
 
 // Pending is an append waiting for its acknowledgement.
 type Pending struct {

@@ -19,7 +19,11 @@ type Group struct {
 	Epoch   uint64
 	MaxTime int64     // the newest entry's time
 	Queued  time.Time // when the group was started
-	Outcome           // Base: for a tick, its position, the tail when its turn came
+	// Conditional: the group is one append made with IfEnd, which was
+	// checked against the offsets the queue predicted. It must be
+	// committed at those offsets or not at all (see Queue.Rewind).
+	Conditional bool
+	Outcome     // Base: for a tick, its position, the tail when its turn came
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
@@ -43,30 +47,71 @@ func (g *Group) Release() {
 	}
 }
 
+// AppendOptions are what an append says besides its entries: who appends
+// it (for deduplication) and on what condition.
+type AppendOptions struct {
+	Producer uint64 // 0: anonymous; never deduplicated
+	Seq      uint64 // the append's sequence number in Producer's stream, >= 1 when Producer != 0
+	Acked    uint64 // every Seq of Producer below Acked has been answered to the producer: the state may forget them
+	IfEnd    bool   // append only if the log's end, counting appends queued before this one, is End
+	End      uint64
+}
+
 // Queue is where appends wait for the committer: the groups appended and
 // not yet taken, oldest first. The last one grows while it is not a tick
 // and stays under MaxBatchBytes, so an append never spans two groups and
 // is atomic. The log's mutex guards a Queue.
+//
+// The queue also predicts the log's end, the offset the next append will
+// get: the end of the groups taken (committed or in flight) plus the
+// entries queued. The engine keeps the prediction true: SetEnd when it
+// learns its end (at open, after recovery), Rewind when taken groups
+// failed and did not take their offsets. And it holds the log's Dedup.
 type Queue struct {
 	MaxBatchBytes int
+	Dedup         Dedup
 	groups        []*Group
-	bytes         int // the encoded bytes of the queued entries
+	bytes         int    // the encoded bytes of the queued entries
+	taken         uint64 // the end of the groups taken, if they all commit
+	queued        uint64 // the entries queued
 }
 
 // Add encodes entries, of the writer of epoch, into the newest group, or a
 // new one started at now, and returns the append's Pending and whether it
 // started a group.
-func (q *Queue) Add(epoch uint64, entries []record.Entry, now time.Time) (Pending, bool, error) {
+//
+// An append with a producer that the Dedup finds is not appended again:
+// the original's Pending is returned (started false). A conditional
+// append (o.IfEnd) fails with a *rpcerr.EndMismatchError unless End is
+// o.End; as a duplicate it is answered as one, whatever the end. A
+// conditional append is a group of its own, committed in the same round as
+// the groups around it.
+func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now time.Time) (Pending, bool, error) {
 	if len(entries) == 0 {
 		return Pending{}, false, errors.New("engine: append of no entries")
 	}
-	size := 0
+	if o.Producer != 0 {
+		if o.Seq == 0 {
+			return Pending{}, false, fmt.Errorf("%w: engine: append of producer %d without a sequence number (they start at 1)", rpcerr.ErrInvalid, o.Producer)
+		}
+		p, dup, err := q.Dedup.Find(o.Producer, o.Seq, o.Acked, len(entries))
+		if err != nil || dup {
+			return p, false, err
+		}
+	}
+	if o.IfEnd && o.End != q.End() {
+		return Pending{}, false, &rpcerr.EndMismatchError{Expected: o.End, End: q.End()}
+	}
+	size := record.AppendBytes
 	for _, e := range entries {
 		size += record.EncodedBytes(e)
 	}
 	var g *Group
 	started := false
-	if n := len(q.groups); n > 0 && !q.groups[n-1].IsTick && q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
+	// A conditional append is a group, and so a batch, of its own: if the
+	// groups ahead fail, Rewind fails it alone.
+	if n := len(q.groups); n > 0 && !o.IfEnd && !q.groups[n-1].IsTick && !q.groups[n-1].Conditional &&
+		q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
 		g = q.groups[n-1]
 	} else {
 		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
@@ -75,12 +120,55 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, now time.Time) (Pendin
 	}
 	p := g.Pending(uint64(g.B.Count()))
 	before := g.B.Bytes()
+	if o.Producer != 0 {
+		g.B.StartAppend(o.Producer, o.Seq)
+	} else {
+		g.B.StartAppend(0, 0)
+	}
 	for _, e := range entries {
 		g.B.Add(e)
 		g.MaxTime = max(g.MaxTime, e.Time)
 	}
+	g.Conditional = g.Conditional || o.IfEnd
 	q.bytes += g.B.Bytes() - before
+	q.queued += uint64(len(entries))
+	if o.Producer != 0 {
+		q.Dedup.Record(o.Producer, o.Seq, len(entries), p)
+	}
 	return p, started, nil
+}
+
+// End is the offset the next append will get if every group taken and
+// queued commits: what a conditional append is checked against.
+func (q *Queue) End() uint64 { return q.taken + q.queued }
+
+// SetEnd tells the queue where the groups taken end: at open, when the
+// engine reloads its end, and when a fence dooms the groups taken and not
+// yet committed. No group taken may commit after it.
+func (q *Queue) SetEnd(end uint64) { q.taken = end }
+
+// Rewind tells the queue that the groups taken end at end after all: some
+// failed without taking their offsets. The queued conditional appends were
+// checked against the end it predicted, so they fail with err, which
+// failed the groups ahead of them; the other appends stay queued, to
+// commit at their new offsets.
+func (q *Queue) Rewind(end uint64, err error) {
+	if end == q.taken {
+		return
+	}
+	q.taken = end
+	kept := q.groups[:0]
+	for _, g := range q.groups {
+		if g.Conditional {
+			q.bytes -= g.B.Bytes()
+			q.queued -= uint64(g.B.Count())
+			g.Finish(err)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	clear(q.groups[len(kept):])
+	q.groups = kept
 }
 
 // AddTick queues a time tick t of the writer of epoch, at now.
@@ -106,20 +194,23 @@ func (q *Queue) Take(n int) []*Group {
 	for _, g := range taken {
 		if !g.IsTick {
 			q.bytes -= g.B.Bytes()
+			q.queued -= uint64(g.B.Count())
+			q.taken += uint64(g.B.Count())
 		}
 	}
 	if len(q.groups) == 0 {
-		q.groups, q.bytes = nil, 0
+		q.groups, q.bytes, q.queued = nil, 0, 0
 	}
 	return taken
 }
 
-// Fail finishes every queued group with err and empties the queue.
+// Fail finishes every queued group with err and empties the queue. What
+// is taken stays taken.
 func (q *Queue) Fail(err error) {
 	for _, g := range q.groups {
 		g.Finish(err)
 	}
-	q.groups, q.bytes = nil, 0
+	q.groups, q.bytes, q.queued = nil, 0, 0
 }
 
 // Refuse returns why a log refuses an append or a tick: rpcerr.ErrClosed

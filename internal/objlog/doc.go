@@ -63,6 +63,13 @@
 // fragments in order and its PUT at the fence's number fails, every entry it
 // acknowledged lies before the fence.
 //
+// The first append with a producer after Open, or after a Fence that found
+// the end moved by a writer elsewhere, rebuilds the log's deduplication
+// table (engine.Dedup) from the appends sections of the newest
+// engine.DedupReachBytes of batches: the newest objects, fetched whole, and
+// of a larger one only its end, from the first batch boundary found there
+// (docs/exactly-once.md).
+//
 // # Read path
 //
 // Readers at the tail are served from the acknowledged fragments the writer

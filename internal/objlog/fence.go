@@ -56,7 +56,16 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 
 	// The flusher is idle now (fencing, nothing queued or in flight, no
 	// metadata call under way) and starts nothing until fencing ends.
+	before := l.Stats().End
 	err := l.load(ctx, true)
+	if err != nil || l.Stats().End != before {
+		// A writer elsewhere appended: what was read back is stale.
+		l.dedupLoad.Forget(func() {
+			l.mu.Lock()
+			l.queue.Dedup.Reset()
+			l.mu.Unlock()
+		})
+	}
 	l.mu.Lock()
 	l.fencing = false
 	l.failed = nil

@@ -189,14 +189,17 @@ type Log struct {
 	cache      []cached // acknowledged fragments, oldest first
 	cacheBytes int64
 
-	queue    engine.Queue // appended, not yet cut into a fragment
-	next     uint64       // the offset the next entry cut into a fragment gets
-	inflight []*frag      // cut, not yet acknowledged, in order
-	fencing  bool         // Fence is under way: the flusher waits
-	busy     bool         // the flusher is creating or sealing a segment
-	wake     chan struct{}
-	flushed  chan struct{} // closed when the flusher has exited
-	uploads  sync.WaitGroup
+	queue engine.Queue // appended, not yet cut into a fragment
+	// dedupLoad (its own lock, taken before mu) rebuilds queue.Dedup
+	// from the log at the first append with a producer.
+	dedupLoad engine.DedupLoad
+	next      uint64  // the offset the next entry cut into a fragment gets
+	inflight  []*frag // cut, not yet acknowledged, in order
+	fencing   bool    // Fence is under way: the flusher waits
+	busy      bool    // the flusher is creating or sealing a segment
+	wake      chan struct{}
+	flushed   chan struct{} // closed when the flusher has exited
+	uploads   sync.WaitGroup
 
 	// Quorum mode:
 	// With a Placement:
@@ -301,6 +304,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	l.start = min(l.start, l.end)
 	l.next = l.end
 	l.dropCache()
+	l.queue.SetEnd(l.next)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/miniotest"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
@@ -151,9 +152,9 @@ func TestAcksInOrder(t *testing.T) {
 		}
 		return blob.Fault{}
 	})
-	p1, _ := l.Append(epoch, objlogtest.Entry("first"))
+	p1, _ := l.Append(epoch, objlogtest.Entry("first"), engine.AppendOptions{})
 	time.Sleep(20 * time.Millisecond) // let the first fragment be cut alone
-	p2, _ := l.Append(epoch, objlogtest.Entry("second"))
+	p2, _ := l.Append(epoch, objlogtest.Entry("second"), engine.AppendOptions{})
 	// The second fragment is stored while the first waits.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		infos, _ := e.Bucket.List(context.Background(), "7/")
@@ -228,14 +229,14 @@ func TestUploadFailsForGood(t *testing.T) {
 		}
 		return blob.Fault{}
 	})
-	p, err := l.Append(epoch, objlogtest.Entry("lost"))
+	p, err := l.Append(epoch, objlogtest.Entry("lost"), engine.AppendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Wait(context.Background()); err == nil || !errors.Is(err, blob.ErrInjected) {
 		t.Fatalf("append during the outage: %v", err)
 	}
-	if _, err := l.Append(epoch, objlogtest.Entry("after")); err == nil {
+	if _, err := l.Append(epoch, objlogtest.Entry("after"), engine.AppendOptions{}); err == nil {
 		t.Fatal("append to a failed log succeeded")
 	}
 	f.SetDecide(nil)
@@ -439,7 +440,7 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 				default:
 				}
 				payload := fmt.Sprintf("p%d-%d", p, i)
-				pd, err := l.Append(epoch, objlogtest.Entry(payload))
+				pd, err := l.Append(epoch, objlogtest.Entry(payload), engine.AppendOptions{})
 				var off uint64
 				if err == nil {
 					off, err = pd.Wait(context.Background())
@@ -504,7 +505,7 @@ func TestFencedByEpoch(t *testing.T) {
 		l2 := e.open(Options{})
 		defer l2.Close()
 		e2 := e.Writer(l2)
-		p, err := l1.Append(e1, objlogtest.Entry("stale"))
+		p, err := l1.Append(e1, objlogtest.Entry("stale"), engine.AppendOptions{})
 		if err == nil {
 			_, err = p.Wait(context.Background())
 		}
@@ -660,7 +661,7 @@ func TestFenceWaitsForCreate(t *testing.T) {
 	}
 	defer l.Close()
 	epoch := e.Writer(l)
-	if _, err := l.Append(epoch, objlogtest.Entry("old")); err != nil {
+	if _, err := l.Append(epoch, objlogtest.Entry("old"), engine.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	<-bm.entered
@@ -676,7 +677,7 @@ func TestFenceWaitsForCreate(t *testing.T) {
 	if newer == 0 {
 		newer = <-fenced
 	}
-	p, err := l.Append(newer, objlogtest.Entry("new"))
+	p, err := l.Append(newer, objlogtest.Entry("new"), engine.AppendOptions{})
 	if err != nil {
 		t.Fatalf("append of the new writer: %v", err)
 	}

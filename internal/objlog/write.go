@@ -29,14 +29,20 @@ type frag struct {
 }
 
 // Append queues entries, written by the writer of the given epoch, to be
-// uploaded together in one batch, and returns at once.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (engine.Pending, error) {
+// uploaded together in one batch, and returns at once. o deduplicates and
+// conditions it (engine.Engine's Append).
+func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOptions) (engine.Pending, error) {
+	if o.Producer != 0 {
+		if err := l.loadDedup(); err != nil {
+			return engine.Pending{}, err
+		}
+	}
 	l.mu.Lock()
 	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch && !l.fencing); err != nil {
 		l.mu.Unlock()
 		return engine.Pending{}, err
 	}
-	p, started, err := l.queue.Add(epoch, entries, l.opts.Now())
+	p, started, err := l.queue.Add(epoch, entries, o, l.opts.Now())
 	full := l.queue.Bytes() >= l.opts.FlushBytes
 	l.mu.Unlock()
 	if started || full {

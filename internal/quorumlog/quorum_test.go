@@ -13,6 +13,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/blob"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
@@ -372,14 +373,14 @@ func TestQuorumTooFewReplicasFails(t *testing.T) {
 	_, ens := e.openEnsemble()
 	c.nodes[ens[0]].kill()
 	c.nodes[ens[1]].kill()
-	p, err := l.Append(epoch, objlogtest.Entry("lost"))
+	p, err := l.Append(epoch, objlogtest.Entry("lost"), engine.AppendOptions{})
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
 	if err == nil {
 		t.Fatal("an append with one replica of three left was acknowledged")
 	}
-	p, err = l.Append(epoch, objlogtest.Entry("later"))
+	p, err = l.Append(epoch, objlogtest.Entry("later"), engine.AppendOptions{})
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
@@ -608,7 +609,7 @@ func TestQuorumHangingNodeLeftOut(t *testing.T) {
 	defer l.Close()
 	defer close(hang) // before Close, should a stream still wait
 	epoch := e.Writer(l)
-	p, err := l.Append(epoch, objlogtest.Entry("a"))
+	p, err := l.Append(epoch, objlogtest.Entry("a"), engine.AppendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,7 +639,7 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	_, ens := e.openEnsemble()
 	c.nodes[ens[0]].pause()
 	c.nodes[ens[1]].pause()
-	p, err := l.Append(epoch, objlogtest.Entry("stalled"))
+	p, err := l.Append(epoch, objlogtest.Entry("stalled"), engine.AppendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +650,7 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	}
 
 	// Until a new writer recovers it, the log refuses appends, saying why.
-	if _, err := l.Append(epoch, objlogtest.Entry("refused")); err == nil || !strings.Contains(err.Error(), "fewer than the ack quorum") {
+	if _, err := l.Append(epoch, objlogtest.Entry("refused"), engine.AppendOptions{}); err == nil || !strings.Contains(err.Error(), "fewer than the ack quorum") {
 		t.Fatalf("append to the failed log: %v, want the ensemble's failure", err)
 	}
 
@@ -658,7 +659,7 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	c.nodes[ens[0]].resume()
 	c.nodes[ens[1]].resume()
 	epoch = e.Writer(l)
-	p, err = l.Append(epoch, objlogtest.Entry("back"))
+	p, err = l.Append(epoch, objlogtest.Entry("back"), engine.AppendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@
 //	     0    4 magic       "TRNB" (0x54 0x52 0x4e 0x42)
 //	     4    1 version     1
 //	     5    1 flags       bits 0-2: compression codec (0 = none; others are
-//	                        reserved and rejected), bits 3-7: zero
+//	                        reserved and rejected), bit 3: an appends
+//	                        section follows the entries, bits 4-7: zero
 //	     6    2 reserved    zero
 //	     8    4 length      bytes in the batch, header included (>= 48)
 //	    12    4 crc         CRC-32C (Castagnoli) of bytes [16, length)
@@ -22,6 +23,8 @@
 //	    40    4 count       number of entries (>= 1)
 //	    44    4 reserved    zero
 //	    48    - entries     count entries, back to back
+//	     -    - appends     with flag bit 3 only: the appends section, up
+//	                        to length
 //
 // Each entry is:
 //
@@ -32,14 +35,35 @@
 //	         bytewise key order (so no key repeats):
 //	         uvarint key length, key bytes, uvarint value length, value bytes
 //
+// The appends section says which appends the batch holds, in entry order:
+// the group committer merges many appends into one batch, and this is how
+// the log records which (producer, sequence number) it applied, for
+// deduplication after a restart. It is a sequence of runs, each of
+// consecutive appends of one producer:
+//
+//	uvarint  producer ID (0: anonymous)
+//	uvarint  number of appends in the run (>= 1)
+//	then for each append of the run:
+//	varint   sequence number minus the previous one of the run (the
+//	         first: minus 0), zig-zag, wrapping
+//	uvarint  number of entries of the append (>= 1)
+//
+// Two adjacent runs never have the same producer; an anonymous append has
+// sequence 0 and a producer's appends have sequences >= 1; the counts sum
+// to the batch's count. A batch whose appends are all anonymous has no
+// section and flag bit 3 clear: its bytes are those of a batch written
+// before the section existed, and it reads as one anonymous append of
+// every entry.
+//
 // Varints are encoding/binary's, in their shortest form.
 //
 // Entry i of a batch has offset base offset + i. A batch is valid only if its
 // magic, version, flags, reserved bytes, length and count are as above, its
 // CRC matches, base offset + count (the offset after the batch) fits in 64
-// bits, and its entries are encoded as above and fill the body exactly.
-// The encoding is therefore canonical: a valid batch is exactly the bytes its
-// entries encode to. Anything else is reported as ErrCorrupt (or
+// bits, and its entries, then its appends section if flag bit 3 says so,
+// are encoded as above and fill the body exactly. The encoding is therefore
+// canonical: a valid batch is exactly the bytes its entries and appends
+// encode to. Anything else is reported as ErrCorrupt (or
 // io.ErrUnexpectedEOF when the bytes end before the batch does), and no entry
 // of an invalid batch is ever returned. Because the CRC covers the whole
 // batch, a batch is atomic: a crash leaves it whole or detectably broken.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/ternwal/tern/internal/record"
@@ -21,6 +22,8 @@ func seedBatches() [][]byte {
 			{Time: math.MaxInt64},
 		}),
 		record.Encode(math.MaxUint64-1, 7, []record.Entry{{Time: math.MinInt64, Payload: []byte{0}}}),
+		goldenAppends(),
+		record.EncodeAppends(1, 1, []record.Entry{{}, {}}, []record.Append{{Producer: 1 << 40, Seq: 1 << 50, Count: 1}, {Count: 1}}),
 	}
 }
 
@@ -63,7 +66,7 @@ func checkDecode(t *testing.T, p []byte) {
 	if uint64(len(entries)) != uint64(h.Count) {
 		t.Fatalf("%d entries, header says %d", len(entries), h.Count)
 	}
-	again := record.Encode(h.BaseOffset, h.Epoch, entries)
+	again := record.EncodeAppends(h.BaseOffset, h.Epoch, entries, b.Appends(nil))
 	if !bytes.Equal(again, p[:h.Length]) {
 		t.Fatalf("decoded batch does not re-encode to its bytes\n got %x\nwant %x", again, p[:h.Length])
 	}
@@ -115,7 +118,21 @@ func (s *entrySource) entry(first int64) record.Entry {
 	return e
 }
 
-// FuzzRoundTrip checks that Decode returns the entries that were encoded.
+// appendOf turns a fuzz byte into the append an entry starts, if any.
+func appendOf(c byte, seq uint64) (record.Append, bool) {
+	switch c % 5 {
+	case 0:
+		return record.Append{}, true
+	case 1, 2:
+		return record.Append{Producer: uint64(c%2) + 1, Seq: seq}, true
+	case 3:
+		return record.Append{Producer: math.MaxUint64 - uint64(c), Seq: math.MaxUint64 - seq}, true
+	}
+	return record.Append{}, false
+}
+
+// FuzzRoundTrip checks that Decode returns the entries and appends that
+// were encoded.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte{}, uint64(0), uint64(0), int64(0))
 	f.Add([]byte("\x01\xff\x05hello\x03\x01a\x02vv\x00b\x00\x02\x10\x00\x00"), uint64(7), uint64(3), int64(-1000))
@@ -132,20 +149,39 @@ func FuzzRoundTrip(f *testing.F) {
 		if base+uint64(len(entries)) < base {
 			base = 0 // such a batch could not hold valid offsets
 		}
+		// Each entry may start an append, chosen by a byte of the payload.
 		var b record.Builder
-		for _, e := range entries {
+		var appends []record.Append
+		for i, e := range entries {
+			c := byte(i)
+			if len(e.Payload) > 0 {
+				c = e.Payload[0]
+			}
+			if a, ok := appendOf(c, uint64(i)+1); ok || i == 0 {
+				b.StartAppend(a.Producer, a.Seq)
+				appends = append(appends, a)
+			}
 			b.Add(e)
+			appends[len(appends)-1].Count++
 		}
 		p := b.Finish(base, epoch)
 		if b.Bytes() != len(p) {
 			t.Fatalf("Bytes %d, batch is %d bytes", b.Bytes(), len(p))
 		}
-		if !bytes.Equal(p, record.Encode(base, epoch, entries)) {
-			t.Fatal("Builder and Encode disagree")
+		if !bytes.Equal(p, record.EncodeAppends(base, epoch, entries, appends)) {
+			t.Fatal("Builder and EncodeAppends disagree")
 		}
 		h, got := decodeAll(t, p)
 		if d := diffEntries(got, entries); d != "" {
 			t.Fatal(d)
+		}
+		if !slices.ContainsFunc(appends, func(a record.Append) bool { return a.Producer != 0 }) {
+			// Without a producer the batch has no section: one append.
+			appends = []record.Append{{Count: uint32(len(entries))}}
+		}
+		batch, _ := record.Decode(p)
+		if got := batch.Appends(nil); !slices.Equal(got, appends) {
+			t.Fatalf("Appends %+v, want %+v", got, appends)
 		}
 		if h.BaseOffset != base || h.Epoch != epoch || h.FirstTime != entries[0].Time ||
 			h.Count != uint32(len(entries)) || h.Length != uint32(len(p)) {

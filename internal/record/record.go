@@ -19,6 +19,8 @@ const (
 	Magic    = "TRNB"
 	magic    = uint32('T') | uint32('R')<<8 | uint32('N')<<16 | uint32('B')<<24
 	crcStart = 16
+	// FlagAppends marks a batch that ends with an appends section.
+	FlagAppends = 1 << 3
 )
 
 // ErrCorrupt is wrapped by every error that reports bytes that are not a valid
@@ -60,16 +62,28 @@ func EncodedBytes(e Entry) int {
 // Builder encodes entries into a batch. The zero value is ready to use. A
 // Builder is not safe for concurrent use.
 type Builder struct {
-	buf   []byte
+	buf   []byte // the header and the entries; Finish adds the appends section
 	count uint32
 	first int64
 	keys  []string
+	as    appendsSection
 }
 
-// Reset empties the builder and keeps its buffer.
+// Reset empties the builder and keeps its buffers.
 func (b *Builder) Reset() {
 	b.buf = b.buf[:0]
 	b.count = 0
+	b.as.reset()
+}
+
+// StartAppend starts an append of producer, numbered seq in the producer's
+// stream: the entries added until the next StartAppend are that append's.
+// Entries added before any StartAppend form an anonymous append (producer
+// 0). A batch in which some append has a producer other than 0 ends with
+// an appends section (see doc.go); one without does not. seq must be 0 for
+// producer 0.
+func (b *Builder) StartAppend(producer, seq uint64) {
+	b.as.start(producer, seq)
 }
 
 // Count is the number of entries added since the last Reset.
@@ -80,7 +94,7 @@ func (b *Builder) Bytes() int {
 	if b.count == 0 {
 		return HeaderBytes
 	}
-	return len(b.buf)
+	return len(b.buf) + b.as.size()
 }
 
 // Add appends e to the batch. It copies e's bytes.
@@ -90,6 +104,7 @@ func (b *Builder) Add(e Entry) {
 		b.first = e.Time
 	}
 	b.count++
+	b.as.add()
 	b.buf = binary.AppendVarint(b.buf, e.Time-b.first)
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(e.Payload)))
 	b.buf = append(b.buf, e.Payload...)
@@ -123,22 +138,30 @@ func (b *Builder) Finish(base, epoch uint64) []byte {
 // or on a copy of them. A caller that copies the batch anyway sums the copy,
 // which the copy has just brought into the CPU's cache.
 func (b *Builder) FinishUnsummed(base, epoch uint64) []byte {
-	if b.count == 0 || uint64(len(b.buf)) > math.MaxUint32 {
-		panic(fmt.Sprintf("record: finish of a batch of %d entries, %d bytes", b.count, len(b.buf)))
+	if b.count == 0 || uint64(b.Bytes()) > math.MaxUint32 {
+		panic(fmt.Sprintf("record: finish of a batch of %d entries, %d bytes", b.count, b.Bytes()))
 	}
-	h := b.buf[:HeaderBytes]
+	entries := len(b.buf)
+	var flags byte
+	if b.as.named {
+		flags = FlagAppends
+		b.buf = b.as.appendTo(b.buf)
+	}
+	out := b.buf
+	b.buf = b.buf[:entries] // a later Add or Finish starts from the entries again
+	h := out[:HeaderBytes]
 	binary.LittleEndian.PutUint32(h[0:], magic)
 	h[4] = Version
-	h[5] = 0
+	h[5] = flags
 	binary.LittleEndian.PutUint16(h[6:], 0)
-	binary.LittleEndian.PutUint32(h[8:], uint32(len(b.buf)))
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(out)))
 	binary.LittleEndian.PutUint64(h[16:], base)
 	binary.LittleEndian.PutUint64(h[24:], epoch)
 	binary.LittleEndian.PutUint64(h[32:], uint64(b.first))
 	binary.LittleEndian.PutUint32(h[40:], b.count)
 	binary.LittleEndian.PutUint32(h[44:], 0)
 	binary.LittleEndian.PutUint32(h[12:], 0)
-	return b.buf
+	return out
 }
 
 // PutCRC writes into the header of batch, which is one whole batch from
@@ -148,11 +171,33 @@ func PutCRC(batch []byte) []byte {
 	return batch
 }
 
-// Encode is a convenience for building one batch from entries.
+// Encode is a convenience for building one batch from entries, as one
+// anonymous append.
 func Encode(base, epoch uint64, entries []Entry) []byte {
 	var b Builder
 	for _, e := range entries {
 		b.Add(e)
+	}
+	return b.Finish(base, epoch)
+}
+
+// EncodeAppends builds one batch of entries made of appends, whose counts
+// sum to len(entries) and are each at least 1. It panics otherwise.
+func EncodeAppends(base, epoch uint64, entries []Entry, appends []Append) []byte {
+	var b Builder
+	i := 0
+	for _, a := range appends {
+		if a.Count == 0 || uint64(i)+uint64(a.Count) > uint64(len(entries)) {
+			panic("record: append counts do not match the entries")
+		}
+		b.StartAppend(a.Producer, a.Seq)
+		for _, e := range entries[i : i+int(a.Count)] {
+			b.Add(e)
+		}
+		i += int(a.Count)
+	}
+	if i != len(entries) {
+		panic("record: append counts do not match the entries")
 	}
 	return b.Finish(base, epoch)
 }
@@ -170,7 +215,7 @@ func ParseHeader(p []byte) (Header, error) {
 	if p[4] != Version {
 		return Header{}, fmt.Errorf("%w: unknown version %d", ErrCorrupt, p[4])
 	}
-	if p[5] != 0 { // no codec is defined yet, and bits 3-7 must be zero
+	if p[5]&^FlagAppends != 0 { // no codec is defined yet, and bits 4-7 must be zero
 		return Header{}, fmt.Errorf("%w: unsupported flags %#02x", ErrCorrupt, p[5])
 	}
 	if binary.LittleEndian.Uint16(p[6:]) != 0 || binary.LittleEndian.Uint32(p[44:]) != 0 {
@@ -202,7 +247,8 @@ func ParseHeader(p []byte) (Header, error) {
 // the bytes it was decoded from.
 type Batch struct {
 	Header
-	body []byte
+	body    []byte
+	entries int // where the entries end in body, and the appends section starts
 }
 
 // Decode checks the batch at the start of p (header and CRC) and returns it.
@@ -222,7 +268,18 @@ func Decode(p []byte) (Batch, error) {
 	}
 	b := Batch{Header: h, body: p[HeaderBytes:h.Length]}
 	// Walk the entries once so that a batch that decodes is fully valid.
-	if err := b.Each(func(uint64, Entry) error { return nil }); err != nil {
+	rest, err := b.walk(b.body, func(uint64, Entry) error { return nil })
+	if err != nil {
+		return Batch{}, err
+	}
+	b.entries = len(b.body) - len(rest)
+	if h.Flags&FlagAppends == 0 {
+		if len(rest) != 0 {
+			return Batch{}, fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, len(rest))
+		}
+		return b, nil
+	}
+	if err := checkSection(rest, h.Count); err != nil {
 		return Batch{}, err
 	}
 	return b, nil
@@ -236,22 +293,42 @@ func Decode(p []byte) (Batch, error) {
 // first entry's time equal to the header's first time, property keys strictly
 // ascending), so a batch that decodes re-encodes to the same bytes.
 func (b Batch) Each(fn func(off uint64, e Entry) error) error {
-	p := b.body
+	rest, err := b.walk(b.body[:b.entries], fn)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, len(rest))
+	}
+	return err
+}
+
+// Appends appends to dst the appends the batch holds, in entry order, and
+// returns it: those of its appends section, or one anonymous append of
+// every entry for a batch without one.
+func (b Batch) Appends(dst []Append) []Append {
+	if b.Flags&FlagAppends == 0 {
+		return append(dst, Append{Count: b.Count})
+	}
+	parseSection(b.body[b.entries:], func(a Append) { dst = append(dst, a) }) // checked by Decode
+	return dst
+}
+
+// walk decodes the entries at the start of p, calls fn for each, and
+// returns the bytes after them.
+func (b Batch) walk(p []byte, fn func(off uint64, e Entry) error) ([]byte, error) {
 	for i := range b.Count {
 		var e Entry
 		var err error
 		delta, n := binary.Varint(p)
 		if !minimal(p, n) || (i == 0 && delta != 0) {
-			return b.bad(i, "time")
+			return nil, b.bad(i, "time")
 		}
 		p = p[n:]
 		e.Time = b.FirstTime + delta
 		if e.Payload, p, err = bytesField(p); err != nil {
-			return b.bad(i, "payload")
+			return nil, b.bad(i, "payload")
 		}
 		nprops, n := binary.Uvarint(p)
 		if !minimal(p, n) || nprops > uint64(len(p)) {
-			return b.bad(i, "property count")
+			return nil, b.bad(i, "property count")
 		}
 		p = p[n:]
 		if nprops > 0 {
@@ -260,23 +337,20 @@ func (b Batch) Each(fn func(off uint64, e Entry) error) error {
 			for j := range nprops {
 				var k, v []byte
 				if k, p, err = bytesField(p); err != nil || (j > 0 && bytes.Compare(prev, k) >= 0) {
-					return b.bad(i, "property key")
+					return nil, b.bad(i, "property key")
 				}
 				if v, p, err = bytesField(p); err != nil {
-					return b.bad(i, "property value")
+					return nil, b.bad(i, "property value")
 				}
 				e.Properties[string(k)] = v
 				prev = k
 			}
 		}
 		if err := fn(b.BaseOffset+uint64(i), e); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if len(p) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, len(p))
-	}
-	return nil
+	return p, nil
 }
 
 func (b Batch) bad(i uint32, field string) error {

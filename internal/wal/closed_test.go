@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -100,7 +101,7 @@ func TestClosedRecordDetectsDamagedTail(t *testing.T) {
 				l.Close()
 				t.Fatalf("damage %+v, want the log degraded below offset %d, which the closed record names", d, info.Next)
 			}
-			if _, err := l.Append(1, []record.Entry{{Payload: []byte("x")}}); !errors.Is(err, rpcerr.ErrDamaged) {
+			if _, err := l.Append(1, []record.Entry{{Payload: []byte("x")}}, engine.AppendOptions{}); !errors.Is(err, rpcerr.ErrDamaged) {
 				t.Fatalf("append to a degraded log: %v, want ErrDamaged", err)
 			}
 			l.Close()
@@ -147,7 +148,7 @@ func TestClosedRecordAcrossCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendWait(t, l, 2, "after the reopen")
-	if _, err := l.Append(2, []record.Entry{{Payload: []byte("perhaps torn")}}); err != nil {
+	if _, err := l.Append(2, []record.Entry{{Payload: []byte("perhaps torn")}}, engine.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	after := fs.Crash(rand.New(rand.NewPCG(3, 4)))

@@ -13,14 +13,20 @@ import (
 
 // Append queues entries, written by the writer of the given epoch, to be
 // committed together in one batch, and returns at once. It fails at once with
-// rpcerr.ErrFenced if a newer writer exists, and with rpcerr.ErrClosed after Close.
-func (l *Log) Append(epoch uint64, entries []record.Entry) (engine.Pending, error) {
+// rpcerr.ErrFenced if a newer writer exists, and with rpcerr.ErrClosed after
+// Close. o deduplicates and conditions it (engine.Engine's Append).
+func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOptions) (engine.Pending, error) {
+	if o.Producer != 0 {
+		if err := l.loadDedup(); err != nil {
+			return engine.Pending{}, err
+		}
+	}
 	l.mu.Lock()
 	if err := engine.Refuse(l.closed, l.failed, epoch == l.epoch); err != nil {
 		l.mu.Unlock()
 		return engine.Pending{}, err
 	}
-	p, started, err := l.queue.Add(epoch, entries, time.Time{})
+	p, started, err := l.queue.Add(epoch, entries, o, time.Time{})
 	wasIdle := started && l.queue.Len() == 1
 	l.mu.Unlock()
 	if wasIdle {
@@ -71,9 +77,11 @@ func (l *Log) run() {
 }
 
 // commit writes groups, syncs as the log's mode asks, and acknowledges them.
+// When some fail, the queue learns where the log really ends.
 func (l *Log) commit(groups []*engine.Group) {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
+	defer l.rewindQueue(groups)
 	l.mu.Lock()
 	epoch, failed := l.epoch, l.failed
 	l.mu.Unlock()
@@ -124,6 +132,25 @@ func (l *Log) commit(groups []*engine.Group) {
 	for _, g := range live {
 		g.Finish(nil)
 	}
+}
+
+// rewindQueue tells the queue where the log ends once the round of groups
+// is over: below what it predicted if some of them failed. The caller
+// holds commitMu.
+func (l *Log) rewindQueue(groups []*engine.Group) {
+	var err error
+	for _, g := range groups {
+		if g.Failed() {
+			err = g.Err()
+			break
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("wal: the appends queued before this conditional append failed")
+	}
+	l.mu.Lock()
+	l.queue.Rewind(l.tail, err)
+	l.mu.Unlock()
 }
 
 // write appends the groups to the active segment, rolling it first if it is
@@ -304,5 +331,8 @@ func (l *Log) Fence(_ context.Context, epoch uint64, owned func() bool) error {
 	}
 	l.epoch, l.owned = epoch, owned
 	l.queue.Fail(rpcerr.ErrFenced)
+	// The groups taken and not committed are of the old epoch and will
+	// fail: the log ends at the tail.
+	l.queue.SetEnd(l.tail)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
@@ -87,7 +88,7 @@ func TestDegradedOpenAndRepair(t *testing.T) {
 		t.Fatalf("the degraded log ends at %d, want 10", st.End)
 	}
 	readAll(t, l, payload)
-	_, err = l.Append(1, []record.Entry{{Payload: []byte("refused")}})
+	_, err = l.Append(1, []record.Entry{{Payload: []byte("refused")}}, engine.AppendOptions{})
 	want := fmt.Sprintf("%s is corrupt at byte %d", path, pos[10])
 	if !errors.Is(err, rpcerr.ErrDamaged) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("append: %v, want ErrDamaged saying %q", err, want)
@@ -106,7 +107,7 @@ func TestDegradedOpenAndRepair(t *testing.T) {
 	if got := int64(len(mustRead(t, fs, path))); got != size {
 		t.Fatalf("the dry run changed the file from %d to %d bytes", size, got)
 	}
-	if _, err := l.Append(1, []record.Entry{{Payload: []byte("refused")}}); !errors.Is(err, rpcerr.ErrDamaged) {
+	if _, err := l.Append(1, []record.Entry{{Payload: []byte("refused")}}, engine.AppendOptions{}); !errors.Is(err, rpcerr.ErrDamaged) {
 		t.Fatalf("append after the dry run: %v, want ErrDamaged", err)
 	}
 

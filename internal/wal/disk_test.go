@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
+	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -46,7 +47,7 @@ func (f *diskFault) set(on bool, left int) {
 // appendErr appends one entry and waits for its outcome.
 func appendErr(t *testing.T, l *Log, payload string) (uint64, error) {
 	t.Helper()
-	p, err := l.Append(1, []record.Entry{{Payload: []byte(payload)}})
+	p, err := l.Append(1, []record.Entry{{Payload: []byte(payload)}}, engine.AppendOptions{})
 	if err != nil {
 		return 0, err
 	}

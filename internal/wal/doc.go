@@ -28,7 +28,14 @@
 // if that works the log goes on from there (the failed entries' offsets are
 // reused), and if it does not the log refuses every later append with the
 // error until it is reopened, which recovers from what is on disk. An
-// fdatasync is never retried as if a failed one had worked.
+// fdatasync is never retried as if a failed one had worked. The conditional
+// appends queued behind a failed round fail with its error (they were
+// checked against offsets the round did not take); see engine.Queue.Rewind.
+//
+// The first append with a producer after Open rebuilds the log's
+// deduplication table (engine.Dedup) from the appends sections of its
+// newest engine.DedupReachBytes of batches, read from the sparse index
+// entry before that reach (docs/exactly-once.md).
 //
 // A full disk (ENOSPC, EDQUOT) fails the round with rpcerr.ErrNoSpace in the
 // same way, and the next round tries the disk again, so appends resume by

@@ -71,17 +71,20 @@ type Log struct {
 	syncs    atomic.Uint64   // fdatasync calls, for Stats
 
 	// mu guards the state below, which readers and appenders see.
-	mu       sync.Mutex
-	queue    engine.Queue // appends waiting for the committer
-	epoch    uint64
-	closedAt uint64 // where the log ended at its last clean close, as recorded; 0 if not
-	start    uint64
-	end      uint64         // offset after the last acknowledged entry
-	sealed   []segment.Info // sealed segments, oldest first
-	active   segment.Info   // the active segment as acknowledged; Path "" if none
-	advanced chan struct{}  // closed when end moves, ticks arrive, or the log closes
-	owned    func() bool    // the current writer's claim check; nil: always owned
-	closed   bool
+	mu    sync.Mutex
+	queue engine.Queue // appends waiting for the committer
+	// dedupLoad (its own lock, taken before mu) rebuilds queue.Dedup
+	// from the segments at the first append with a producer.
+	dedupLoad engine.DedupLoad
+	epoch     uint64
+	closedAt  uint64 // where the log ended at its last clean close, as recorded; 0 if not
+	start     uint64
+	end       uint64         // offset after the last acknowledged entry
+	sealed    []segment.Info // sealed segments, oldest first
+	active    segment.Info   // the active segment as acknowledged; Path "" if none
+	advanced  chan struct{}  // closed when end moves, ticks arrive, or the log closes
+	owned     func() bool    // the current writer's claim check; nil: always owned
+	closed    bool
 
 	readers engine.Readers
 	failed  error
@@ -201,6 +204,7 @@ func (l *Log) recover() error {
 			Err: fmt.Errorf("the log ends at offset %d, but it was closed at offset %d: the segments holding the rest are missing", l.tail, closedAt)})
 	}
 	l.end = l.tail
+	l.queue.SetEnd(l.tail)
 	return nil
 }
 

@@ -27,7 +27,7 @@ func openTestLog(t *testing.T, fs vfs.FS) *Log {
 
 func appendWait(t *testing.T, l *Log, epoch uint64, payload string) uint64 {
 	t.Helper()
-	p, err := l.Append(epoch, []record.Entry{{Payload: []byte(payload)}})
+	p, err := l.Append(epoch, []record.Entry{{Payload: []byte(payload)}}, engine.AppendOptions{})
 	if err != nil {
 		t.Fatalf("Append: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestTickWakesAndFollowsQueuedAppends(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range n / 4 {
-				p, err := l.Append(1, []record.Entry{{Payload: []byte("x")}})
+				p, err := l.Append(1, []record.Entry{{Payload: []byte("x")}}, engine.AppendOptions{})
 				if err != nil {
 					t.Error(err)
 					return

@@ -61,7 +61,7 @@ func AppendN(t *testing.T, l engine.Engine, epoch uint64, prefix string, n int) 
 	t.Helper()
 	ps := make([]engine.Pending, n)
 	for i := range n {
-		p, err := l.Append(epoch, Entry(fmt.Sprintf("%s-%d", prefix, i)))
+		p, err := l.Append(epoch, Entry(fmt.Sprintf("%s-%d", prefix, i)), engine.AppendOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func (e *Env) Segments() []meta.Segment {
 // rpcerr.ErrFenced, at once or when waited for.
 func WantFenced(t *testing.T, l engine.Engine, epoch uint64) {
 	t.Helper()
-	p, err := l.Append(epoch, Entry("fenced"))
+	p, err := l.Append(epoch, Entry("fenced"), engine.AppendOptions{})
 	if err == nil {
 		_, err = p.Wait(context.Background())
 	}
