@@ -17,6 +17,12 @@ const (
 	// DedupProducers is how many producers the table remembers per log;
 	// the least recently used one is forgotten first.
 	DedupProducers = 1024
+	// DedupEntries is how many appends the table remembers per log, all
+	// producers together (about 40 bytes each): past it, the oldest
+	// appends of the least recently used producers are forgotten first, as
+	// if their window had filled. It bounds what clients that never
+	// acknowledge can make a log hold to a few MiB.
+	DedupEntries = 1 << 16
 	// DedupReachBytes is how far back from its end an engine reads a
 	// log's batches to rebuild its Dedup after opening the log (see
 	// DedupLoad): this many bytes of batches, to within a batch, or the
@@ -46,6 +52,7 @@ const (
 type Dedup struct {
 	producers map[uint64]*producer
 	lru       producer // sentinel of the producers, most recently used first
+	entries   int      // appends in the windows of all producers
 }
 
 // producer is one producer's window.
@@ -76,7 +83,7 @@ func (d *Dedup) init() {
 
 // Reset empties the table.
 func (d *Dedup) Reset() {
-	d.producers = nil
+	d.producers, d.entries = nil, 0
 	d.init()
 }
 
@@ -111,7 +118,9 @@ func (d *Dedup) Find(id, seq, acked uint64, count int) (Pending, bool, error) {
 		return Pending{}, false, nil
 	}
 	d.touch(pr)
+	n := pr.size()
 	pr.trim(acked)
+	d.entries -= n - pr.size()
 	i, ok := pr.search(seq)
 	if !ok {
 		if seq < pr.low {
@@ -126,6 +135,7 @@ func (d *Dedup) Find(id, seq, acked uint64, count int) (Pending, bool, error) {
 		case <-a.p.o.done:
 			if a.p.o.err != nil {
 				pr.remove(i)
+				d.entries--
 				return Pending{}, false, nil
 			}
 			a.off, a.p = a.p.o.Base+a.p.rel, Pending{}
@@ -200,6 +210,7 @@ func (d *Dedup) add(id, seq uint64, count int, off uint64, p Pending, restored b
 			old := d.lru.prev
 			d.unlink(old)
 			delete(d.producers, old.id)
+			d.entries -= old.size()
 		}
 	default:
 		d.touch(pr)
@@ -210,6 +221,11 @@ func (d *Dedup) add(id, seq uint64, count int, off uint64, p Pending, restored b
 	if seq < pr.low {
 		return
 	}
+	before := pr.size()
+	defer func() {
+		d.entries += pr.size() - before
+		d.shrink()
+	}()
 	a := applied{seq: seq, off: off, p: p, count: uint32(count)}
 	if n := len(pr.seen); n == pr.head || pr.seen[n-1].seq < seq {
 		pr.seen = append(pr.seen, a)
@@ -229,6 +245,24 @@ func (d *Dedup) add(id, seq uint64, count int, off uint64, p Pending, restored b
 		pr.drop(1)
 	}
 }
+
+// shrink forgets the oldest appends of the least recently used producers
+// until the table holds at most DedupEntries.
+func (d *Dedup) shrink() {
+	for pr := d.lru.prev; d.entries > DedupEntries && pr != &d.lru; {
+		if pr.size() == 0 {
+			pr = pr.prev
+			continue
+		}
+		pr.low = pr.seen[pr.head].seq + 1
+		pr.evicted = true
+		pr.drop(1)
+		d.entries--
+	}
+}
+
+// size is the number of appends in the window.
+func (pr *producer) size() int { return len(pr.seen) - pr.head }
 
 // search returns where seq is in the window, or where it would go.
 func (pr *producer) search(seq uint64) (int, bool) {

@@ -167,6 +167,48 @@ func TestDedupProducersBound(t *testing.T) {
 	}
 }
 
+// All producers together, the table holds at most DedupEntries appends:
+// the least recently used producers lose their oldest first, and a retry
+// of a forgotten one is refused, never appended again.
+func TestDedupEntriesBound(t *testing.T) {
+	var d Dedup
+	const producers = 32
+	per := DedupEntries / producers * 2 // twice what fits
+	for id := uint64(1); id <= producers; id++ {
+		for seq := uint64(1); seq <= uint64(per); seq++ {
+			d.Record(id, seq, 1, finished(seq, nil))
+		}
+	}
+	total := 0
+	for id := uint64(1); id <= producers; id++ {
+		seqs, _ := d.Window(id)
+		total += len(seqs)
+	}
+	if total != DedupEntries || d.entries != total {
+		t.Fatalf("the windows hold %d appends (counted %d), want %d", total, d.entries, DedupEntries)
+	}
+	// The most recently used producer kept its newest appends.
+	if _, dup := mustFind(t, &d, producers, uint64(per), 0, 1); !dup {
+		t.Fatal("the newest append of the most recent producer was forgotten")
+	}
+	if _, _, err := d.Find(1, 1, 0, 1); !errors.Is(err, rpcerr.ErrInvalid) {
+		t.Fatalf("a forgotten append of the oldest producer: %v, want ErrInvalid", err)
+	}
+	// Acknowledging frees room, counted.
+	d.Find(producers, uint64(per)+1, uint64(per)+1, 1)
+	if seqs, _ := d.Window(producers); len(seqs) != 0 {
+		t.Fatalf("window after acknowledging everything: %v", seqs)
+	}
+	total = 0
+	for id := uint64(1); id <= producers; id++ {
+		seqs, _ := d.Window(id)
+		total += len(seqs)
+	}
+	if d.entries != total {
+		t.Fatalf("counted %d appends, the windows hold %d", d.entries, total)
+	}
+}
+
 func TestDedupRestore(t *testing.T) {
 	var d Dedup
 	d.Restore(4, 20, 2, 100)
