@@ -10,7 +10,9 @@
 //                        NOT_OWNER (in a cluster, another node serves the
 //                        log: metadata "owner" is its address; retry there),
 //                        TAKEN_OVER (a newer subscriber took the
-//                        subscription over: do not reopen this one)
+//                        subscription over: do not reopen this one),
+//                        CONDITION_FAILED (a conditional append found the
+//                        log's end elsewhere: metadata "end" is where)
 //   OUT_OF_RANGE         TRUNCATED (metadata "start": where the log starts),
 //                        OUT_OF_RANGE (beyond the end)
 //   RESOURCE_EXHAUSTED   NO_SPACE (a disk or etcd's quota is full), LIMIT (a

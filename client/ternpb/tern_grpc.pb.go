@@ -8,7 +8,11 @@
 //                        a message that is not valid protobuf)
 //   FAILED_PRECONDITION  FENCED (a newer writer was opened),
 //                        NOT_OWNER (in a cluster, another node serves the
-//                        log: metadata "owner" is its address; retry there)
+//                        log: metadata "owner" is its address; retry there),
+//                        TAKEN_OVER (a newer subscriber took the
+//                        subscription over: do not reopen this one),
+//                        CONDITION_FAILED (a conditional append found the
+//                        log's end elsewhere: metadata "end" is where)
 //   OUT_OF_RANGE         TRUNCATED (metadata "start": where the log starts),
 //                        OUT_OF_RANGE (beyond the end)
 //   RESOURCE_EXHAUSTED   NO_SPACE (a disk or etcd's quota is full), LIMIT (a
@@ -16,8 +20,9 @@
 //   DATA_LOSS            DAMAGED (the log opened degraded: appends are
 //                        refused until RepairLog cuts the damage), CORRUPT
 //   UNAVAILABLE          UNAVAILABLE (etcd or a peer does not answer),
-//                        CLOSED (the server is shutting down, or the log was
-//                        deleted), LOCKED
+//                        CLOSED (the server is shutting down, or gave the
+//                        log up), LOCKED: retry, the same node or, after a
+//                        redirect, another
 //   UNIMPLEMENTED        UNSUPPORTED
 //   INTERNAL             a bug in Tern, never an expected condition
 

@@ -241,3 +241,35 @@ func TestCLISharedProducers(t *testing.T) {
 		t.Fatalf("tern append after the exclusive writer closed printed %q", out)
 	}
 }
+
+// tern append --if-end appends only at the end it names, embedded and
+// through a server, and says where the log ends when it is elsewhere.
+func TestCLIIfEnd(t *testing.T) {
+	for _, where := range []string{"embedded", "remote"} {
+		t.Run(where, func(t *testing.T) {
+			at := []string{"--dir", t.TempDir()}
+			if where == "remote" {
+				at = []string{"--server", startServer(t, t.TempDir()).addr}
+			}
+			cli := func(stdin string, code int, args ...string) (string, string) {
+				t.Helper()
+				return ternIO(t, stdin, code, append(append([]string{}, at...), args...)...)
+			}
+			cli("", 0, "log", "create", "cas")
+			if out, _ := cli("a\nb\n", 0, "append", "--if-end", "0", "cas"); out != "0\n1\n" {
+				t.Fatalf("append --if-end 0 printed %q", out)
+			}
+			out, errs := cli("x\n", 1, "append", "--if-end", "1", "cas")
+			if out != "" || !strings.Contains(errs, "condition") || !strings.Contains(errs, "2") {
+				t.Fatalf("append --if-end 1 at end 2: stdout %q, stderr %s", out, errs)
+			}
+			if out, _ := cli("c\n", 0, "append", "--exclusive", "--if-end", "2", "cas"); out != "2\n" {
+				t.Fatalf("append --exclusive --if-end 2 printed %q", out)
+			}
+			cli("", 2, "append", "--if-end", "-1", "cas")
+			if out, _ := cli("", 0, "read", "cas"); out != "a\nb\nc\n" {
+				t.Fatalf("read printed %q", out)
+			}
+		})
+	}
+}
