@@ -50,6 +50,10 @@ type torture struct {
 	recoveries   []time.Duration // from there to the next acknowledged append invoked after it
 	waiting      bool            // a recovery is being timed
 	progress     map[string]tern.Offset
+	// unknowns counts the appends whose outcome the application did not
+	// learn, by why: the writer's retries end only at a newer writer
+	// (fenced) or at the Wait's deadline.
+	unknowns map[string]int
 
 	supervise func() // restarts the processes that exited; nil if none may
 }
@@ -77,7 +81,7 @@ func newTorture(t *testing.T) *torture {
 	})
 	return &torture{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed>>32|1)), duration: d, h: check.New(),
-		injected: map[string]int{}, progress: map[string]tern.Offset{},
+		injected: map[string]int{}, progress: map[string]tern.Offset{}, unknowns: map[string]int{},
 	}
 }
 
@@ -237,6 +241,7 @@ func (w *workload) write(ctx context.Context, l *tern.Log) {
 				cancel()
 				if err != nil {
 					f.a.Unknown(err)
+					w.tt.unknown(err)
 					if !failed {
 						failed = true
 						close(broken)
@@ -309,12 +314,19 @@ func (w *workload) tail(ctx context.Context, l *tern.Log) {
 func (w *workload) subscribe(ctx context.Context, l *tern.Log) {
 	r := w.tt.h.Subscriber(w.log, workSub)
 	for ctx.Err() == nil {
-		s, err := l.Subscribe(ctx, workSub)
+		first := true
+		// A subscriber that rides through a restart starts a new stream
+		// from the committed cursor: entries after it come again.
+		reconnected := tern.WithReconnectNotify(func(err error) {
+			if err == nil {
+				first = true
+			}
+		})
+		s, err := l.Subscribe(ctx, workSub, reconnected)
 		if err != nil {
 			sleep(ctx, 100*time.Millisecond)
 			continue
 		}
-		first := true
 		for {
 			es, err := s.NextBatch(ctx, 256)
 			var te *tern.TruncatedError
@@ -407,6 +419,7 @@ func (w *workload) fence(l *tern.Log) {
 		off, err := wr.Append(ctx, tern.Entry{Payload: []byte(v)})
 		if err != nil {
 			a.Unknown(err)
+			w.tt.unknown(err)
 			return
 		}
 		a.OK(uint64(off))
@@ -468,6 +481,23 @@ func (tt *torture) finish(cancel context.CancelFunc, wg *sync.WaitGroup, addr st
 	}
 }
 
+// unknown counts an append whose outcome the application did not learn.
+func (tt *torture) unknown(err error) {
+	why := "other"
+	switch {
+	case errors.Is(err, tern.ErrFenced):
+		why = "fenced"
+	case errors.Is(err, context.DeadlineExceeded):
+		why = "wait deadline"
+	}
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	tt.unknowns[why]++
+	if why == "other" && tt.unknowns[why] == 1 {
+		tt.t.Logf("first append of unknown outcome for another reason: %v", err)
+	}
+}
+
 // report logs the run's figures, and appends them to $TERN_TORTURE_JSON.
 func (tt *torture) report(rep *check.Report, ws []*workload) {
 	tt.mu.Lock()
@@ -491,8 +521,8 @@ func (tt *torture) report(rep *check.Report, ws []*workload) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	slices.Sort(kinds)
-	tt.t.Logf("%s, %v of faults (%s), %d truncations; recovery: p50 %v, p99 %v over %d\n%s",
-		tt.t.Name(), tt.duration, strings.Join(kinds, ", "), truncates, pct(0.5), pct(0.99), len(rec), rep)
+	tt.t.Logf("%s, %v of faults (%s), %d truncations; recovery: p50 %v, p99 %v over %d; unknown outcomes by why: %v\n%s",
+		tt.t.Name(), tt.duration, strings.Join(kinds, ", "), truncates, pct(0.5), pct(0.99), len(rec), tt.unknowns, rep)
 	path := os.Getenv("TERN_TORTURE_JSON")
 	if path == "" {
 		return
@@ -500,7 +530,7 @@ func (tt *torture) report(rep *check.Report, ws []*workload) {
 	line, err := json.Marshal(map[string]any{
 		"scenario": tt.t.Name(), "seed": tt.seed, "duration": tt.duration.String(), "faults": tt.injected,
 		"truncations": truncates, "recovery_p50_ms": pct(0.5).Milliseconds(), "recovery_p99_ms": pct(0.99).Milliseconds(),
-		"recoveries": len(rec), "anomalies": rep.Anomalies(), "check": rep,
+		"recoveries": len(rec), "anomalies": rep.Anomalies(), "check": rep, "unknown_by_why": tt.unknowns,
 	})
 	if err != nil {
 		tt.t.Fatal(err)
