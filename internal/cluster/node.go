@@ -265,6 +265,9 @@ func (n *Node) lose(reason string) {
 const (
 	reasonClosed  = "closed"
 	reasonExpired = "not renewed in time"
+	// reasonGone is a lease etcd no longer has: it expired, or the other
+	// members revoked it (Suspect).
+	reasonGone = "expired, or revoked by the other members"
 )
 
 // renew keeps the lease alive until ctx ends or it is lost; if the node loses
@@ -302,7 +305,7 @@ func (n *Node) renew(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			n.lose("expired")
+			n.lose(reasonGone)
 			return
 		default:
 			if failing == nil {

@@ -28,6 +28,9 @@ type clusterNode struct {
 	store  *replica.Store
 	bucket blob.Bucket
 	set    *replicaSet
+
+	stopDetect context.CancelFunc
+	detecting  sync.WaitGroup
 }
 
 // startNode opens the replica store under data/replica and joins the
@@ -81,13 +84,31 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 		}
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
-	return &clusterNode{node: node, store: store, bucket: bucket,
-		set: &replicaSet{node: node, self: replica.NewLocal(store), certs: tlsCerts, conns: map[string]*replica.Conn{}}}, nil
+	cn := &clusterNode{node: node, store: store, bucket: bucket,
+		set: &replicaSet{node: node, self: replica.NewLocal(store), certs: tlsCerts, conns: map[string]*replica.Conn{}}}
+	cn.detect(tlsCerts)
+	return cn, nil
+}
+
+// detect runs the failure detector (cluster.Node.Detect) until close: a
+// member killed on a live host is evicted by a majority of the others
+// well within a second, and its logs are taken over without waiting for
+// its lease to lapse (docs/cluster.md).
+func (n *clusterNode) detect(tlsCerts *certs.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopDetect = cancel
+	n.detecting.Go(func() {
+		n.node.Detect(ctx, cluster.DetectOptions{Dial: func(m cluster.Member) (cluster.Peer, error) {
+			return dialPeer(m, nodeTLS(tlsCerts, m.Addr))
+		}})
+	})
 }
 
 // close leaves the cluster, so that the others take its logs at once, and
 // closes the replica store.
 func (n *clusterNode) close() error {
+	n.stopDetect()
+	n.detecting.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
 	defer cancel()
 	return errors.Join(n.node.Close(ctx), n.set.close(), n.store.Close(), n.bucket.Close())

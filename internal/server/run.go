@@ -345,7 +345,7 @@ func (r *Running) Wait(ctx context.Context) error {
 		return nil
 	case <-r.lost:
 		r.logger.Error("this node lost its cluster lease; shutting down so that it can be restarted")
-		return fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s): restart it", r.cfg.NodeID, r.cfg.NodeTTL)
+		return fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s, or evicted by the other nodes, which could not connect to it): restart it", r.cfg.NodeID, r.cfg.NodeTTL)
 	case err := <-r.served:
 		r.logger.Error("grpc server failed; shutting down", "err", err)
 		return fmt.Errorf("serve gRPC on %s: %w", r.grpcAddr, err)
@@ -426,7 +426,7 @@ func leaseCheck(lost <-chan struct{}, node string) check {
 	return func(context.Context) (string, []string) {
 		select {
 		case <-lost:
-			return fmt.Sprintf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl): the other nodes serve its logs; restart it", node), nil
+			return fmt.Sprintf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl, or evicted by the other nodes, which could not connect to it): the other nodes serve its logs; restart it", node), nil
 		default:
 			return "", nil
 		}
