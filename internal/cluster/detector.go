@@ -143,6 +143,7 @@ func (n *Node) watchPeer(ctx context.Context, m Member, lease clientv3.LeaseID, 
 	defer p.Close()
 	suspected := false
 	defer func() {
+		n.setRefusing(m.ID, false)
 		if suspected {
 			uctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 			defer cancel()
@@ -158,7 +159,11 @@ func (n *Node) watchPeer(ctx context.Context, m Member, lease clientv3.LeaseID, 
 		if ctx.Err() != nil {
 			return
 		}
-		switch v := n.probe(ctx, p, opts); {
+		v := n.probe(ctx, p, opts, func() { n.setRefusing(m.ID, true) })
+		if v != verdictRefused {
+			n.setRefusing(m.ID, false)
+		}
+		switch {
 		case ctx.Err() != nil:
 			return
 		case v == verdictAlive:
@@ -181,7 +186,7 @@ func (n *Node) watchPeer(ctx context.Context, m Member, lease clientv3.LeaseID, 
 			evicted, err := n.Suspect(sctx, m.ID, lease)
 			cancel()
 			switch {
-			case errors.Is(err, ErrLost):
+			case errors.Is(err, ErrLost), ctx.Err() != nil: // lost, or the member left (another node evicted it)
 				return
 			case err != nil:
 				n.logger.Warn("cluster: recording a suspicion failed", "node", n.self.ID, "member", m.ID, "error", err)
@@ -209,8 +214,8 @@ const (
 
 // probe probes p up to opts.Probes times, opts.ProbeInterval apart, until
 // it answers: alive if it did, refused if every probe was refused, unknown
-// otherwise.
-func (n *Node) probe(ctx context.Context, p Peer, opts DetectOptions) verdict {
+// otherwise. It calls refused at the first refusal.
+func (n *Node) probe(ctx context.Context, p Peer, opts DetectOptions, refused func()) verdict {
 	for i := range opts.Probes {
 		if i > 0 && !sleep(ctx, opts.ProbeInterval) {
 			return verdictUnknown
@@ -223,7 +228,36 @@ func (n *Node) probe(ctx context.Context, p Peer, opts DetectOptions) verdict {
 			return verdictAlive
 		case !errors.Is(err, ErrRefused):
 			return verdictUnknown
+		case i == 0:
+			refused()
 		}
 	}
 	return verdictRefused
+}
+
+// Refusing reports whether this node's detector finds the member id
+// unreachable: its link went down and its address refuses connections.
+// Such a member is dead, most likely, and its eviction is under way (if a
+// majority of the others agree); a call for it may rather wait on Changed
+// than go there.
+func (n *Node) Refusing(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.refusing[id]
+}
+
+// setRefusing records whether member id refuses connections; a change
+// fires Changed.
+func (n *Node) setRefusing(id string, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.refusing[id] == on {
+		return
+	}
+	if on {
+		n.refusing[id] = true
+	} else {
+		delete(n.refusing, id)
+	}
+	n.notifyLocked()
 }

@@ -227,7 +227,7 @@ func TestProbeVerdict(t *testing.T) {
 				p := &scriptedPeer{answers: c.answers}
 				n := &Node{}
 				start := time.Now()
-				got := n.probe(t.Context(), p, opts)
+				got := n.probe(t.Context(), p, opts, func() {})
 				if got != c.want || p.probes != c.probes || time.Since(start) != c.took {
 					t.Errorf("verdict %v after %d probes in %v; want %v after %d in %v", got, p.probes, time.Since(start), c.want, c.probes, c.took)
 				}

@@ -93,6 +93,10 @@ type Node struct {
 	mu      sync.Mutex
 	view    view
 	changed chan struct{} // closed and replaced on each change of view
+	// refusing holds the members whose link Detect found down and whose
+	// address refuses connections: dead, most likely, and about to be
+	// evicted.
+	refusing map[string]bool
 }
 
 // nodeRecord is the value of a nodes/ key.
@@ -110,12 +114,13 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cli:     opts.Client,
-		root:    opts.Root,
-		self:    Member{ID: opts.ID, Addr: opts.Addr},
-		logger:  opts.Logger,
-		lost:    make(chan struct{}),
-		changed: make(chan struct{}),
+		cli:      opts.Client,
+		root:     opts.Root,
+		self:     Member{ID: opts.ID, Addr: opts.Addr},
+		logger:   opts.Logger,
+		lost:     make(chan struct{}),
+		changed:  make(chan struct{}),
+		refusing: map[string]bool{},
 	}
 	t0 := time.Now()
 	grant, err := n.cli.Grant(ctx, int64(math.Ceil(opts.TTL.Seconds())))

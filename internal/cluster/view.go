@@ -31,7 +31,8 @@ type owner struct {
 }
 
 // Changed returns a channel that is closed at the next change of the node's
-// view of membership or ownership, or when the node is lost. Call it again
+// view of membership or ownership, of the members it finds refusing
+// connections (Refusing), or when the node is lost. Call it again
 // for the change after that; read the view after taking the channel, so that
 // no change is missed.
 func (n *Node) Changed() <-chan struct{} {

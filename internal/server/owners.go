@@ -47,6 +47,9 @@ func (s *Server) route(ctx context.Context, name string) error {
 		return err
 	}
 	if m, ok := n.Owner(id); ok && m.ID != n.ID() {
+		if n.Refusing(m.ID) && s.awaitEviction(ctx, m.ID) {
+			return s.route(ctx, name)
+		}
 		return &rpcerr.NotOwnerError{Log: name, Owner: m.Addr}
 	}
 	// By the assignee, if that is another node. The view may still show
@@ -55,6 +58,38 @@ func (s *Server) route(ctx context.Context, name string) error {
 		return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
 	}
 	return s.take(ctx, name, id)
+}
+
+// evictionWait bounds how long a call about a log whose owner refuses
+// connections waits for the owner's eviction (cluster.Node.Detect), which
+// takes a fraction of a second when a majority of the nodes agree.
+const evictionWait = 2 * time.Second
+
+// awaitEviction waits while member id, which this node's detector finds
+// refusing connections, is still a member, for at most evictionWait or
+// until ctx ends. It reports whether the member is gone, or no longer
+// refusing: then the call is routed again, rather than sent to a node
+// that is dead, most likely, and that the client would try again and
+// again with pauses.
+func (s *Server) awaitEviction(ctx context.Context, id string) bool {
+	n := s.node
+	timeout := time.NewTimer(evictionWait)
+	defer timeout.Stop()
+	for {
+		changed := n.Changed()
+		if _, ok := n.Member(id); !ok || !n.Refusing(id) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-n.Lost():
+			return false
+		}
+	}
 }
 
 // take makes this node the server of the named log, whose ID is id, unless
