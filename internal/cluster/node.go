@@ -102,6 +102,10 @@ type Node struct {
 // nodeRecord is the value of a nodes/ key.
 type nodeRecord struct {
 	Addr string `json:"addr"`
+	// Leaving is set by Leave: the node is shutting down, and no other
+	// node evicts it (it revokes its lease itself once its logs are
+	// closed).
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Join makes this process a member of the cluster under opts.Root: it grants
@@ -345,6 +349,26 @@ func (n *Node) revoke() {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	_, _ = n.cli.Revoke(ctx, n.lease)
+}
+
+// Leave tells the other members that the node is shutting down, before it
+// stops answering them: they do not evict it (Suspect), and leave its logs
+// to it until Close revokes its lease, once it has closed them. It stays a
+// member, and Valid, until Close.
+func (n *Node) Leave(ctx context.Context) error {
+	record, err := json.Marshal(nodeRecord{Addr: n.self.Addr, Leaving: true})
+	if err != nil {
+		return fmt.Errorf("cluster: leave as %s: %w", n.self.ID, err)
+	}
+	key := n.nodeKey(n.self.ID)
+	_, err = n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.lease)).
+		Then(clientv3.OpPut(key, string(record), clientv3.WithLease(n.lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: leave as %s: %w", n.self.ID, err)
+	}
+	return nil
 }
 
 // Close leaves the cluster: the node is lost at once, its renewals and watch

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -28,8 +29,9 @@ func (n *Node) suspectKey(id, by string) string { return n.suspectPrefix(id) + b
 // member's lease, so that its nodes/ and owners/ keys vanish at once and
 // the other nodes take its logs over. It reports whether this call evicted
 // it. A member that no longer holds lease (gone, or back with a new
-// lease) is left alone, and so is every member once this node is not
-// Valid: a node that cannot prove its own lease suspects nobody. Calling
+// lease) is left alone, and so is one that is leaving (Leave); and this
+// node suspects nobody once it is not Valid: a node that cannot prove its
+// own lease has no say. Calling
 // it again is harmless, and counts the suspicions again.
 //
 // Eviction is safe whatever the suspicions' worth: an evicted member that
@@ -47,7 +49,8 @@ func (n *Node) Suspect(ctx context.Context, id string, lease clientv3.LeaseID) (
 			clientv3.Compare(clientv3.LeaseValue(n.nodeKey(n.self.ID)), "=", n.lease)).
 		Then(clientv3.OpPut(n.suspectKey(id, n.self.ID), strconv.FormatInt(int64(lease), 10), clientv3.WithLease(n.lease)),
 			clientv3.OpGet(n.suspectPrefix(id), clientv3.WithPrefix()),
-			clientv3.OpGet(n.nodePrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+			clientv3.OpGet(n.nodePrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(n.nodeKey(id))).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		n.lose(reasonGone)
@@ -72,6 +75,13 @@ func (n *Node) Suspect(ctx context.Context, id string, lease clientv3.LeaseID) (
 		}
 	}
 	others := len(live) - 1 // the suspect is live: the compare saw its key
+	if kvs := resp.Responses[3].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		var r nodeRecord
+		if json.Unmarshal(kvs[0].Value, &r) == nil && r.Leaving {
+			n.logger.Debug("cluster: suspected member is leaving; not evicted", "node", n.self.ID, "suspect", id)
+			return false, nil
+		}
+	}
 	if !Evicted(suspecters, others) {
 		n.logger.Info("cluster: member suspected", "node", n.self.ID, "suspect", id, "suspecters", suspecters, "others", others)
 		return false, nil

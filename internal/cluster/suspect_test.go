@@ -139,3 +139,29 @@ func TestSuspectTwoMembers(t *testing.T) {
 		t.Fatal("b, evicted, is not lost")
 	}
 }
+
+// TestSuspectLeaving: a member that said it is leaving (Leave) stops
+// answering on purpose, and is not evicted however many suspect it; it
+// stays a member until its Close.
+func TestSuspectLeaving(t *testing.T) {
+	ep := startEtcd(t)
+	a := join(t, ep, "a", longTTL)
+	b := join(t, ep, "b", longTTL)
+	c := join(t, ep, "c", longTTL)
+	cl := lease(t, a, c)
+	lease(t, b, c)
+	if err := c.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*Node{a, b} {
+		if ev, err := n.Suspect(t.Context(), "c", cl); ev || err != nil {
+			t.Fatalf("%s suspects c, leaving: evicted %v, %v; want false, nil", n.ID(), ev, err)
+		}
+	}
+	if !c.Valid() {
+		t.Fatal("c, leaving, is not Valid")
+	}
+	if m, ok := a.Member("c"); !ok || m != c.Self() {
+		t.Fatalf("c, leaving: a's view has %v, %v", m, ok)
+	}
+}

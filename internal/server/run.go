@@ -322,6 +322,9 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
+	if node != nil {
+		r.undo.push("", node.leave) // first: the others must not evict a node that stops answering them on purpose
+	}
 	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes, "max_streams", sopts.MaxStreams)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "tls", r.certs != nil, "mtls", r.certs != nil && r.certs.Mutual(), "auth", cmp.Or(cfg.AuthFile, "none"), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
