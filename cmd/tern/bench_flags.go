@@ -161,6 +161,6 @@ opened after 20ms. None of them was acknowledged.`,
 	cmd.Flags().IntVar(&cl.nodes, "cluster", 4, "the nodes of the cluster: one more than --ensemble, so that a segment can start while a node is dead")
 	cmd.Flags().IntVar(&kills, "kills", 20, "how many times to kill the log's node")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
-	cl.addFlags(cmd, " (the fail-over waits for it)")
+	cl.addFlags(cmd, " (unless the others evict it sooner, as they do a node killed -9)")
 	return cmd
 }
