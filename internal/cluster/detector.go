@@ -70,7 +70,8 @@ func (o *DetectOptions) defaults() {
 // refuses opts.Probes probes in a row (see Suspect: a majority of the
 // others evicts it). A suspected member that answers again is no longer
 // suspected. A member that leaves the view, or comes back on a new lease,
-// is unlinked and its suspicion withdrawn.
+// is unlinked and its suspicion withdrawn. Detect blocks: run it once per
+// Node, in a goroutine of its own.
 func (n *Node) Detect(ctx context.Context, opts DetectOptions) {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(ctx)

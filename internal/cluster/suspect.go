@@ -44,10 +44,15 @@ func (n *Node) Suspect(ctx context.Context, id string, lease clientv3.LeaseID) (
 	if !n.Valid() {
 		return false, fmt.Errorf("cluster: suspect %s: %w", id, ErrLost)
 	}
+	key, want := n.suspectKey(id, n.self.ID), strconv.FormatInt(int64(lease), 10)
 	resp, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(n.nodeKey(id)), "=", lease),
 			clientv3.Compare(clientv3.LeaseValue(n.nodeKey(n.self.ID)), "=", n.lease)).
-		Then(clientv3.OpPut(n.suspectKey(id, n.self.ID), strconv.FormatInt(int64(lease), 10), clientv3.WithLease(n.lease)),
+		Then(
+			// Put only if it is not there yet: a suspicion counted again
+			// every Recheck writes nothing.
+			clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", want)}, nil,
+				[]clientv3.Op{clientv3.OpPut(key, want, clientv3.WithLease(n.lease))}),
 			clientv3.OpGet(n.suspectPrefix(id), clientv3.WithPrefix()),
 			clientv3.OpGet(n.nodePrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 			clientv3.OpGet(n.nodeKey(id))).
@@ -66,7 +71,6 @@ func (n *Node) Suspect(ctx context.Context, id string, lease clientv3.LeaseID) (
 	for _, kv := range resp.Responses[2].GetResponseRange().GetKvs() {
 		live[strings.TrimPrefix(string(kv.Key), n.nodePrefix())] = true
 	}
-	want := strconv.FormatInt(int64(lease), 10)
 	suspecters := 0
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
 		by := strings.TrimPrefix(string(kv.Key), n.suspectPrefix(id))

@@ -73,6 +73,18 @@ func TestSuspectMajority(t *testing.T) {
 	if ev, err := a.Suspect(t.Context(), "d", dl); ev || err != nil {
 		t.Fatalf("a suspects d: evicted %v, %v; want false, nil", ev, err)
 	}
+	// Counted again, it is not written again.
+	before, err := a.cli.Get(t.Context(), a.suspectKey("d", "a"))
+	if err != nil || len(before.Kvs) != 1 {
+		t.Fatalf("a's suspicion of d: %v, %v", before, err)
+	}
+	if ev, err := a.Suspect(t.Context(), "d", dl); ev || err != nil {
+		t.Fatalf("a suspects d again: evicted %v, %v; want false, nil", ev, err)
+	}
+	after, err := a.cli.Get(t.Context(), a.suspectKey("d", "a"))
+	if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+		t.Fatalf("a's suspicion of d, counted again, was written again: %v, %v", after, err)
+	}
 	// a takes it back: b's is one of three again.
 	if err := a.Unsuspect(t.Context(), "d"); err != nil {
 		t.Fatal(err)
