@@ -183,11 +183,13 @@ func (n *Node) watchPeer(ctx context.Context, m Member, lease clientv3.LeaseID, 
 				n.logger.Warn("cluster: member suspected dead: its connection was lost and its address refuses new ones", "node", n.self.ID, "member", m.ID, "addr", m.Addr)
 			}
 			suspected = true
-			sctx, cancel := context.WithTimeout(ctx, opts.Recheck)
+			// Not ctx: an eviction ends this watch, and must not cut short
+			// the call that makes it.
+			sctx, cancel := context.WithTimeout(context.Background(), opts.Recheck)
 			evicted, err := n.Suspect(sctx, m.ID, lease)
 			cancel()
 			switch {
-			case errors.Is(err, ErrLost), ctx.Err() != nil: // lost, or the member left (another node evicted it)
+			case errors.Is(err, ErrLost), ctx.Err() != nil: // lost, or the member left (evicted)
 				return
 			case err != nil:
 				n.logger.Warn("cluster: recording a suspicion failed", "node", n.self.ID, "member", m.ID, "error", err)

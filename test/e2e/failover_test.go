@@ -368,3 +368,63 @@ func (a *safetyAppender) stop() (map[tern.Offset]string, []tern.Offset) {
 	defer a.mu.Unlock()
 	return a.acked.entries, a.late
 }
+
+// TestFailoverStopOwner stops the node that serves a quorum log with
+// SIGTERM, while a reader follows the log there: it says it is leaving
+// before it stops answering the others, so they do not evict it while it
+// ends its streams and closes its logs; it exits cleanly, and another node
+// serves the log after every entry.
+func TestFailoverStopOwner(t *testing.T) {
+	c, start := startShared(t)
+	for i := range 4 {
+		id := fmt.Sprintf("n%d", i)
+		c.nodes[id] = start(t.TempDir(), freeAddr(t), "--node-id", id, "--node-ttl", failoverTTL)
+	}
+	ctx := t.Context()
+	l, err := openClient(t, c.nodes["n0"].addr).CreateLog(ctx, "f", tern.LogOptions{Mode: tern.ModeQuorum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if off, _ := appendRetrying(t, l, fmt.Sprintf("e-%d", i)); off != tern.Offset(i) {
+			t.Fatalf("append %d at offset %d", i, off)
+		}
+	}
+	old := c.owner(t)
+	// A reader following the tail on the owner holds its shutdown for
+	// the streams' grace period, 2 s, while it no longer accepts
+	// connections.
+	follow, err := openClient(t, c.nodes[old].addr).OpenLog(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := follow.OpenReader(ctx, n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.NextBatch(ctx, 1); err != nil { // the stream is open
+		t.Fatal(err)
+	}
+	go r.NextBatch(ctx, 1) // waits for an entry; ends with the stream
+	c.nodes[old].stop()    // exit code 0, or the test fails
+	owner := c.ownerOtherThan(t, old)
+	// It gave its lease up itself ("closed"): the others did not revoke it.
+	for _, line := range strings.Split(c.nodes[old].stderr.String(), "\n") {
+		if strings.Contains(line, `msg="cluster: lease lost"`) && !strings.Contains(line, `reason=closed`) {
+			t.Errorf("%s, stopped with SIGTERM, was evicted as dead: %s", old, line)
+		}
+	}
+	seed := "n0"
+	if seed == old {
+		seed = "n1"
+	}
+	log, err := openClient(t, c.nodes[seed].addr).OpenLog(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := appendRetrying(t, log, "after"); off != n {
+		t.Fatalf("append after %s stopped at offset %d, want %d; %s serves the log", old, off, n, owner)
+	}
+}
