@@ -9,7 +9,8 @@
 // meta.Etcd, whose keys do not collide with these):
 //
 //	<root>nodes/<node-id>   {"addr":"<host:port>"}: a live node and its gRPC
-//	                        address, JSON; attached to the node's lease
+//	                        address, JSON, with "leaving":true once it shuts
+//	                        down (Leave); attached to the node's lease
 //	<root>owners/<log-id>   "<node-id>": the node that serves the log; <log-id>
 //	                        is the log ID in decimal; attached to the owner's
 //	                        lease
@@ -58,7 +59,8 @@
 // keys vanish at once, and the others take its logs over, well before the
 // lease would have lapsed. One node whose own network is broken suspects
 // every other, but it is one voice; a node that is not Valid suspects
-// nobody. A probe that gets no answer in time (a paused process, a network
+// nobody; a node that is shutting down says so first (Leave, which sets
+// "leaving" in its nodes/ value) and is not evicted. A probe that gets no answer in time (a paused process, a network
 // that drops packets) says nothing, and leaves the member to its lease.
 // Evicting a member that is alive after all costs availability, never
 // safety: the member is lost, and the logs it served are fenced by their

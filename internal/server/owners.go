@@ -13,7 +13,9 @@ import (
 // In a cluster each log is served by one node at a time, its owner (package
 // cluster). A call about a log that this node does not serve fails with a
 // *rpcerr.NotOwnerError naming the node that does, and the client goes
-// there. A log that no live node serves is taken by the node that placement
+// there; while this node's failure detector finds that node refusing
+// connections (dead, about to be evicted), the call waits for the
+// eviction instead. A log that no live node serves is taken by the node that placement
 // assigns it to: at the first call about it, or before, when that node sees
 // the cluster change (adopt); it fences the old writer and recovers the
 // log's open segment when a writer opens. When this node stops serving a
