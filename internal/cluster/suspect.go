@@ -12,9 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Evicted reports whether the suspicions of a member, by suspecters of the
-// others members (the suspect left out), make a majority of them: then
-// the member is evicted. A member suspected by one other of three is not;
+// Evicted reports whether suspecters of a member, among others live
+// members (the suspect left out), are a majority of them: then the member
+// is evicted. A member suspected by one other of three is not;
 // by two of three, it is; the only other of two members evicts it alone.
 func Evicted(suspecters, others int) bool {
 	return others > 0 && 2*suspecters > others
@@ -31,8 +31,8 @@ func (n *Node) suspectKey(id, by string) string { return n.suspectPrefix(id) + b
 // it. A member that no longer holds lease (gone, or back with a new
 // lease) is left alone, and so is one that is leaving (Leave); and this
 // node suspects nobody once it is not Valid: a node that cannot prove its
-// own lease has no say. Calling
-// it again is harmless, and counts the suspicions again.
+// own lease has no say. Calling it again is harmless, and counts the
+// suspicions again.
 //
 // Eviction is safe whatever the suspicions' worth: an evicted member that
 // is alive finds itself Lost, and the logs it served are fenced by their
