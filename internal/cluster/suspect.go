@@ -12,10 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Evicted reports whether suspecters of a member, among others live
-// members (the suspect left out), are a majority of them: then the member
-// is evicted. A member suspected by one other of three is not;
-// by two of three, it is; the only other of two members evicts it alone.
+// Evicted reports whether suspecters of a member, among the other
+// live members (the suspect left out), are a majority of them: then the
+// member is evicted. A member suspected by one other of three is not; by
+// two of three, it is; the only other of two members evicts it alone.
 func Evicted(suspecters, others int) bool {
 	return others > 0 && 2*suspecters > others
 }
