@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
@@ -15,11 +22,15 @@ import (
 const failoverName = "failover"
 
 // Failover starts a cluster cl under env.Dir, creates a quorum log and
-// appends 1 KiB entries to it, one at a time, through a node that does not
-// serve it; then, kills times, kills the node that serves the log (kill -9),
-// times from the kill to the acknowledgement of the first append sent
-// after it, and starts the node again. The result's latencies are those
-// times; its errors, the appends that failed meanwhile.
+// appends 1 KiB entries to it with one writer, one at a time, through a
+// node that does not serve it; then, kills times, kills the node that
+// serves the log (kill -9), times from the kill to the acknowledgement of
+// the first append sent after it, and starts the node again. The result's
+// latencies are those times; its errors, what the application saw fail
+// meanwhile (an append or the reopening of its writer), by class in the
+// Extra figures "errors_<class>" (see errorClass); "takeover_p50_s" and
+// "takeover_max_s" time the kill to the log's owner key naming another
+// node.
 func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Result, error) {
 	c, err := cl.start(ctx, env.Dir)
 	if err != nil {
@@ -36,20 +47,26 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 		return nil, err
 	}
 
-	hist := loadgen.NewHistogram()
+	hist, takeovers := loadgen.NewHistogram(), loadgen.NewHistogram()
+	classes := map[string]int64{}
 	r := &loadgen.Result{System: "tern", Version: env.Version, Variant: fmt.Sprintf("%s, ttl %v", cl.variant(), cl.TTL),
 		Workload: failoverName, Started: time.Now().UTC()}
 	for k := range kills {
-		d, failed, err := c.failover(ctx, cl.TTL)
+		fo, err := c.failover(ctx, cl.TTL)
 		if err != nil {
 			return nil, fmt.Errorf("kill %d of %d: %w", k+1, kills, err)
 		}
-		hist.Record(d)
-		r.Errors += failed.n
-		if r.FirstError == "" && failed.first != nil {
-			r.FirstError = failed.first.Error()
+		hist.Record(fo.acked)
+		takeovers.Record(fo.takeover)
+		r.Errors += fo.fails.n
+		if r.FirstError == "" && fo.fails.first != nil {
+			r.FirstError = fo.fails.first.Error()
 		}
-		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it\n", k+1, kills, d.Round(time.Millisecond))
+		for c, n := range fo.fails.classes {
+			classes[c] += n
+		}
+		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it (another node took the log %v after it); the application saw %s\n",
+			k+1, kills, fo.acked.Round(time.Millisecond), fo.takeover.Round(time.Millisecond), fo.fails.describe())
 	}
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Latency, r.Percentiles = hist.Summary()
@@ -59,79 +76,179 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 		return nil, err
 	}
 	r.SetExtra("node_ttl_s", cl.TTL.Seconds()) // the kills are Spec.Count
-	r.Notes = append(r.Notes, fmt.Sprintf("fail-over over %d kills: p50 %s, max %s; the latency columns are the fail-over times, the errors the appends that failed meanwhile (none acknowledged)",
-		kills, loadgen.Micros(r.Latency.P50), loadgen.Micros(r.Latency.Max)))
+	tk, _ := takeovers.Summary()
+	r.SetExtra("takeover_p50_s", float64(tk.P50)/1e6)
+	r.SetExtra("takeover_max_s", float64(tk.Max)/1e6)
+	for c, n := range classes {
+		r.SetExtra("errors_"+c, float64(n))
+	}
+	all := failures{n: r.Errors, classes: classes}
+	r.Notes = append(r.Notes, fmt.Sprintf("fail-over over %d kills: p50 %s, p99 %s, max %s (the owner key moved after p50 %s, max %s); the latency columns are the fail-over times, the errors what the application saw fail meanwhile (none acknowledged): %s",
+		kills, loadgen.Micros(r.Latency.P50), loadgen.Micros(r.Latency.P99), loadgen.Micros(r.Latency.Max), loadgen.Micros(tk.P50), loadgen.Micros(tk.Max), all.describe()))
 	return r, nil
 }
 
-// failures counts the appends that failed, and keeps the first error.
+// failures counts what failed, by class (errorClass), and keeps the first
+// error.
 type failures struct {
-	n     int64
-	first error
+	n       int64
+	first   error
+	classes map[string]int64
+}
+
+func (f *failures) add(o failures) {
+	f.n += o.n
+	if f.first == nil {
+		f.first = o.first
+	}
+	for c, n := range o.classes {
+		if f.classes == nil {
+			f.classes = map[string]int64{}
+		}
+		f.classes[c] += n
+	}
+}
+
+// describe says how many errors of each class there were.
+func (f failures) describe() string {
+	if f.n == 0 {
+		return "no error"
+	}
+	cs := slices.Sorted(maps.Keys(f.classes))
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%d %s", f.classes[c], c)
+	}
+	return plural(f.n, "error") + ": " + strings.Join(parts, ", ")
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// errorClass names what kind of failure err is, prefixed by the step that
+// failed ("append", or "open" for the opening of the log and its writer):
+// "fenced" (the writer was fenced: the log moved to a new owner, which
+// opened it with a new epoch), "not_owner" (the client gave up following
+// the log to its owner), "unavailable" (the node was unreachable, or the
+// connection was lost with the call in flight), "timeout" (the call's
+// deadline passed) or "other".
+func errorClass(step string, err error) string {
+	var c string
+	switch {
+	case errors.Is(err, tern.ErrFenced):
+		c = "fenced"
+	case errors.Is(err, tern.ErrNotOwner):
+		c = "not_owner"
+	case errors.Is(err, tern.ErrUnavailable), status.Code(err) == codes.Unavailable:
+		c = "unavailable"
+	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		c = "timeout"
+	default:
+		c = "other"
+	}
+	return step + "_" + c
+}
+
+// failedOver is what one kill measured.
+type failedOver struct {
+	acked    time.Duration // from the kill to the first acknowledgement after it
+	takeover time.Duration // from the kill to another node's owner key
+	fails    failures
 }
 
 // failover kills the node serving the log once, under a steady append,
-// and returns the time from the kill to the acknowledgement of the first
-// append sent after it; then starts the node again.
-func (c *benchCluster) failover(ctx context.Context, ttl time.Duration) (time.Duration, failures, error) {
+// and measures the fail-over; then starts the node again.
+func (c *benchCluster) failover(ctx context.Context, ttl time.Duration) (failedOver, error) {
 	wait := ttl + 2*time.Minute // the bound of every wait here
-	var fails failures
+	var fo failedOver
 	for _, seed := range c.nodes {
 		// The client's first address must be a node that stays up: one
 		// that does not serve the log once the appends have settled.
 		client, err := tern.Open(ctx, tern.Options{Server: seed.addr})
 		if err != nil {
-			return 0, fails, err
+			return fo, err
 		}
-		d, owner, err := c.killOwner(ctx, client, seed, wait, &fails)
+		owner, err := c.killOwner(ctx, client, seed, wait, &fo)
 		client.Close()
 		if err != nil {
-			return 0, fails, err
+			return fo, err
 		}
 		if owner == nil {
 			continue // the seed serves the log: try the next
 		}
-		return d, fails, c.start(ctx, owner)
+		return fo, c.start(ctx, owner)
 	}
-	return 0, fails, errors.New("every node served the log in turn")
+	return fo, errors.New("every node served the log in turn")
 }
 
 // killOwner appends to the log through client until the appends settle,
-// then kills the node that serves it, and returns the time from the kill
-// to the first acknowledgement of an append sent after it, and the node
-// killed; or no node when the seed serves the log.
-func (c *benchCluster) killOwner(ctx context.Context, client *tern.Client, seed *benchNode, wait time.Duration, fails *failures) (time.Duration, *benchNode, error) {
+// then kills the node that serves it, and measures the fail-over into fo;
+// it returns the node killed, or no node when the seed serves the log.
+// The errors the appender saw before the kill count too: there are none
+// once the appends settled.
+func (c *benchCluster) killOwner(ctx context.Context, client *tern.Client, seed *benchNode, wait time.Duration, fo *failedOver) (*benchNode, error) {
 	ap := startAppender(client, failoverName)
 	defer func() {
 		ap.stop()
-		f := ap.failed()
-		fails.n += f.n
-		if fails.first == nil {
-			fails.first = f.first
-		}
+		fo.fails.add(ap.failed())
 	}()
 	// Appends flow through the owner, which has served the log for a
 	// while, before it is killed.
 	if _, err := ap.ackedAfter(time.Now(), 100, wait); err != nil {
-		return 0, nil, fmt.Errorf("before the kill: %w", err)
+		return nil, fmt.Errorf("before the kill: %w", err)
 	}
 	owner, err := c.steadyOwner(ctx, wait)
 	if err != nil || owner == seed {
-		return 0, nil, err
+		return nil, err
 	}
 	if _, err := ap.ackedAfter(time.Now(), 100, wait); err != nil {
-		return 0, nil, fmt.Errorf("before the kill: %w", err)
+		return nil, fmt.Errorf("before the kill: %w", err)
 	}
-	if now, err := c.owner(ctx); err != nil || now != owner {
-		return 0, nil, fmt.Errorf("the log moved from node %s while appends settled: %v", owner.id, err)
+	resp, err := c.cli.Get(ctx, etcdRoot+"owners/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
 	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != owner.id {
+		return nil, fmt.Errorf("the log moved from node %s while appends settled", owner.id)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	moved := c.ownerMoved(wctx, owner.id, resp.Header.Revision+1)
 	killed := time.Now()
 	c.kill9(owner)
 	acked, err := ap.ackedAfter(killed, 1, wait)
 	if err != nil {
-		return 0, nil, fmt.Errorf("after the kill of node %s: %w", owner.id, err)
+		return nil, fmt.Errorf("after the kill of node %s: %w", owner.id, err)
 	}
-	return acked.Sub(killed), owner, nil
+	fo.acked = acked.Sub(killed)
+	select {
+	case t := <-moved:
+		fo.takeover = t.Sub(killed)
+	case <-time.After(wait):
+		return nil, fmt.Errorf("after the kill of node %s: no other node took the log within %v", owner.id, wait)
+	}
+	return owner, nil
+}
+
+// ownerMoved watches the log's owner key from revision rev on, and sends
+// when it first names another node than old.
+func (c *benchCluster) ownerMoved(ctx context.Context, old string, rev int64) <-chan time.Time {
+	moved := make(chan time.Time, 1)
+	go func() {
+		for wr := range c.cli.Watch(ctx, etcdRoot+"owners/", clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut && string(ev.Kv.Value) != old {
+					moved <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	return moved
 }
 
 // steadyOwner returns the node that serves the log once it has served it
@@ -160,10 +277,13 @@ func (c *benchCluster) steadyOwner(ctx context.Context, wait time.Duration) (*be
 	return nil, fmt.Errorf("no node served the log steadily within %v", wait)
 }
 
-// appender appends 1 KiB entries to a log, one at a time, until stopped,
-// opening the log and a new writer whenever its writer fails, and
-// remembers when each append that was acknowledged had been sent and
-// acknowledged.
+// appender is the application: one writer that appends 1 KiB entries to a
+// log, one at a time, until stopped, and remembers when each append that
+// was acknowledged had been sent and acknowledged. On every error it
+// counts the error (errorClass), closes the writer if the append failed
+// (a writer fenced, or whose node is gone, appends no more), waits
+// retryPause and opens the log and a new writer; an open that fails is
+// counted and tried again after retryPause.
 type appender struct {
 	mu      sync.Mutex
 	acks    []timedAck
@@ -204,6 +324,9 @@ func startAppender(c *tern.Client, name string) *appender {
 					w, err = l.OpenWriter(octx)
 				}
 				cancel()
+				if err != nil {
+					ap.fail("open", err)
+				}
 			}
 			if err == nil {
 				sent := time.Now()
@@ -216,8 +339,8 @@ func startAppender(c *tern.Client, name string) *appender {
 				}
 				w.Close()
 				w = nil
+				ap.fail("append", err)
 			}
-			ap.fail(err)
 			select {
 			case <-ap.done:
 			case <-time.After(retryPause):
@@ -235,10 +358,10 @@ func (ap *appender) add(a timedAck) {
 	ap.changed = make(chan struct{})
 }
 
-func (ap *appender) fail(err error) {
+func (ap *appender) fail(step string, err error) {
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
-	ap.fails.n++
+	ap.fails.add(failures{n: 1, classes: map[string]int64{errorClass(step, err): 1}})
 	if ap.fails.first == nil && !errors.Is(err, tern.ErrClosed) {
 		ap.fails.first = err
 	}

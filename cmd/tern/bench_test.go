@@ -304,6 +304,16 @@ func TestBenchFailover(t *testing.T) {
 	if r.Workload != "failover" || r.Spec.Kind != loadgen.KindFailover || r.Latency.Count != 2 || r.Latency.P50 <= 0 || r.Errors != 0 {
 		t.Errorf("result %+v", r)
 	}
+	// The errors the application saw are told by class, and add up.
+	var classes float64
+	for k, v := range r.Extra {
+		if strings.HasPrefix(k, "errors_") {
+			classes += v
+		}
+	}
+	if classes != float64(r.Errors) || r.Extra["takeover_p50_s"] <= 0 {
+		t.Errorf("errors %d, by class %v; extra %v", r.Errors, classes, r.Extra)
+	}
 	if n := strings.Count(stderr.stderr, "the next append was acknowledged"); n != 2 {
 		t.Errorf("%d kills reported, want 2:\n%s", n, stderr.stderr)
 	}

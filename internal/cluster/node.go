@@ -93,11 +93,19 @@ type Node struct {
 	mu      sync.Mutex
 	view    view
 	changed chan struct{} // closed and replaced on each change of view
+	// refusing holds the members whose link Detect found down and whose
+	// address refuses connections: dead, most likely, and about to be
+	// evicted.
+	refusing map[string]bool
 }
 
 // nodeRecord is the value of a nodes/ key.
 type nodeRecord struct {
 	Addr string `json:"addr"`
+	// Leaving is set by Leave: the node is shutting down, and no other
+	// node evicts it (it revokes its lease itself once its logs are
+	// closed).
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Join makes this process a member of the cluster under opts.Root: it grants
@@ -110,12 +118,13 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cli:     opts.Client,
-		root:    opts.Root,
-		self:    Member{ID: opts.ID, Addr: opts.Addr},
-		logger:  opts.Logger,
-		lost:    make(chan struct{}),
-		changed: make(chan struct{}),
+		cli:      opts.Client,
+		root:     opts.Root,
+		self:     Member{ID: opts.ID, Addr: opts.Addr},
+		logger:   opts.Logger,
+		lost:     make(chan struct{}),
+		changed:  make(chan struct{}),
+		refusing: map[string]bool{},
 	}
 	t0 := time.Now()
 	grant, err := n.cli.Grant(ctx, int64(math.Ceil(opts.TTL.Seconds())))
@@ -265,6 +274,9 @@ func (n *Node) lose(reason string) {
 const (
 	reasonClosed  = "closed"
 	reasonExpired = "not renewed in time"
+	// reasonGone is a lease etcd no longer has: it expired, or the other
+	// members revoked it (Suspect).
+	reasonGone = "expired, or revoked by the other members"
 )
 
 // renew keeps the lease alive until ctx ends or it is lost; if the node loses
@@ -302,7 +314,7 @@ func (n *Node) renew(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			n.lose("expired")
+			n.lose(reasonGone)
 			return
 		default:
 			if failing == nil {
@@ -337,6 +349,26 @@ func (n *Node) revoke() {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	_, _ = n.cli.Revoke(ctx, n.lease)
+}
+
+// Leave tells the other members that the node is shutting down, before it
+// stops answering them: they do not evict it (Suspect), and leave its logs
+// to it until Close revokes its lease, once it has closed them. It stays a
+// member, and Valid, until Close.
+func (n *Node) Leave(ctx context.Context) error {
+	record, err := json.Marshal(nodeRecord{Addr: n.self.Addr, Leaving: true})
+	if err != nil {
+		return fmt.Errorf("cluster: leave as %s: %w", n.self.ID, err)
+	}
+	key := n.nodeKey(n.self.ID)
+	_, err = n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.lease)).
+		Then(clientv3.OpPut(key, string(record), clientv3.WithLease(n.lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: leave as %s: %w", n.self.ID, err)
+	}
+	return nil
 }
 
 // Close leaves the cluster: the node is lost at once, its renewals and watch

@@ -36,9 +36,9 @@ func (e *OwnedError) Is(target error) bool { return target == ErrOwned }
 // ErrLost if the node is not Valid. The node's view shows the new owner once
 // the watch delivers it.
 //
-// Owning a log is a promise of exclusivity only while the node is Valid; the
-// log's writer must still be fenced with an epoch, as an old owner may not
-// yet know that it has lost the log.
+// Owning a log is no promise of exclusivity: an old owner, evicted by the
+// others (Suspect) or with a lease about to lapse, may not yet know that it
+// has lost the log. The log's writer must be fenced with an epoch.
 func (n *Node) Acquire(ctx context.Context, logID uint64) error {
 	if !n.Valid() {
 		return fmt.Errorf("cluster: acquire log %d: %w", logID, ErrLost)
@@ -50,7 +50,7 @@ func (n *Node) Acquire(ctx context.Context, logID uint64) error {
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		n.lose("expired")
+		n.lose(reasonGone)
 		return fmt.Errorf("cluster: acquire log %d: %w", logID, ErrLost)
 	}
 	if err != nil {

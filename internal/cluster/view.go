@@ -16,7 +16,12 @@ import (
 // view is a Node's copy of the nodes/ and owners/ keys at one revision.
 type view struct {
 	members map[string]Member
+	leases  map[string]clientv3.LeaseID // of the members' nodes/ keys
 	owners  map[uint64]owner
+}
+
+func newView() view {
+	return view{members: map[string]Member{}, leases: map[string]clientv3.LeaseID{}, owners: map[uint64]owner{}}
 }
 
 // owner is an owners/ key's value and lease.
@@ -26,7 +31,8 @@ type owner struct {
 }
 
 // Changed returns a channel that is closed at the next change of the node's
-// view of membership or ownership, or when the node is lost. Call it again
+// view of membership or ownership, of the members it finds refusing
+// connections (Refusing), or when the node is lost. Call it again
 // for the change after that; read the view after taking the channel, so that
 // no change is missed.
 func (n *Node) Changed() <-chan struct{} {
@@ -141,14 +147,14 @@ func (n *Node) watch(ctx context.Context, rev int64) {
 
 // reset replaces the view with kvs, as read.
 func (n *Node) reset(kvs []*mvccpb.KeyValue) {
-	v := view{members: map[string]Member{}, owners: map[uint64]owner{}}
+	v := newView()
 	for _, kv := range kvs {
 		n.put(&v, kv)
 	}
 	n.mu.Lock()
 	old := n.view
 	n.view = v
-	same := maps.Equal(old.members, v.members) && maps.Equal(old.owners, v.owners)
+	same := maps.Equal(old.members, v.members) && maps.Equal(old.leases, v.leases) && maps.Equal(old.owners, v.owners)
 	if !same {
 		n.notifyLocked()
 	}
@@ -175,6 +181,7 @@ func (n *Node) apply(events []*clientv3.Event) {
 			if id, ok := strings.CutPrefix(key, n.nodePrefix()); ok {
 				if _, had := v.members[id]; had {
 					delete(v.members, id)
+					delete(v.leases, id)
 					changed = true
 					selfDeleted = selfDeleted || id == n.self.ID
 				}
@@ -205,10 +212,11 @@ func (n *Node) put(v *view, kv *mvccpb.KeyValue) bool {
 			return false
 		}
 		m := Member{ID: id, Addr: r.Addr}
-		if old, ok := v.members[id]; ok && old == m {
+		lease := clientv3.LeaseID(kv.Lease)
+		if old, ok := v.members[id]; ok && old == m && v.leases[id] == lease {
 			return false
 		}
-		v.members[id] = m
+		v.members[id], v.leases[id] = m, lease
 		return true
 	}
 	if logID, ok := n.parseOwnerKey(key); ok {

@@ -13,7 +13,9 @@ import (
 // In a cluster each log is served by one node at a time, its owner (package
 // cluster). A call about a log that this node does not serve fails with a
 // *rpcerr.NotOwnerError naming the node that does, and the client goes
-// there. A log that no live node serves is taken by the node that placement
+// there; while this node's failure detector finds that node refusing
+// connections (dead, about to be evicted), the call waits for the
+// eviction instead. A log that no live node serves is taken by the node that placement
 // assigns it to: at the first call about it, or before, when that node sees
 // the cluster change (adopt); it fences the old writer and recovers the
 // log's open segment when a writer opens. When this node stops serving a
@@ -47,6 +49,9 @@ func (s *Server) route(ctx context.Context, name string) error {
 		return err
 	}
 	if m, ok := n.Owner(id); ok && m.ID != n.ID() {
+		if n.Refusing(m.ID) && s.awaitEviction(ctx, m.ID) {
+			return s.route(ctx, name)
+		}
 		return &rpcerr.NotOwnerError{Log: name, Owner: m.Addr}
 	}
 	// By the assignee, if that is another node. The view may still show
@@ -55,6 +60,38 @@ func (s *Server) route(ctx context.Context, name string) error {
 		return &rpcerr.NotOwnerError{Log: name, Owner: a.Addr}
 	}
 	return s.take(ctx, name, id)
+}
+
+// evictionWait bounds how long a call about a log whose owner refuses
+// connections waits for the owner's eviction (cluster.Node.Detect), which
+// takes a fraction of a second when a majority of the nodes agree.
+const evictionWait = 2 * time.Second
+
+// awaitEviction waits while member id, which this node's detector finds
+// refusing connections, is still a member, for at most evictionWait or
+// until ctx ends. It reports whether the member is gone, or no longer
+// refusing: then the call is routed again, rather than sent to a node
+// that is dead, most likely, and that the client would try again and
+// again with pauses.
+func (s *Server) awaitEviction(ctx context.Context, id string) bool {
+	n := s.node
+	timeout := time.NewTimer(evictionWait)
+	defer timeout.Stop()
+	for {
+		changed := n.Changed()
+		if _, ok := n.Member(id); !ok || !n.Refusing(id) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-n.Lost():
+			return false
+		}
+	}
 }
 
 // take makes this node the server of the named log, whose ID is id, unless

@@ -322,6 +322,9 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
+	if node != nil {
+		r.undo.push("", node.leave) // first: the others must not evict a node that stops answering them on purpose
+	}
 	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes, "max_streams", sopts.MaxStreams)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "tls", r.certs != nil, "mtls", r.certs != nil && r.certs.Mutual(), "auth", cmp.Or(cfg.AuthFile, "none"), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
@@ -345,7 +348,7 @@ func (r *Running) Wait(ctx context.Context) error {
 		return nil
 	case <-r.lost:
 		r.logger.Error("this node lost its cluster lease; shutting down so that it can be restarted")
-		return fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s): restart it", r.cfg.NodeID, r.cfg.NodeTTL)
+		return fmt.Errorf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl %s, or evicted by the other nodes, which could not connect to it): restart it", r.cfg.NodeID, r.cfg.NodeTTL)
 	case err := <-r.served:
 		r.logger.Error("grpc server failed; shutting down", "err", err)
 		return fmt.Errorf("serve gRPC on %s: %w", r.grpcAddr, err)
@@ -426,7 +429,7 @@ func leaseCheck(lost <-chan struct{}, node string) check {
 	return func(context.Context) (string, []string) {
 		select {
 		case <-lost:
-			return fmt.Sprintf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl): the other nodes serve its logs; restart it", node), nil
+			return fmt.Sprintf("node %s lost its cluster lease (etcd unreachable for longer than --node-ttl, or evicted by the other nodes, which could not connect to it): the other nodes serve its logs; restart it", node), nil
 		default:
 			return "", nil
 		}
