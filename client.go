@@ -112,6 +112,11 @@ type Options struct {
 	// the client module), Dir must be empty, and the other options but TLS
 	// and Token are not used.
 	Server string
+	// Nodes are more addresses of nodes of Server's cluster: Open connects
+	// to the first of Server and Nodes that answers, and the client asks
+	// the others where a log is when the nodes it knows cannot be reached
+	// (a rolling restart, say). Only with Server.
+	Nodes []string
 	// TLS, when not nil, makes the connections to Server (and to the other
 	// nodes of its cluster) TLS with this configuration: RootCAs is the CA
 	// of the server's certificate (nil: the system's), Certificates the
@@ -181,15 +186,15 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	case opts.Server != "" && opts.Dir != "":
 		return nil, fmt.Errorf("%w: Options.Dir and Options.Server are both set: a client works on a data directory or on a server", ErrInvalid)
 	case opts.Server != "":
-		c, err := client.Open(ctx, client.Options{Server: opts.Server, TLS: opts.TLS, Token: opts.Token, RetryTimeout: opts.RetryTimeout})
+		c, err := client.Open(ctx, client.Options{Server: opts.Server, Nodes: opts.Nodes, TLS: opts.TLS, Token: opts.Token, RetryTimeout: opts.RetryTimeout})
 		if err != nil {
 			return nil, err
 		}
 		return &Client{remoteClient{c}}, nil
 	case opts.Dir == "":
 		return nil, errors.New("tern: Options.Dir and Options.Server are empty: set the data directory, or the server's address")
-	case opts.TLS != nil || opts.Token != "":
-		return nil, fmt.Errorf("%w: Options.TLS and Token apply to a server (Options.Server), not to a data directory: leave them out", ErrInvalid)
+	case opts.TLS != nil || opts.Token != "" || len(opts.Nodes) > 0:
+		return nil, fmt.Errorf("%w: Options.TLS, Token and Nodes apply to a server (Options.Server), not to a data directory: leave them out", ErrInvalid)
 	}
 	c, err := openEmbedded(ctx, opts)
 	if err != nil {

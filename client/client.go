@@ -45,6 +45,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,12 @@ const probeTimeout = 10 * time.Second
 type Options struct {
 	// Server is the address (host:port) of a Tern server. Required.
 	Server string
+	// Nodes are more addresses of nodes of the same cluster as Server.
+	// Open connects to the first of Server and Nodes that answers; later,
+	// when the node a log was served by and the one Open connected to
+	// cannot be reached (a rolling restart, say), the client asks the
+	// others in turn where the log is now.
+	Nodes []string
 	// TLS, when not nil, makes every connection of the client TLS with this
 	// configuration: RootCAs is the CA that signed the server's certificate
 	// (nil: the system's), Certificates the client's own for a server that
@@ -93,7 +100,8 @@ type Options struct {
 
 // Client is a connection to a server. It is safe for concurrent use.
 type Client struct {
-	addr  string
+	addr  string      // the node Open connected to
+	seeds []string    // Options.Server and Options.Nodes, each once
 	tls   *tls.Config // Options.TLS
 	token string      // Options.Token
 	// retryTimeout is Options.RetryTimeout with its default; 0 when
@@ -123,46 +131,58 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err := checkToken(opts.Token); err != nil {
 		return nil, err
 	}
-	c := &Client{addr: opts.Server, tls: opts.TLS, token: opts.Token, open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{tls: opts.TLS, token: opts.Token, open: map[closer]struct{}{}, conns: map[string]*grpc.ClientConn{}}
 	switch {
 	case opts.RetryTimeout == 0:
 		c.retryTimeout = DefaultRetryTimeout
 	case opts.RetryTimeout > 0:
 		c.retryTimeout = opts.RetryTimeout
 	}
-	conn, err := grpc.NewClient(opts.Server, c.dialOptions(opts.Server)...)
-	if err != nil {
-		return nil, fmt.Errorf("tern: server address %q: %w", opts.Server, err)
+	for _, a := range append([]string{opts.Server}, opts.Nodes...) {
+		if a != "" && !slices.Contains(c.seeds, a) {
+			c.seeds = append(c.seeds, a)
+		}
 	}
-	c.conn, c.api = conn, ternpb.NewTernClient(conn)
-	if err := c.probe(ctx); err != nil {
+	for i, addr := range c.seeds {
+		conn, err := grpc.NewClient(addr, c.dialOptions(addr)...)
+		if err != nil {
+			return nil, fmt.Errorf("tern: server address %q: %w", addr, err)
+		}
+		c.addr, c.conn, c.api = addr, conn, ternpb.NewTernClient(conn)
+		reached, err := c.probe(ctx)
+		if err == nil {
+			return c, nil
+		}
 		conn.Close()
-		return nil, err
+		if reached || i == len(c.seeds)-1 || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	return c, nil
+	panic("unreachable: the loop returns at its last address")
 }
 
 // probe makes one cheap call, the description of a log whose name is
 // invalid, which a Tern server refuses with InvalidArgument without touching
-// its storage.
-func (c *Client) probe(ctx context.Context) error {
+// its storage. It reports whether the server at c.addr was reached, even
+// when it refuses the client.
+func (c *Client) probe(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	_, err := c.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: ""})
 	switch status.Code(err) {
 	case codes.Unavailable:
 		if terr := c.diagnose(ctx, c.addr); terr != nil {
-			return terr
+			return true, terr
 		}
 		fallthrough
 	case codes.DeadlineExceeded, codes.Canceled:
-		return fmt.Errorf("tern: cannot reach the server at %s: %w (is `tern serve` running?)", c.addr, rpcerr.Error(err))
+		return false, fmt.Errorf("tern: cannot reach the server at %s: %w (is `tern serve` running?)", c.addr, rpcerr.Error(err))
 	case codes.Unimplemented:
-		return fmt.Errorf("tern: the server at %s does not serve the Tern API: %w", c.addr, rpcerr.Error(err))
+		return true, fmt.Errorf("tern: the server at %s does not serve the Tern API: %w", c.addr, rpcerr.Error(err))
 	case codes.Unauthenticated:
-		return fmt.Errorf("tern: the server at %s does not know this client: %w: give it a token the server knows (Options.Token), or a client certificate (Options.TLS)", c.addr, rpcerr.Error(err))
+		return true, fmt.Errorf("tern: the server at %s does not know this client: %w: give it a token the server knows (Options.Token), or a client certificate (Options.TLS)", c.addr, rpcerr.Error(err))
 	}
-	return nil // it answered, even if to refuse the call (PermissionDenied)
+	return true, nil // it answered, even if to refuse the call (PermissionDenied)
 }
 
 // err maps the error of a gRPC call to Tern's error for it. A call cut short
@@ -389,6 +409,7 @@ type Log struct {
 	mu       sync.Mutex
 	at       string  // the address of the node serving the log; "" for the client's
 	named    string  // the last node a NotOwnerError named (route.go)
+	turn     int     // which node nextNode gave last
 	producer *Writer // the shared producer of Append, once started
 }
 

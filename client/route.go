@@ -152,7 +152,7 @@ func (l *Log) node() (ternpb.TernClient, string, error) {
 // node gave the log up: the client's first address is asked); a node that
 // cannot be reached is replaced by the client's first address, which points
 // the client on, and that one, when it cannot be reached, by the last node
-// a NotOwnerError named.
+// a NotOwnerError named or another of Options.Nodes, in turn.
 func (l *Log) redirect(err error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -164,10 +164,30 @@ func (l *Log) redirect(err error) bool {
 		}
 	} else if l.at != "" {
 		l.at = ""
-	} else if l.named != l.c.addr {
-		l.at = l.named
+	} else if next := l.nextNode(); next != "" {
+		l.at = next
 	}
 	return l.at != was
+}
+
+// nextNode returns, in turn, the nodes to ask when the one Open connected
+// to cannot be reached: the last one a NotOwnerError named, and the other
+// addresses the client was given (Options.Nodes). The caller holds l.mu.
+func (l *Log) nextNode() string {
+	var nodes []string
+	if l.named != "" && l.named != l.c.addr {
+		nodes = append(nodes, l.named)
+	}
+	for _, a := range l.c.seeds {
+		if a != l.c.addr && a != l.named {
+			nodes = append(nodes, a)
+		}
+	}
+	if len(nodes) == 0 {
+		return ""
+	}
+	l.turn++
+	return nodes[l.turn%len(nodes)]
 }
 
 // retrier is one operation's tries: the backoff between them and the

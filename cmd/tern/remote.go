@@ -96,8 +96,20 @@ func (r *remoteFlags) refuseOnServe(cmd *cobra.Command) error {
 // a CA, a client certificate, a server name or an https:// address asks for
 // it, and the token. The files are read here; an error names the file and
 // the flag.
+//
+// addr may name several nodes of a cluster, separated by commas: the client
+// connects to the first that answers, and turns to the others when the
+// nodes it knows cannot be reached.
 func (r *remoteFlags) options(addr string) (tern.Options, error) {
-	opts := tern.Options{Server: addr, Token: r.token}
+	nodes := strings.Split(addr, ",")
+	for i, n := range nodes {
+		n = strings.TrimSpace(n)
+		if cut, ok := strings.CutPrefix(n, "https://"); ok {
+			n, r.https = strings.TrimSuffix(cut, "/"), true
+		}
+		nodes[i] = n
+	}
+	opts := tern.Options{Server: nodes[0], Nodes: nodes[1:], Token: r.token}
 	if r.ca == "" && r.cert == "" && r.serverName == "" && !r.https {
 		return opts, nil
 	}

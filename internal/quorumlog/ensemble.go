@@ -58,7 +58,9 @@ func (p *placement) chooseEnsemble(seq uint64) ([]string, error) {
 		ids, err = quorum.Choose(r.Config.Ensemble, live, nil, r.Log<<20^seq)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("quorumlog: no ensemble for segment %d of %s among %d live nodes: %w", seq, p.prefix, len(live), err)
+		// Unavailable, not a bug: a node that comes back (a restart) makes
+		// an ensemble again, and clients retry.
+		return nil, fmt.Errorf("%w: quorumlog: no ensemble for segment %d of %s among %d live nodes: %w", rpcerr.ErrUnavailable, seq, p.prefix, len(live), err)
 	}
 	return ids, nil
 }
