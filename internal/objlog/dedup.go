@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/engine"
@@ -14,6 +15,13 @@ import (
 // dedupReach is engine.DedupReachBytes, which tests lower.
 var dedupReach int64 = engine.DedupReachBytes
 
+// shallowObjects is how many of the newest objects a shallow load reads
+// back: more than a writer has in flight (Options.MaxInFlight) and a few
+// rounds after, which hold the appends whose answers a lost node took with
+// it. A fragment of a log that takes one small append at a time holds one
+// append, and a deep load of such a log is thousands of GETs.
+const shallowObjects = 256
+
 // loadDedup rebuilds the log's deduplication table, the first time an
 // append with a producer needs it (and again after a newer writer
 // elsewhere moved the end), from the newest batches. Appends of producers
@@ -22,40 +30,62 @@ var dedupReach int64 = engine.DedupReachBytes
 // producer. An object deleted under it (compaction, offload) makes it look
 // again; a failure fails the append with rpcerr.ErrUnavailable, and the
 // next one tries again.
-func (l *Log) loadDedup() error {
-	return l.dedupLoad.Ensure(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.RetryTimeout)
-		defer cancel()
-		var err error
-		for range 3 {
-			var found []engine.Applied
-			if found, err = l.readApplied(ctx); err == nil {
-				l.mu.Lock()
-				l.queue.Dedup.RestoreAll(found)
-				l.mu.Unlock()
-				return nil
-			}
-			if !isNotFound(err) {
-				break
-			}
-			if err = l.refreshOffloaded(ctx); err != nil {
-				break
-			}
+//
+// It loads shallow first (the newest shallowObjects objects), and deep (all
+// of dedupReach) only for an append whose producer's history the shallow
+// load may have missed (engine.Dedup.NeedsDeep): a writer that rode
+// through a move retries appends that are in the newest objects.
+func (l *Log) loadDedup(o engine.AppendOptions) error {
+	if err := l.dedupLoad.Ensure(engine.DedupShallow, l.readDedup); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	deep := l.queue.Dedup.NeedsDeep(o)
+	l.mu.Unlock()
+	if !deep {
+		return nil
+	}
+	return l.dedupLoad.Ensure(engine.DedupDeep, l.readDedup)
+}
+
+// readDedup reads back the appends of producers as deep as depth says, and
+// restores them into the table.
+func (l *Log) readDedup(depth int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RetryTimeout)
+	defer cancel()
+	objects := shallowObjects
+	if depth == engine.DedupDeep {
+		objects = math.MaxInt
+	}
+	var err error
+	for range 3 {
+		var found []engine.Applied
+		if found, err = l.readApplied(ctx, objects); err == nil {
+			l.mu.Lock()
+			l.queue.Dedup.RestoreAll(found)
+			l.mu.Unlock()
+			return nil
 		}
-		if errors.Is(err, rpcerr.ErrCorrupt) {
-			return err
+		if !isNotFound(err) {
+			break
 		}
-		return fmt.Errorf("%w: objlog: reading back the appends of %s to deduplicate: %v", rpcerr.ErrUnavailable, l.opts.Prefix, err)
-	})
+		if err = l.refreshOffloaded(ctx); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, rpcerr.ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("%w: objlog: reading back the appends of %s to deduplicate: %v", rpcerr.ErrUnavailable, l.opts.Prefix, err)
 }
 
 // readApplied reads the appends of producers in the newest batches of the
-// log, dedupReach bytes of them (to within a batch) or the whole log: the
-// newest objects, fetched in parallel, from the bucket or from where a
+// log, dedupReach bytes of them (to within a batch) but no more than
+// objects objects, or the whole log: the newest objects, fetched in parallel, from the bucket or from where a
 // placed segment's fragments are, and of the oldest of them, if it is
 // larger than what is left to read, only its end, from the first batch
 // found there. It returns them oldest first.
-func (l *Log) readApplied(ctx context.Context) ([]engine.Applied, error) {
+func (l *Log) readApplied(ctx context.Context, objects int) ([]engine.Applied, error) {
 	type get struct {
 		key      string
 		src      Ranger
@@ -67,10 +97,10 @@ func (l *Log) readApplied(ctx context.Context) ([]engine.Applied, error) {
 	var gets []get
 	reach := dedupReach
 	l.mu.Lock()
-	for i := len(l.segs) - 1; i >= 0 && reach > 0; i-- {
+	for i := len(l.segs) - 1; i >= 0 && reach > 0 && len(gets) < objects; i-- {
 		s := l.segs[i]
 		src := l.source(s)
-		for j := len(s.objs) - 1; j >= 0 && reach > 0; j-- {
+		for j := len(s.objs) - 1; j >= 0 && reach > 0 && len(gets) < objects; j-- {
 			o := s.objs[j]
 			g := get{key: l.segPrefix(s.m.Seq) + o.key, src: src, size: o.bytes, end: o.end}
 			if o.bytes > reach {

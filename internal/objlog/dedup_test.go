@@ -193,3 +193,44 @@ func TestDedupReloadAfterAnotherWriter(t *testing.T) {
 	}
 	objlogtest.RetryAll(t, a, ea, keys, objlogtest.Placed(t, a))
 }
+
+// A retry whose producer's history the shallow load missed (its appends
+// are older than the newest shallowObjects objects) makes the log read
+// back deeper, and is answered with the original's offset.
+func TestDedupDeepWhenShallowMisses(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	tuning := Options{FlushBytes: 1, MaxBatchBytes: 100, FlushInterval: time.Millisecond}
+	a := e.open(tuning)
+	old := objlogtest.Keys(1, 20) // producer 1
+	at, err := objlogtest.AppendKeys(a, e.Writer(a), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []objlogtest.Key
+	for seq := 1; seq <= shallowObjects+20; seq++ {
+		later = append(later, objlogtest.Key{Producer: 2, Seq: uint64(seq)})
+	}
+	if _, err := objlogtest.AppendKeys(a, e.Writer(a), later); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := e.open(tuning)
+	defer b.Close()
+	epoch := e.Writer(b)
+	// Producer 1 answered up to 10, and sends 10 to 20 again.
+	for _, k := range old[9:] {
+		p, err := b.Append(epoch, k.Entries(), engine.AppendOptions{Producer: k.Producer, Seq: k.Seq, Acked: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, err := p.Wait(t.Context())
+		if err != nil || off != at[k] {
+			t.Fatalf("retry of %+v: %d, %v; it is in the log at %d", k, off, err, at[k])
+		}
+	}
+	if got := b.Stats().End; got != a.Stats().End {
+		t.Fatalf("the retries appended: end %d, was %d", got, a.Stats().End)
+	}
+}

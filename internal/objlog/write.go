@@ -33,7 +33,7 @@ type frag struct {
 // conditions it (engine.Engine's Append).
 func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOptions) (engine.Pending, error) {
 	if o.Producer != 0 {
-		if err := l.loadDedup(); err != nil {
+		if err := l.loadDedup(o); err != nil {
 			return engine.Pending{}, err
 		}
 	}

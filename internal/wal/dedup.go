@@ -22,7 +22,7 @@ var dedupReach int64 = engine.DedupReachBytes
 // call it first); the committer goes on meanwhile, and what it commits
 // after the segments were looked at holds no append of a producer.
 func (l *Log) loadDedup() error {
-	return l.dedupLoad.Ensure(func() error {
+	return l.dedupLoad.Ensure(engine.DedupDeep, func(int) error {
 		l.mu.Lock()
 		all := l.segments()
 		l.mu.Unlock()
