@@ -27,7 +27,8 @@ func openClusterClient(t *testing.T, addrs ...string) *tern.Client {
 
 // A rolling restart of a 3-node cluster under load shows the application
 // no error at all: one writer appends without pause while each node in
-// turn stops (SIGTERM) and starts again, and every append it queued is
+// turn stops (SIGTERM) and starts again, then while the log's owner is
+// killed (kill -9) and started again, and every append it queued is
 // acknowledged, exactly once, in the order queued, at its writer's epoch.
 func TestClusterRollingRestart(t *testing.T) {
 	for _, mode := range []tern.Mode{tern.ModeQuorum, tern.ModeObject} {
@@ -103,6 +104,13 @@ func TestClusterRollingRestart(t *testing.T) {
 				c.nodes[id].restart()
 				ackedMore(200, "after "+id+" restarted")
 			}
+			// And the owner killed: the log moves, the writer's session
+			// with it, and what the dead node left unanswered is sent again.
+			owner := c.owner(t)
+			c.nodes[owner].kill9()
+			time.Sleep(500 * time.Millisecond)
+			c.nodes[owner].restart()
+			ackedMore(200, "after kill -9 of the owner "+owner)
 			close(stop)
 			<-done
 
@@ -127,7 +135,7 @@ func TestClusterRollingRestart(t *testing.T) {
 					t.Fatalf("entry %d is %q, want %q", i, e.Payload, want)
 				}
 			}
-			t.Logf("%d appends through a rolling restart of 3 nodes, none failed", len(pending))
+			t.Logf("%d appends through a rolling restart of 3 nodes and a kill -9 of the owner, none failed", len(pending))
 		})
 	}
 }
