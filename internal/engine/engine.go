@@ -23,6 +23,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -70,6 +71,11 @@ type Engine interface {
 	// at the tail return rpcerr.ErrClosed.
 	Close() error
 }
+
+// ErrNeedsWriter is wrapped by the errors of a log that failed until a new
+// writer recovers it (an object or quorum log whose uploads or replicas
+// failed): a writer that opens (Fence) recovers it, and its appends go on.
+var ErrNeedsWriter = errors.New("engine: the log failed; a new writer recovers it")
 
 // Reader reads a log in offset order and waits at the tail for new
 // acknowledged entries. It is not safe for concurrent use. The bytes of

@@ -74,7 +74,7 @@ func (l *Log) failQueued(err error) { l.queue.Fail(err) }
 // writer recovers the log. The caller holds mu.
 func (l *Log) failLog(err error) {
 	if l.failed == nil {
-		l.failed = err
+		l.failed = fmt.Errorf("%w: %w", engine.ErrNeedsWriter, err)
 		l.opts.Logger.Error("log failed; a new writer recovers it", "prefix", l.opts.Prefix, "err", err)
 	}
 	l.failQueued(l.failed)

@@ -214,8 +214,10 @@ func (e *ensemble) lose(i int, err error) {
 		// A newer writer is recovering the segment.
 		e.failed = fmt.Errorf("%w: replica %s of segment %d of %s was fenced by a newer writer: %w", rpcerr.ErrFenced, e.ids[i], e.seq, e.p.prefix, err)
 	case left < e.ackQuorum:
-		e.failed = fmt.Errorf("quorumlog: %s: only %d replicas of segment %d are left, fewer than the ack quorum; the appends in flight may or may not have been stored (last error from %s: %w)",
-			e.p.prefix, left, e.seq, e.ids[i], err)
+		// Unavailable: a new writer recovers the segment from what its
+		// replicas hold, and the appends sent again are deduplicated.
+		e.failed = fmt.Errorf("%w: quorumlog: %s: only %d replicas of segment %d are left, fewer than the ack quorum; the appends in flight may or may not have been stored (last error from %s: %w)",
+			rpcerr.ErrUnavailable, e.p.prefix, left, e.seq, e.ids[i], err)
 	}
 	if e.failed != nil {
 		failed, e.pending = e.pending, nil

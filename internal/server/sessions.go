@@ -14,6 +14,7 @@ import (
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
+	"github.com/ternwal/tern/internal/engine"
 )
 
 // writer is a tern.Writer the Server opened and holds: an exclusive
@@ -39,8 +40,10 @@ func (w *writer) drop(cause error) {
 // fail is the error to answer for err from the writer. A writer the Server
 // still holds that fails with ErrFenced lost its claim without a newer
 // session opening through this Server: another node reopened the session
-// (the log moved), or the claim's lease lapsed. The Server lets it go, and
-// the client, told to try again, finds the log where it is now.
+// (the log moved), or the claim's lease lapsed. One whose log failed
+// (engine.ErrNeedsWriter) needs its session reopened to recover it. The
+// Server lets either go, and the client, told to try again, reopens the
+// session, here or where the log is now.
 func (s *Server) fail(w *writer, err error) error {
 	w.mu.Lock()
 	dropped := w.dropped
@@ -48,7 +51,12 @@ func (s *Server) fail(w *writer, err error) error {
 	switch {
 	case dropped != nil && (errors.Is(err, tern.ErrClosed) || errors.Is(err, tern.ErrFenced)):
 		return dropped
-	case errors.Is(err, tern.ErrFenced) && dropped == nil:
+	case dropped == nil && errors.Is(err, engine.ErrNeedsWriter):
+		// An object or quorum log whose uploads or replicas failed: the
+		// session reopened by the client's retry recovers it.
+		s.dropWriter(w, err)
+		return fmt.Errorf("%w: log %q failed under the writer of epoch %d (%v); try again: reopening the session recovers it", rpcerr.ErrUnavailable, w.log, w.Epoch(), err)
+	case dropped == nil && errors.Is(err, tern.ErrFenced):
 		s.dropWriter(w, err)
 		return fmt.Errorf("%w: the writer of log %q, epoch %d, lost its claim here (%v); try again", rpcerr.ErrUnavailable, w.log, w.Epoch(), err)
 	}
