@@ -23,12 +23,13 @@ func TestOptionsTLSAndTokenNeedAServer(t *testing.T) {
 	for name, opts := range map[string]tern.Options{
 		"TLS":   {Dir: t.TempDir(), TLS: &tls.Config{}},
 		"Token": {Dir: t.TempDir(), Token: "s3cret"},
+		"Nodes": {Dir: t.TempDir(), Nodes: []string{"127.0.0.1:7070"}},
 	} {
 		c, err := tern.Open(t.Context(), opts)
 		if err == nil {
 			c.Close()
 		}
-		if !errors.Is(err, tern.ErrInvalid) || !strings.Contains(err.Error(), "TLS and Token apply to a server") {
+		if !errors.Is(err, tern.ErrInvalid) || !strings.Contains(err.Error(), "apply to a server") || !strings.Contains(err.Error(), name) {
 			t.Errorf("Open of a data directory with %s: %v, want ErrInvalid saying they apply to a server", name, err)
 		}
 	}

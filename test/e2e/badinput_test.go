@@ -2,14 +2,11 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -334,21 +331,5 @@ func errorInfo(err error) *errdetails.ErrorInfo {
 // code, and returns its output.
 func runCLI(t *testing.T, addr, stdin string, code int, args ...string) (stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ternBin, append([]string{"--server", addr}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
-	err := cmd.Run()
-	got := 0
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-		got = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("tern %s: %v", strings.Join(args, " "), err)
-	}
-	if got != code {
-		t.Errorf("tern %s: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, &out, &errs)
-	}
-	return out.String(), errs.String()
+	return ternIO(t, stdin, code, append([]string{"--server", addr}, args...)...)
 }

@@ -213,6 +213,29 @@ func (s *server) kill() {
 	}
 }
 
+// down stops the server with SIGTERM (how "sigterm", requiring a clean
+// exit) or kills it with SIGKILL (any other how).
+func (s *server) down(how string) {
+	s.t.Helper()
+	if how == "sigterm" {
+		s.stop()
+	} else {
+		s.kill9()
+	}
+}
+
+// startWithLog starts a server on a fresh directory and creates the log name
+// with opts through a client that the test's cleanup closes.
+func startWithLog(t *testing.T, name string, opts tern.LogOptions) (*server, *tern.Log) {
+	t.Helper()
+	srv := startServer(t, t.TempDir())
+	l, err := openClient(t, srv.addr).CreateLog(deadline(t), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, l
+}
+
 // stop stops the server with SIGTERM and requires a clean exit (code 0).
 func (s *server) stop() {
 	t := s.t

@@ -24,13 +24,8 @@ import (
 func TestReadersResumeAcrossRestart(t *testing.T) {
 	for _, how := range []string{"sigterm", "kill9"} {
 		t.Run(how, func(t *testing.T) {
-			srv := startServer(t, t.TempDir())
-			c := openClient(t, srv.addr)
+			srv, l := startWithLog(t, "resume", tern.LogOptions{})
 			ctx := deadline(t)
-			l, err := c.CreateLog(ctx, "resume", tern.LogOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if _, err := l.CreateSubscription(ctx, "s", tern.SubOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -114,10 +109,8 @@ func TestReadersResumeAcrossRestart(t *testing.T) {
 					return err == nil && info.Cursor == before
 				})
 				floor = before
-				srv.stop()
-			} else {
-				srv.kill9()
 			}
+			srv.down(how)
 			mu.Lock()
 			gone := len(delivered)
 			mu.Unlock()
@@ -167,13 +160,8 @@ func TestReadersResumeAcrossRestart(t *testing.T) {
 func TestFollowAcrossRestart(t *testing.T) {
 	for _, how := range []string{"sigterm", "kill9"} {
 		t.Run(how, func(t *testing.T) {
-			srv := startServer(t, t.TempDir())
-			c := openClient(t, srv.addr)
+			srv, l := startWithLog(t, "follow", tern.LogOptions{})
 			ctx := deadline(t)
-			l, err := c.CreateLog(ctx, "follow", tern.LogOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if _, err := l.CreateSubscription(ctx, "s", tern.SubOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -184,11 +172,7 @@ func TestFollowAcrossRestart(t *testing.T) {
 			for _, p := range []*child{read, consume} {
 				p.waitFor(fmt.Sprintf("%d entries", before), func(lines []string) bool { return len(lines) >= before })
 			}
-			if how == "sigterm" {
-				srv.stop()
-			} else {
-				srv.kill9()
-			}
+			srv.down(how)
 			srv.restart()
 			appendRange(t, l, before, before+after)
 			lines := read.waitFor(fmt.Sprintf("%d entries", before+after), func(lines []string) bool { return len(lines) >= before+after })

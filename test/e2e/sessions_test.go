@@ -38,97 +38,132 @@ func ternIO(t *testing.T, stdin string, code int, args ...string) (stdout, stder
 	return out.String(), errs.String()
 }
 
+// queuing is an application that queues appends through one writer
+// without pause, window of them in flight, each a unique payload
+// "<prefix>-<i>", and keeps their Pendings.
+type queuing struct {
+	mu      sync.Mutex
+	pending []*tern.Pending
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startQueuing(ctx context.Context, w *tern.Writer, prefix string, window int) *queuing {
+	q := &queuing{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		for i := 0; ; i++ {
+			select {
+			case <-q.stop:
+				return
+			default:
+			}
+			p := w.AppendAsync(tern.Entry{Payload: fmt.Appendf(nil, "%s-%d", prefix, i)})
+			q.mu.Lock()
+			q.pending = append(q.pending, p)
+			q.mu.Unlock()
+			if i%window == window-1 {
+				p.Wait(ctx)
+			}
+		}
+	}()
+	return q
+}
+
+func (q *queuing) queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// waitQueued waits until n appends are queued.
+func (q *queuing) waitQueued(n int) {
+	for q.queued() < n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ackedMore waits until the append n after the last queued now is
+// acknowledged, and fails the test if it fails.
+func (q *queuing) ackedMore(t *testing.T, ctx context.Context, n int, what string) {
+	t.Helper()
+	i := q.queued() + n
+	q.waitQueued(i + 1)
+	q.mu.Lock()
+	p := q.pending[i]
+	q.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	if _, err := p.Wait(wctx); err != nil {
+		t.Fatalf("%s: append %d: %v", what, i, err)
+	}
+}
+
+// end stops the queuing and checks that every append was acknowledged
+// once, in the order queued (append i at offset i), that the log ends
+// after the last at w's epoch, and holds each payload at its offset. It
+// returns the number of appends.
+func (q *queuing) end(t *testing.T, ctx context.Context, l *tern.Log, w *tern.Writer, prefix string) int {
+	t.Helper()
+	close(q.stop)
+	<-q.done
+	for i, p := range q.pending {
+		off, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatalf("append %d: %v: the application saw an error", i, err)
+		}
+		if off != tern.Offset(i) {
+			t.Fatalf("append %d acknowledged at %d: each append once, in order, gets offset %d", i, off, i)
+		}
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Epoch != w.Epoch() || info.End != tern.Offset(len(q.pending)) {
+		t.Fatalf("epoch %d, end %d; want the writer's epoch %d and end %d", info.Epoch, info.End, w.Epoch(), len(q.pending))
+	}
+	for i, e := range readAll(t, l, 0, info.End) {
+		if want := fmt.Sprintf("%s-%d", prefix, i); string(e.Payload) != want {
+			t.Fatalf("entry %d is %q, want %q", i, e.Payload, want)
+		}
+	}
+	return len(q.pending)
+}
+
 // A remote writer appends through a SIGTERM restart and a kill -9 restart
 // of its server: it keeps its epoch, every append it queued is
 // acknowledged, and the log holds each exactly once, in the order queued.
 func TestWriterRidesThroughRestarts(t *testing.T) {
-	for _, restart := range []string{"sigterm", "kill9"} {
-		t.Run(restart, func(t *testing.T) {
-			srv := startServer(t, t.TempDir())
-			c := openClient(t, srv.addr)
+	for _, how := range []string{"sigterm", "kill9"} {
+		t.Run(how, func(t *testing.T) {
+			srv, l := startWithLog(t, "rides", tern.LogOptions{})
 			ctx := deadline(t)
-			l, err := c.CreateLog(ctx, "rides", tern.LogOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			w, err := l.OpenWriter(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer w.Close()
-
-			// A producer queues appends without pause while the server
-			// goes down and comes back.
-			var (
-				mu      sync.Mutex
-				pending []*tern.Pending
-				stop    = make(chan struct{})
-				done    = make(chan struct{})
-			)
-			go func() {
-				defer close(done)
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					p := w.AppendAsync(tern.Entry{Payload: fmt.Appendf(nil, "e-%d", i)})
-					mu.Lock()
-					pending = append(pending, p)
-					mu.Unlock()
-					if i%64 == 63 {
-						p.Wait(ctx) // a window of appends in flight
-					}
-				}
-			}()
-			waitQueued := func(n int) {
-				for {
-					mu.Lock()
-					k := len(pending)
-					mu.Unlock()
-					if k >= n {
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}
-			waitQueued(500)
-			if restart == "sigterm" {
-				srv.stop()
-			} else {
-				srv.kill9()
-			}
+			q := startQueuing(ctx, w, "e", 64)
+			q.waitQueued(500)
+			srv.down(how)
 			srv.restart()
-			mu.Lock()
-			n := len(pending)
-			mu.Unlock()
-			waitQueued(n + 500)
-			close(stop)
-			<-done
-
-			for i, p := range pending {
-				off, err := p.Wait(ctx)
-				if err != nil {
-					t.Fatalf("append %d: %v", i, err)
-				}
-				if off != tern.Offset(i) {
-					t.Fatalf("append %d acknowledged at %d: each append once, in order, gets offset %d", i, off, i)
-				}
-			}
-			info, err := l.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.Epoch != w.Epoch() || info.End != tern.Offset(len(pending)) {
-				t.Fatalf("after the restart: epoch %d, end %d; want the writer's epoch %d and end %d", info.Epoch, info.End, w.Epoch(), len(pending))
-			}
-			for i, e := range readAll(t, l, 0, info.End) {
-				if want := fmt.Sprintf("e-%d", i); string(e.Payload) != want {
-					t.Fatalf("entry %d is %q, want %q", i, e.Payload, want)
-				}
-			}
+			q.waitQueued(q.queued() + 500)
+			q.end(t, ctx, l, w, "e")
 		})
+	}
+}
+
+// cliOn returns how to run the tern CLI with stdin, requiring an exit code,
+// on a fresh data directory (where "embedded") or a fresh server's.
+func cliOn(t *testing.T, where string) func(stdin string, code int, args ...string) (string, string) {
+	at := []string{"--dir", t.TempDir()}
+	if where == "remote" {
+		at = []string{"--server", startServer(t, t.TempDir()).addr}
+	}
+	return func(stdin string, code int, args ...string) (string, string) {
+		t.Helper()
+		return ternIO(t, stdin, code, append(append([]string{}, at...), args...)...)
 	}
 }
 
@@ -137,14 +172,7 @@ func TestWriterRidesThroughRestarts(t *testing.T) {
 func TestCLIEpochs(t *testing.T) {
 	for _, where := range []string{"embedded", "remote"} {
 		t.Run(where, func(t *testing.T) {
-			at := []string{"--dir", t.TempDir()}
-			if where == "remote" {
-				at = []string{"--server", startServer(t, t.TempDir()).addr}
-			}
-			cli := func(stdin string, code int, args ...string) (string, string) {
-				t.Helper()
-				return ternIO(t, stdin, code, append(append([]string{}, at...), args...)...)
-			}
+			cli := cliOn(t, where)
 			cli("", 0, "log", "create", "terms")
 			if out, _ := cli("a\n", 0, "append", "--exclusive", "--epoch", "5", "terms"); out != "0\n" {
 				t.Fatalf("append at epoch 5 printed %q", out)
@@ -247,14 +275,7 @@ func TestCLISharedProducers(t *testing.T) {
 func TestCLIIfEnd(t *testing.T) {
 	for _, where := range []string{"embedded", "remote"} {
 		t.Run(where, func(t *testing.T) {
-			at := []string{"--dir", t.TempDir()}
-			if where == "remote" {
-				at = []string{"--server", startServer(t, t.TempDir()).addr}
-			}
-			cli := func(stdin string, code int, args ...string) (string, string) {
-				t.Helper()
-				return ternIO(t, stdin, code, append(append([]string{}, at...), args...)...)
-			}
+			cli := cliOn(t, where)
 			cli("", 0, "log", "create", "cas")
 			if out, _ := cli("a\nb\n", 0, "append", "--if-end", "0", "cas"); out != "0\n1\n" {
 				t.Fatalf("append --if-end 0 printed %q", out)
