@@ -83,18 +83,27 @@ func (l *embeddedLog) release() {
 }
 
 // closeIfIdle closes the log's engine if nothing has held it since before
-// idleBefore.
+// idleBefore, and then lets its shared producers' session go.
 func (l *embeddedLog) closeIfIdle(idleBefore time.Time) {
+	if l.closeEngineIfIdle(idleBefore) {
+		l.dropShared()
+	}
+}
+
+// closeEngineIfIdle is closeIfIdle's part under engMu, and reports whether
+// it closed the engine.
+func (l *embeddedLog) closeEngineIfIdle(idleBefore time.Time) bool {
 	l.engMu.Lock()
 	defer l.engMu.Unlock()
 	if l.eng == nil || l.gone || l.users > 0 || l.idleSince.After(idleBefore) || l.opts.Mode == ModeQuorum {
-		return
+		return false
 	}
 	if err := l.eng.Close(); err != nil {
 		l.c.opts.Logger.Error("closing an idle log failed; it is opened, and recovered, again at its next use", "log", l.name, "err", err)
 	}
 	l.eng = nil
 	l.c.setOpen(l, false)
+	return true
 }
 
 // setOpen records whether l's engine is open. The caller holds l.engMu.

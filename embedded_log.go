@@ -25,7 +25,7 @@ import (
 // The struct is small, and goes once nothing refers to it; its engine is
 // opened on first use (acquire) and closed again once nothing has used it
 // for Options.LogIdleTimeout (embedded_idle.go), so that an idle log holds
-// no goroutine, file or buffer. Lock order: the client's mu, engMu,
+// no goroutine, file or buffer. Lock order: prodMu, the client's mu, engMu,
 // subsMu, the client's openMu.
 type embeddedLog struct {
 	c       *embeddedClient
@@ -176,6 +176,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 // close ends the log's subscribers, commits their cursors and closes the
 // write path, for good: the log's handles fail with ErrClosed afterwards.
 func (l *embeddedLog) close() error {
+	defer l.dropShared() // after engMu is let go: lock order
 	l.engMu.Lock()
 	defer l.engMu.Unlock()
 	l.gone = true
@@ -301,52 +302,83 @@ func (l *embeddedLog) claimErr(co meta.ClaimOptions, err error) error {
 }
 
 // sharedSession is the shared producers' session of a log while this
-// process holds it: one claim for all of them. Guarded by the log's prodMu.
+// process holds it: one claim for all of them, which fenced eng, the
+// engine instance they append to. It outlives its last producer while that
+// engine stays open, so that one Log.Append after another does not claim
+// (and start a segment) each time; the engine's closing lets it go.
+// Guarded by the log's prodMu.
 type sharedSession struct {
 	claim meta.Claim
+	eng   engine.Engine
 	users int // shared writers open on it
 }
 
 // openShared opens a shared producer on the log's shared session: the one
-// this process holds, if its claim still holds, or a new claim of it.
+// this process holds, if its claim still holds and fenced the engine open
+// now, or a new claim of it. Lock order: prodMu, then engMu (acquire).
 func (l *embeddedLog) openShared(ctx context.Context) (*embeddedWriter, error) {
 	l.prodMu.Lock()
 	defer l.prodMu.Unlock()
-	if p := l.prod; p != nil && p.claim.Valid() {
+	if p := l.prod; p != nil {
 		eng, release, err := l.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		p.users++
-		return &embeddedWriter{l: l, eng: eng, release: release, epoch: p.claim.Epoch(), claim: p.claim, shared: p}, nil
+		if p.claim.Valid() && p.eng == eng {
+			p.users++
+			return &embeddedWriter{l: l, eng: eng, release: release, epoch: p.claim.Epoch(), claim: p.claim, shared: p}, nil
+		}
+		release()
+		if p.users == 0 { // else its producers let it go as they close
+			l.releaseShared(p)
+		}
+		l.prod = nil
 	}
 	w, err := l.claim(ctx, meta.ClaimOptions{Shared: true})
 	if err != nil {
 		return nil, err
 	}
 	w.session = 0
-	w.shared = &sharedSession{claim: w.claim, users: 1}
+	w.shared = &sharedSession{claim: w.claim, eng: w.eng, users: 1}
 	l.prod = w.shared
 	return w, nil
 }
 
 // leaveShared takes a closing shared producer off its session, and reports
-// whether it was the last one, whose close releases the claim.
+// whether its close releases the claim: the session was replaced, and it
+// was the last producer on it. The log's session stays for the next
+// producer while its engine is open (dropShared).
 func (l *embeddedLog) leaveShared(p *sharedSession) bool {
 	l.prodMu.Lock()
 	defer l.prodMu.Unlock()
 	p.users--
-	if p.users > 0 {
-		return false
-	}
-	if l.prod == p {
+	return p.users == 0 && l.prod != p
+}
+
+// dropShared releases the log's shared session once its engine has closed
+// (idle, or the log closing). The caller holds neither prodMu nor engMu.
+func (l *embeddedLog) dropShared() {
+	l.prodMu.Lock()
+	defer l.prodMu.Unlock()
+	if p := l.prod; p != nil && p.users == 0 {
 		l.prod = nil
+		l.releaseShared(p)
 	}
-	return true
+}
+
+// releaseShared gives up a shared session's claim, bounded as a writer's
+// close is. The caller holds prodMu.
+func (l *embeddedLog) releaseShared(p *sharedSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.claim.Release(ctx); err != nil {
+		l.c.opts.Logger.Warn("releasing the shared producers' claim failed; it lapses with its lease", "log", l.name, "err", err)
+	}
 }
 
 // Append appends es as a shared producer of the log's shared session, which
-// it opens if this process holds no shared producer of the log.
+// it opens if this process holds none, and keeps while the log's engine is
+// open.
 func (l *embeddedLog) Append(ctx context.Context, es []Entry, o client.AppendOptions) (Offset, error) {
 	w, err := l.openShared(ctx)
 	if err != nil {

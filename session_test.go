@@ -234,3 +234,26 @@ func TestModeIfEnd(t *testing.T) {
 		}
 	})
 }
+
+// One Log.Append after another share the log's shared session: they do not
+// each take a new epoch, which would start a segment each.
+func TestModeLogAppendKeepsSession(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, err := c.CreateLog(t.Context(), "many-appends", tern.LogOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if off, err := l.Append(t.Context(), tern.Entry{Payload: []byte{byte(i)}}); err != nil || off != tern.Offset(i) {
+				t.Fatalf("Log.Append %d: %d, %v", i, off, err)
+			}
+		}
+		info, err := l.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Segments > 2 {
+			t.Fatalf("20 Log.Appends left %d segments: each took a new session", info.Segments)
+		}
+	})
+}
