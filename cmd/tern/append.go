@@ -106,7 +106,7 @@ type ack struct {
 // stops reading, and prints the offsets of the appends already made.
 //
 // With cond, every append is conditional on the log's end being at, plus
-// the entries appended before it.
+// the entries appended before it, and waits for the one before it.
 func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Writer, maxEntryBytes, batch int, cond bool, at tern.Offset) error {
 	opts := func() []tern.AppendOption {
 		if !cond {
@@ -165,7 +165,9 @@ func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Write
 			break
 		}
 		line++
-		if batch == 1 {
+		// Conditional appends go one at a time: a queued one could land
+		// once the one before it failed its condition.
+		if batch == 1 && !cond {
 			p := w.AppendAsync(tern.Entry{Payload: b}, opts()...)
 			at++
 			if !send(ack{line: line, p: p}) {
