@@ -212,7 +212,10 @@ var fuzzMethods = []fuzzMethod{
 			}
 			// A reader that follows from the end waits there: once the
 			// server has sent the headers (the reader is open), stop.
-			waits := r.Follow && r.From >= fs.end(r.Log)
+			// from_end (and from_start, on a log whose start is its end)
+			// starts there whatever From says.
+			info := fs.logs[r.Log]
+			waits := r.Follow && (r.FromEnd || r.FromStart && info.GetStart() >= info.GetEnd() || !r.FromStart && r.From >= fs.end(r.Log))
 			return firstResponse(stream, waits)
 		},
 	},
@@ -309,6 +312,8 @@ func FuzzHandlers(f *testing.F) {
 			&ternpb.ReadRequest{Log: fuzzLog, From: 1, MaxBatch: 1},
 			&ternpb.ReadRequest{Log: fuzzLog, From: 1, Follow: true, Ticks: true},
 			&ternpb.ReadRequest{Log: fuzzLog, From: 3, Follow: true},
+			&ternpb.ReadRequest{Log: fuzzLog, From: 8, Follow: true, FromEnd: true},
+			&ternpb.ReadRequest{Log: fuzzLog, Follow: true, FromStart: true},
 			&ternpb.ReadRequest{Log: fuzzLog, From: 9, MaxBatch: 1 << 20},
 		},
 		"Subscribe": {
