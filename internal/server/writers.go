@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -144,13 +145,25 @@ func requestBytes(req *grpcopts.DecodedAppend) int64 {
 
 // queue hands the request's batches to the library without waiting. A
 // batch that fails validation fails alone.
-func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFlight {
+//
+// Once a batch of the stream fails at once with an error that the client
+// answers by sending it again (the server or the log unavailable), *stuck
+// keeps that error, and every later batch of the stream fails with it
+// unapplied: the client sends them all again, in order, behind the one
+// that failed, rather than see them applied ahead of it.
+func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend, stuck *error) []*inFlight {
 	start := time.Now()
 	if len(req.Ends) == 0 {
 		return failed(req, errInvalid("append to log %q has no batches", req.Log))
 	}
+	if *stuck != nil {
+		return failed(req, *stuck)
+	}
 	fs := make([]*inFlight, len(req.Ends))
 	w, werr := s.writer(ctx, req.Log, req.Epoch, req.Shared)
+	if werr != nil && resent(werr) {
+		*stuck = werr
+	}
 	all := make([]tern.Entry, len(req.Entries))
 	n := 0
 	for i, e := range req.Entries {
@@ -171,10 +184,33 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend) []*inFl
 			f.err = errInvalid("append to log %q has no entries", req.Log)
 			continue
 		}
+		if *stuck != nil {
+			f.err = *stuck
+			continue
+		}
 		f.w, f.entries, f.bytes = w, len(es), entryBytes(es)
 		f.p = w.AppendBatchAsync(es, s.appendOptions(req.Producer, req.Acked, req.Headers[i])...)
+		if f.ready() {
+			if _, err := f.p.Wait(ctx); err != nil {
+				f.p, f.err = nil, s.fail(w, err)
+				if resent(f.err) {
+					*stuck = f.err
+				}
+			}
+		}
 	}
 	return fs
+}
+
+// resent reports whether the Go client sends a batch that failed with err
+// again: the server going away, the log or its node unavailable, the log
+// served elsewhere.
+func resent(err error) bool {
+	if errors.Is(err, tern.ErrFenced) || errors.Is(err, rpcerr.ErrTakenOver) {
+		return false
+	}
+	_, moved := rpcerr.As[*rpcerr.NotOwnerError](err)
+	return moved || errors.Is(err, rpcerr.ErrUnavailable) || errors.Is(err, tern.ErrClosed)
 }
 
 // entryBytes counts the payload and property bytes of es.
@@ -259,7 +295,10 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 			s.appends.release(n)
 		}
 	}()
-	var recvErr error // read once queue is closed
+	var (
+		recvErr error // read once queue is closed
+		stuck   error // see queue
+	)
 	go func() {
 		defer close(queue)
 		defer close(held)
@@ -284,7 +323,7 @@ func (s *Server) AppendStream(stream ternpb.Tern_AppendStreamServer) error {
 				}
 				fs, n = failed(req, err), 0
 			} else {
-				fs = s.queue(ctx, req)
+				fs = s.queue(ctx, req, &stuck)
 				req.Release() // the library copied the entries
 			}
 			fs[len(fs)-1].reqBytes = n
