@@ -286,9 +286,17 @@ type child struct {
 // still runs, and prints its output if the test failed.
 func startChild(t *testing.T, name, role string, args ...string) *child {
 	t.Helper()
-	c := &child{t: t, name: name, out: newLineBuffer(), errs: new(syncBuffer), done: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0], args...)
-	c.cmd.Env = append(os.Environ(), childEnv+"="+role)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"="+role)
+	return startCmd(t, name, cmd, true)
+}
+
+// startCmd starts cmd as a child whose stdout lines and stderr the test
+// reads. The test's cleanup kills it if it still runs, checks its stderr
+// for data races if races, and prints its output if the test failed.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd, races bool) *child {
+	t.Helper()
+	c := &child{t: t, name: name, cmd: cmd, out: newLineBuffer(), errs: new(syncBuffer), done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errs
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
@@ -300,7 +308,9 @@ func startChild(t *testing.T, name, role string, args ...string) *child {
 	}()
 	t.Cleanup(func() {
 		c.kill()
-		checkRaces(t, name, c.errs)
+		if races {
+			checkRaces(t, name, c.errs)
+		}
 		if t.Failed() {
 			lines, _ := c.out.snapshot()
 			t.Logf("%s: %d lines on stdout, the last ones:\n%s\nstderr:\n%s", name, len(lines), strings.Join(lines[max(len(lines)-20, 0):], "\n"), c.errs.tail(16<<10))

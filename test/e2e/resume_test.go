@@ -271,25 +271,7 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 // and stderr the test reads; the test's cleanup kills it.
 func startTern(t *testing.T, name string, args ...string) *child {
 	t.Helper()
-	c := &child{t: t, name: name, out: newLineBuffer(), errs: new(syncBuffer), done: make(chan struct{})}
-	c.cmd = exec.Command(ternBin, args...)
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errs
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c.err = c.cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		c.kill()
-		if t.Failed() {
-			lines, _ := c.out.snapshot()
-			t.Logf("%s: %d lines on stdout, the last ones:\n%s\nstderr:\n%s", name, len(lines), strings.Join(lines[max(len(lines)-20, 0):], "\n"), c.errs.tail(16<<10))
-		}
-	})
-	return c
+	return startCmd(t, name, exec.Command(ternBin, args...), false)
 }
 
 // A reader and a subscriber of a quorum log, through a client of a node
