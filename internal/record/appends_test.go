@@ -3,10 +3,8 @@ package record_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/ternwal/tern/internal/record"
@@ -182,21 +180,7 @@ func TestAppendsCorrupt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.change(goldenAppends())
-			called := false
-			b, err := record.Decode(p)
-			if err == nil {
-				err = b.Each(func(uint64, record.Entry) error { called = true; return nil })
-			}
-			if !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("Decode: %v, want ErrCorrupt", err)
-			}
-			if called {
-				t.Fatal("Each returned an entry of a corrupt batch")
-			}
-			if !strings.HasPrefix(err.Error(), "record: ") {
-				t.Errorf("error %q is not prefixed by the package", err)
-			}
+			wantCorrupt(t, tt.change(goldenAppends()))
 		})
 	}
 }

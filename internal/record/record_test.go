@@ -424,22 +424,28 @@ func TestCorrupt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.change(golden())
-			called := false
-			b, err := record.Decode(p)
-			if err == nil {
-				err = b.Each(func(uint64, record.Entry) error { called = true; return nil })
-			}
-			if !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("Decode: %v, want ErrCorrupt", err)
-			}
-			if called {
-				t.Fatal("Each returned an entry of a corrupt batch")
-			}
-			if !strings.HasPrefix(err.Error(), "record: ") {
-				t.Errorf("error %q is not prefixed by the package", err)
-			}
+			wantCorrupt(t, tt.change(golden()))
 		})
+	}
+}
+
+// wantCorrupt checks that p decodes as ErrCorrupt, with the package's
+// prefix, and that no entry of it is returned.
+func wantCorrupt(t *testing.T, p []byte) {
+	t.Helper()
+	called := false
+	b, err := record.Decode(p)
+	if err == nil {
+		err = b.Each(func(uint64, record.Entry) error { called = true; return nil })
+	}
+	if !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("Decode: %v, want ErrCorrupt", err)
+	}
+	if called {
+		t.Fatal("Each returned an entry of a corrupt batch")
+	}
+	if !strings.HasPrefix(err.Error(), "record: ") {
+		t.Errorf("error %q is not prefixed by the package", err)
 	}
 }
 
