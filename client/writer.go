@@ -465,14 +465,7 @@ func (w *Writer) failAll(err error) {
 // rpcerr.FromProto gave it, may be sent again: the policy of route.go,
 // and a stream this writer canceled because sending on it failed.
 func resendable(err error) bool {
-	mapped := rpcerr.Error(err)
-	switch {
-	case errors.Is(mapped, ErrFenced), errors.Is(mapped, ErrTakenOver):
-		return false
-	case errors.Is(mapped, ErrUnavailable), errors.Is(mapped, ErrClosed):
-		return true // a batch's result: the server's UNAVAILABLE, or its shutdown
-	}
-	return retryable(err) || status.Code(err) == codes.Canceled || errors.Is(err, errStreamEnded)
+	return rpcerr.Resent(rpcerr.Error(err)) || retryable(err) || status.Code(err) == codes.Canceled || errors.Is(err, errStreamEnded)
 }
 
 // errStreamEnded is a stream that the server ended without answering

@@ -336,6 +336,20 @@ func FromProto(e *ternpb.Error) error {
 	return fromParts(code, e.Message, e.Reason, e.Metadata)
 }
 
+// Resent reports whether a Tern client sends an append that failed with
+// err, a Tern error (from Error or FromProto), again: the server went away
+// or is shutting down, the log or its node is unavailable, or the log is
+// served elsewhere. Never when a newer writer fenced it or a newer
+// subscriber took over. The server stops an append stream on these
+// errors, so that the client's resends keep their order.
+func Resent(err error) bool {
+	switch {
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrTakenOver):
+		return false
+	}
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) || errors.Is(err, ErrNotOwner)
+}
+
 // Error turns an error returned by a gRPC call into Tern's error for it: one
 // that matches the sentinel the server's error matched (errors.Is) and reads
 // as the server's message. Errors that carry no Tern reason stay gRPC status

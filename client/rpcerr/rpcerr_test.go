@@ -112,3 +112,24 @@ func TestAuthCodesWithoutReason(t *testing.T) {
 		}
 	}
 }
+
+// Resent says which errors the Go client sends an append again on.
+func TestResent(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: etcd", ErrUnavailable), true},
+		{fmt.Errorf("%w: shutting down", ErrClosed), true},
+		{&NotOwnerError{Owner: "n2:7070"}, true},
+		{fmt.Errorf("%w: newer", ErrFenced), false},
+		{ErrTakenOver, false},
+		{fmt.Errorf("%w: end 3", ErrConditionFailed), false},
+		{fmt.Errorf("%w: big", ErrTooLarge), false},
+		{context.Canceled, false},
+	} {
+		if got := Resent(tt.err); got != tt.want {
+			t.Errorf("Resent(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 
-	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/client/ternpb"
@@ -41,26 +39,5 @@ func TestStuckStreamAppliesNothingMore(t *testing.T) {
 	info, err := ts.api.DescribeLog(ctx, &ternpb.DescribeLogRequest{Name: "l"})
 	if err != nil || info.End != 2 {
 		t.Fatalf("after a stuck stream's batches: %v, %v; want end 2", info, err)
-	}
-}
-
-// resent says which errors the Go client sends a batch again on.
-func TestResent(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want bool
-	}{
-		{fmt.Errorf("%w: etcd", rpcerr.ErrUnavailable), true},
-		{fmt.Errorf("%w: shutting down", tern.ErrClosed), true},
-		{&rpcerr.NotOwnerError{Owner: "n2:7070"}, true},
-		{fmt.Errorf("%w: newer", tern.ErrFenced), false},
-		{rpcerr.ErrTakenOver, false},
-		{fmt.Errorf("%w: end 3", rpcerr.ErrConditionFailed), false},
-		{fmt.Errorf("%w: big", rpcerr.ErrTooLarge), false},
-		{context.Canceled, false},
-	} {
-		if got := resent(tt.err); got != tt.want {
-			t.Errorf("resent(%v) = %v, want %v", tt.err, got, tt.want)
-		}
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"io"
 	"time"
 
@@ -161,7 +160,7 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend, stuck *
 	}
 	fs := make([]*inFlight, len(req.Ends))
 	w, werr := s.writer(ctx, req.Log, req.Epoch, req.Shared)
-	if werr != nil && resent(werr) {
+	if werr != nil && rpcerr.Resent(werr) {
 		*stuck = werr
 	}
 	all := make([]tern.Entry, len(req.Entries))
@@ -193,24 +192,13 @@ func (s *Server) queue(ctx context.Context, req *grpcopts.DecodedAppend, stuck *
 		if f.ready() {
 			if _, err := f.p.Wait(ctx); err != nil {
 				f.p, f.err = nil, s.fail(w, err)
-				if resent(f.err) {
+				if rpcerr.Resent(f.err) {
 					*stuck = f.err
 				}
 			}
 		}
 	}
 	return fs
-}
-
-// resent reports whether the Go client sends a batch that failed with err
-// again: the server going away, the log or its node unavailable, the log
-// served elsewhere.
-func resent(err error) bool {
-	if errors.Is(err, tern.ErrFenced) || errors.Is(err, rpcerr.ErrTakenOver) {
-		return false
-	}
-	_, moved := rpcerr.As[*rpcerr.NotOwnerError](err)
-	return moved || errors.Is(err, rpcerr.ErrUnavailable) || errors.Is(err, tern.ErrClosed)
 }
 
 // entryBytes counts the payload and property bytes of es.
