@@ -5,11 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/certs"
@@ -27,7 +31,7 @@ const probeTimeout = 5 * time.Second
 // would refuse must not join: it would take logs that the clients and the
 // other nodes cannot reach, and sit in ensembles without receiving their
 // data. A member that does not answer at all (dead, its lease not yet
-// lapsed) is passed over.
+// lapsed, or on its way out with its listener still open) is passed over.
 func probeMembers(ctx context.Context, cli *clientv3.Client, cfg Config, st *certs.Store, logger *slog.Logger) error {
 	members, err := cluster.ReadMembers(ctx, cli, cfg.EtcdRoot)
 	if err != nil {
@@ -81,7 +85,12 @@ func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 		tc := tls.Client(c, conf)
 		err := tc.HandshakeContext(ctx)
 		tc.Close()
-		if err != nil {
+		switch {
+		case err != nil && closedEarly(err):
+			// A plaintext server answers a TLS hello with bytes that are
+			// not TLS; one that closes without a word is on its way out.
+			return fmt.Errorf("%w: TLS handshake: %v", errUnreachable, err)
+		case err != nil:
 			return fmt.Errorf("TLS handshake: %w", err)
 		}
 	} else {
@@ -98,7 +107,42 @@ func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 		return nil // the replica service answered this node
 	case errors.Is(err, rpcerr.ErrPermissionDenied), errors.Is(err, rpcerr.ErrUnauthenticated):
 		return fmt.Errorf("its replica service refuses this node: %w", err)
+	case noServer(err) && conf == nil && speaksTLS(ctx, m.Addr):
+		return fmt.Errorf("it serves TLS and this node does not: %w", err)
+	case noServer(err):
+		// The transports agree (a TLS handshake went through, or neither
+		// side speaks TLS), yet the call found no server: the member is
+		// on its way out (a lost lease, a shutdown) with its listener not
+		// yet closed.
+		return fmt.Errorf("%w: its replica service did not answer: %v", errUnreachable, err)
 	default:
-		return fmt.Errorf("its replica service did not answer this node (a TLS server reached without TLS, or the reverse?): %w", err)
+		return fmt.Errorf("its replica service did not answer this node: %w", err)
 	}
+}
+
+// closedEarly reports whether a connection was closed by the other end
+// before it said anything.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// noServer reports whether a call failed for want of a server: none at the
+// other end of the connection, or one shutting down.
+func noServer(err error) bool {
+	return status.Code(err) == codes.Unavailable || errors.Is(err, rpcerr.ErrUnavailable) || errors.Is(err, rpcerr.ErrClosed)
+}
+
+// speaksTLS reports whether the server at addr completes a TLS handshake,
+// its certificate unchecked: it tells a TLS server reached without TLS
+// (which closes the connection, as a dying server would) from a server
+// that does not speak TLS.
+func speaksTLS(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true}) // only whether it speaks TLS; nothing is sent
+	defer tc.Close()
+	return tc.HandshakeContext(ctx) == nil
 }

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ternwal/tern/internal/certs"
@@ -56,10 +58,58 @@ func TestProbeMember(t *testing.T) {
 		t.Errorf("a hung member: %v, want unreachable", err)
 	}
 
+	// A member on its way out: it accepts connections and closes them at
+	// once. Passed over, with TLS and without.
+	dying, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dying.Close()
+	go func() {
+		for {
+			c, err := dying.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, st := range []*certs.Store{st, nil} {
+		if err := probeMember(t.Context(), cluster.Member{ID: "n5", Addr: dying.Addr().String()}, st); !errors.Is(err, errUnreachable) {
+			t.Errorf("a dying member, TLS %v: %v, want unreachable", st != nil, err)
+		}
+	}
+
+	// A TLS server, reached without TLS: refused, and said so.
+	tlsL, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsL.Close()
+	go func() {
+		for {
+			c, err := tlsL.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Read(make([]byte, 1))
+				}
+			}()
+		}
+	}()
+	err = probeMember(t.Context(), cluster.Member{ID: "n6", Addr: tlsL.Addr().String()}, nil)
+	if err == nil || errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "serves TLS and this node does not") {
+		t.Errorf("a TLS member probed without TLS: %v, want a refusal that says so", err)
+	}
+
 	// A plaintext server, reached with TLS: refused.
 	plain := start(t)
 	addr := plain.conn.Target()
 	if err := probeMember(t.Context(), cluster.Member{ID: "n4", Addr: addr}, st); err == nil || errors.Is(err, errUnreachable) {
 		t.Errorf("a plaintext member probed with TLS: %v, want a refusal", err)
+
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ternwal/tern"
@@ -109,6 +110,10 @@ func (s *Server) take(ctx context.Context, name string, id uint64) error {
 	err := s.node.Acquire(ctx, id)
 	if oe, ok := errors.AsType[*cluster.OwnedError](err); ok {
 		return &rpcerr.NotOwnerError{Log: name, Owner: oe.Owner.Addr}
+	}
+	if errors.Is(err, cluster.ErrLost) {
+		// The node is on its way out: the client tries another.
+		return fmt.Errorf("%w: this node lost its cluster lease and is stopping; another node takes log %q (%v)", rpcerr.ErrUnavailable, name, err)
 	}
 	if err != nil {
 		return err
