@@ -62,3 +62,24 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("registered builder named %q", b.Name())
 	}
 }
+
+// FuzzUnmarshalMessageID: any string either fails as ErrInvalidMessageID or
+// reads as an ID whose Marshal reads back to the same ID; nothing panics.
+func FuzzUnmarshalMessageID(f *testing.F) {
+	for _, s := range []string{"0", "a", "zz", "3w5e11264sgsf", "", "-1", "!"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := UnmarshalMessageID(s)
+		if err != nil {
+			if !errors.Is(err, message.ErrInvalidMessageID) {
+				t.Fatalf("%q: %v does not match ErrInvalidMessageID", s, err)
+			}
+			return
+		}
+		back, err := UnmarshalMessageID(id.Marshal())
+		if err != nil || !back.EQ(id) {
+			t.Fatalf("%q read as %v, marshaled as %q, read back as %v, %v", s, id, id.Marshal(), back, err)
+		}
+	})
+}
