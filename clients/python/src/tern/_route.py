@@ -116,4 +116,5 @@ def call(log: Log, fn: Callable[[object, float | None], T], *, timeout: float | 
         try:
             return fn(stub, r.remaining())
         except grpc.RpcError as e:
-            r.again(log.client._map(e), addr)
+            err = log.client._map(e)
+        r.again(err, addr)  # outside the except: the error raised has no gRPC chain
