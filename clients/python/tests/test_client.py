@@ -156,3 +156,15 @@ def test_closed_writer_and_client(server, name):
     with tern.connect(server.addr) as c2:
         # Detached, not closed: the session is still the log's newest.
         assert c2.open_log(name).open_writer(epoch=w2.epoch, only_reopen=True).append(b"x") == 101
+
+
+def test_conditional_appends(client, name):
+    log = client.create_log(name)
+    with log.open_writer() as w:
+        assert w.append(b"a", if_end=0) == 0
+        assert w.append_batch([b"b", b"c"], if_end=1) == 1
+        with pytest.raises(tern.ConditionFailedError) as ei:
+            w.append(b"late", if_end=1)
+        assert (ei.value.expected, ei.value.end) == (1, 3)
+        assert w.append_async(b"d", if_end=3).result() == 3
+    assert log.info().end == 4

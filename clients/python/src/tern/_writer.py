@@ -136,35 +136,39 @@ class Writer:
 
     # Appends.
     def append(self, payload: Payload, properties: Mapping[str, bytes] | None = None, *,
-               timeout: float | None = None) -> int:
+               if_end: int | None = None, timeout: float | None = None) -> int:
         """Appends one entry and returns its offset once it is durable (under
         the log's durability setting). Raises FencedError when a newer writer
         session was opened, TooLargeError over the log's entry limit, and
         TimeoutError when ``timeout`` seconds pass first (the append goes on;
-        its outcome is then unknown)."""
-        return self.append_async(payload, properties).result(timeout)
+        its outcome is then unknown). With ``if_end`` it is appended only if
+        the log ends there, counting the appends queued before it, else
+        ConditionFailedError says where it ends."""
+        return self.append_async(payload, properties, if_end=if_end).result(timeout)
 
-    def append_batch(self, entries: Iterable[BatchItem], *, timeout: float | None = None) -> int:
+    def append_batch(self, entries: Iterable[BatchItem], *, if_end: int | None = None,
+                     timeout: float | None = None) -> int:
         """Appends entries atomically (all or none, also across a crash) and
         returns the offset of the first; the others follow densely. An entry is
         a payload, a (payload, properties) pair or an Entry."""
-        return self.append_batch_async(entries).result(timeout)
+        return self.append_batch_async(entries, if_end=if_end).result(timeout)
 
-    def append_async(self, payload: Payload, properties: Mapping[str, bytes] | None = None) -> Future[int]:
+    def append_async(self, payload: Payload, properties: Mapping[str, bytes] | None = None, *,
+                     if_end: int | None = None) -> Future[int]:
         """Queues one entry and returns at once a Future of its offset. Appends
         are acknowledged in the order they were queued, pipelined on one
         stream. The future's exception is the append's TernError."""
-        return self._enqueue([_pb_entry(payload, properties)])
+        return self._enqueue([_pb_entry(payload, properties)], if_end)
 
-    def append_batch_async(self, entries: Iterable[BatchItem]) -> Future[int]:
+    def append_batch_async(self, entries: Iterable[BatchItem], *, if_end: int | None = None) -> Future[int]:
         """Queues entries to be appended atomically, as append_batch does, and
         returns at once a Future of the first's offset."""
-        return self._enqueue([_entry(e) for e in entries])
+        return self._enqueue([_entry(e) for e in entries], if_end)
 
-    def _enqueue(self, es: list[pb.Entry]) -> Future[int]:
+    def _enqueue(self, es: list[pb.Entry], if_end: int | None) -> Future[int]:
         if not es:
             return _failed(InvalidArgumentError("tern: an append needs at least one entry"))
-        batch = pb.Batch(entries=es)
+        batch = pb.Batch(entries=es, if_end=if_end)
         size = batch.ByteSize() + 16
         if size > MAX_BATCH_BYTES:
             return _failed(TooLargeError(f"tern: the batch is {size} bytes, over the {MAX_BATCH_BYTES} one "
