@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 RECV_AHEAD = 4  # responses received before they are asked for
 FROM_HEADER = "tern-from"  # the offset a Read stream opened at (grpcopts.FromHeader)
 
-Item = "Entry | TimeTick"
-
-
 class _End:
     """The end of a stream: err is None when the server ended it with OK."""
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 import grpc
 
-from ._errors import ClosedError, NotOwnerError, TernError, UnavailableError, from_rpc, retryable
+from ._errors import ClosedError, NotOwnerError, TernError, UnavailableError, retryable
 
 if TYPE_CHECKING:
     from ._client import Log

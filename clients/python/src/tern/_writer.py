@@ -21,6 +21,7 @@ the appends it could not get answered. Only FencedError ends it for good.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import queue
 import secrets
 import threading
@@ -144,14 +145,14 @@ class Writer:
         its outcome is then unknown). With ``if_end`` it is appended only if
         the log ends there, counting the appends queued before it, else
         ConditionFailedError says where it ends."""
-        return self.append_async(payload, properties, if_end=if_end).result(timeout)
+        return _wait(self.append_async(payload, properties, if_end=if_end), timeout)
 
     def append_batch(self, entries: Iterable[BatchItem], *, if_end: int | None = None,
                      timeout: float | None = None) -> int:
         """Appends entries atomically (all or none, also across a crash) and
         returns the offset of the first; the others follow densely. An entry is
         a payload, a (payload, properties) pair or an Entry."""
-        return self.append_batch_async(entries, if_end=if_end).result(timeout)
+        return _wait(self.append_batch_async(entries, if_end=if_end), timeout)
 
     def append_async(self, payload: Payload, properties: Mapping[str, bytes] | None = None, *,
                      if_end: int | None = None) -> Future[int]:
@@ -201,10 +202,7 @@ class Writer:
         if self.shared:
             raise InvalidArgumentError("tern: shared producers send no time ticks; open a writer")
         if last is not None:
-            try:
-                last.future.exception(timeout)
-            except TimeoutError:
-                raise
+            _wait(last.future, timeout)
         md = self.log.client._metadata
         req = pb.AppendTimeTickRequest(log=self.log.name, epoch=self.epoch, time=t)
         _route.call(self.log, lambda s, tt: s.AppendTimeTick(req, timeout=tt, metadata=md), timeout=timeout)
@@ -406,6 +404,16 @@ class Writer:
 
     def _close_with_client(self) -> None:
         self.detach()
+
+
+def _wait(f: Future[int], timeout: float | None) -> int:
+    """f's result; the built-in TimeoutError when timeout passes first (before
+    Python 3.11, concurrent.futures raises a TimeoutError of its own)."""
+    try:
+        return f.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"tern: the append was not answered within {timeout}s; it goes on, "
+                           "its outcome unknown") from None
 
 
 def _failed(err: TernError) -> Future[int]:
