@@ -3,9 +3,10 @@ answer. Writers, readers and subscribers have files of their own."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import grpc
 
@@ -20,6 +21,11 @@ from ._pb import tern_pb2 as pb
 from ._pb import tern_pb2_grpc as pbg
 from ._tls import TLS, TLSArg, diagnose, tls_config
 from ._types import FROM_END, FROM_START, LogInfo, LogOptions, SubscriptionInfo
+
+if TYPE_CHECKING:
+    from ._reader import Reader
+    from ._subscribe import Subscriber
+    from ._writer import Writer
 
 DEFAULT_RETRY_TIMEOUT = 30.0
 PROBE_TIMEOUT = 10.0
@@ -127,7 +133,7 @@ class Client:
                 raise ClosedError("tern: the client is closed")
             ch = self._channels.get(addr)
             if ch is None:
-                opts = [
+                opts: list[tuple[str, Any]] = [
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     # Reconnect soon after a server restart (gRPC's default backs off to 120 s).
@@ -226,7 +232,7 @@ class Client:
         validate_name(name)
         opts = options or LogOptions()
         if mode is not None:
-            opts = LogOptions(**{**opts.__dict__, "mode": mode})
+            opts = dataclasses.replace(opts, mode=mode)
         log = self._log(name)
         r = _route.Retrier(log, timeout)
         req = pb.CreateLogRequest(name=name, options=opts.to_proto())
@@ -336,7 +342,7 @@ class Log:
                                                      timeout=t, metadata=md), timeout=timeout)
 
     def open_writer(self, epoch: int | None = None, *, only_reopen: bool = False, shared: bool = False,
-                    timeout: float | None = None):
+                    timeout: float | None = None) -> Writer:
         """Opens a writer session: a new epoch above every older one, or the one
         ``epoch`` names (lower than the log's newest: FencedError; equal: that
         session, reopened; higher: a new one). Every older session is fenced.
@@ -355,7 +361,7 @@ class Log:
         return Writer(self, resp.epoch, shared=False)
 
     def open_reader(self, from_: int = FROM_START, *, follow: bool = False, ticks: bool = False,
-                    timeout: float | None = None):
+                    timeout: float | None = None) -> Reader:
         """Returns a Reader, an iterator of the log's entries from ``from_`` (an
         offset between the log's start and end, or FROM_START or FROM_END).
         Without ``follow`` it stops at the log's end as of each (re)opening;
@@ -424,7 +430,8 @@ class Log:
         req = pb.SeekRequest(log=self.name, name=name, to=to)
         _route.call(self, lambda s, t: s.Seek(req, timeout=t, metadata=md), timeout=timeout)
 
-    def subscribe(self, name: str, *, create: bool = True, ticks: bool = False, timeout: float | None = None):
+    def subscribe(self, name: str, *, create: bool = True, ticks: bool = False,
+                  timeout: float | None = None) -> Subscriber:
         """Returns a Subscriber, an iterator of the subscription's entries from
         its cursor, following the tail; acknowledge them with its ack. With
         ``create`` (the default) a subscription that does not exist is created
@@ -443,5 +450,3 @@ class Log:
                     pass  # another subscriber made it meanwhile
         return Subscriber(self, name, ticks=ticks, timeout=timeout)
 
-
-__all__: Iterable[str] = ("connect", "Client", "Log", "FROM_START", "FROM_END")

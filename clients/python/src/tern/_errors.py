@@ -277,7 +277,7 @@ def from_rpc(err: grpc.RpcError) -> TernError:
     carries. A call cut short by the client's own cancel is ClosedError."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = (err.details() if hasattr(err, "details") else "") or ""
-    reason, md = "", {}
+    reason, md = "", {}  # type: tuple[str, dict[str, str]]
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
     for key, value in trailers or ():
         if key == "grpc-status-details-bin":

@@ -126,7 +126,12 @@ class Reader(Iterator["Entry | TimeTick"]):
         self._closed = False
         self._loop: RecvLoop | None = None
         self._open(timeout)
-        log.client._track(self)
+        try:
+            log.client._track(self)
+        except ClosedError:
+            if self._loop is not None:  # the client closed meanwhile
+                self._loop.stop()
+            raise
 
     def __repr__(self) -> str:
         return f"tern.Reader({self.log.name!r}, at={self.position})"

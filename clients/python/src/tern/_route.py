@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import grpc
 
@@ -102,7 +102,7 @@ class Retrier:
         return err
 
 
-def call(log: Log, fn: Callable[[object, float | None], T], *, timeout: float | None = None,
+def call(log: Log, fn: Callable[[Any, float | None], T], *, timeout: float | None = None,
          retrier: Retrier | None = None) -> T:
     """Makes a call on the node that serves the log, following redirects and
     retrying as the policy says. fn(stub, timeout) must be safe to call again;

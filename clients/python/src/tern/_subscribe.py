@@ -65,7 +65,12 @@ class Subscriber(Iterator["Entry | TimeTick"]):
         cursor = log._subscription(name, timeout).cursor
         self._delivered = self._acked = cursor
         self._open(timeout)
-        log.client._track(self)
+        try:
+            log.client._track(self)
+        except ClosedError:
+            if self._loop is not None:  # the client closed meanwhile
+                self._loop.stop()
+            raise
 
     def __repr__(self) -> str:
         return f"tern.Subscriber({self.log.name!r}, {self.name!r})"

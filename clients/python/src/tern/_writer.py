@@ -27,7 +27,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 import grpc
 
@@ -66,7 +66,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.requests: queue.SimpleQueue = queue.SimpleQueue()
-        self.call = None
+        self.call: Any = None  # the grpc call, once started
         self.broken = threading.Event()
 
     def request_iter(self):
