@@ -103,7 +103,7 @@ def main() -> None:
 
     binary = a.tern
     if binary is None:
-        binary = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tern" / "pytest" / "tern"
+        binary = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tern" / "bench" / "tern"
         subprocess.run(["go", "build", "-o", str(binary), "./cmd/tern"], cwd=REPO, check=True)
     with tempfile.TemporaryDirectory() as tmp:
         proc, addr = (None, a.server) if a.server else start_server(binary, Path(tmp) / "data")

@@ -31,12 +31,15 @@ READY_TIMEOUT = 60.0
 
 @pytest.fixture(scope="session")
 def tern_bin() -> Path:
-    """The tern binary of this checkout: $TERN_BIN, or built into the user cache."""
+    """The tern binary of this checkout: $TERN_BIN, or built into the user cache
+    with the race detector: scripts/test runs go test -race first, whose
+    compiled packages the build reuses (a build without -race would compile
+    everything again), and the server's races fail these tests too."""
     if os.environ.get("TERN_BIN"):
         return Path(os.environ["TERN_BIN"])
-    out = CACHE / "pytest" / "tern"
+    out = CACHE / "pytest" / "tern-race"
     try:
-        subprocess.run(["go", "build", "-o", str(out), "./cmd/tern"], cwd=REPO, check=True,
+        subprocess.run(["go", "build", "-race", "-o", str(out), "./cmd/tern"], cwd=REPO, check=True,
                        capture_output=True, text=True)
     except FileNotFoundError:
         pytest.fail("building tern needs Go 1.26 on PATH (https://go.dev/dl/); then run scripts/install")
@@ -97,14 +100,22 @@ class Server:
             return ""
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
             return
+        if self.proc.poll() is not None:
+            # Not stopped by the test: it exited on its own (a crash, or a
+            # race the race detector found: exit status 66).
+            rc, self.proc = self.proc.returncode, None
+            pytest.fail(f"tern serve exited on its own with status {rc}:\n{self.tail()}")
         os.kill(self.proc.pid, sig)
         try:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        rc, self.proc = self.proc.returncode, None
+        if rc == 66:  # the race detector's exit status
+            pytest.fail(f"tern serve found a data race:\n{self.tail()}")
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
