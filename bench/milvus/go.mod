@@ -179,3 +179,5 @@ replace github.com/minio/minio-go/v7 => github.com/minio/minio-go/v7 v7.0.80
 replace go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc => go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.60.0
 
 replace github.com/ternwal/tern/bench/peers/woodpecker => ../peers/woodpecker
+
+tool github.com/zilliztech/woodpecker/cmd
