@@ -234,7 +234,7 @@ func runOnce(ctx context.Context, s system, spec loadgen.Spec, channel string) (
 }
 
 // versions are those of the systems measured.
-var versions = map[string]string{"woodpecker": "v0.1.35", "woodpecker-minio": "v0.1.35", "woodpecker-service": "v0.1.35", "tern": "contrib/milvus, Milvus pkg v2.6.0"}
+var versions = map[string]string{"woodpecker": "v0.1.35", "woodpecker-minio": "v0.1.35", "woodpecker-service": "v0.1.35", "tern": "devel"}
 
 // median returns the median of rs by the workload's headline figure, with
 // the others' figures in its notes.
