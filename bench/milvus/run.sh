@@ -53,7 +53,12 @@ stop_pid() {
 cleanup() {
 	[[ -z $harness_pid ]] || stop_pid "$harness_pid" "milvus-bench"
 	if [[ -f $work/pids ]]; then
-		while read -r pid; do stop_pid "$pid" "server"; done <"$work/pids"
+		while read -r pid; do
+			# Only if the PID is still a server of this run, not a number reused since.
+			if grep -qa -e woodpecker-logstore -e "$bin/tern" "/proc/$pid/cmdline" 2>/dev/null; then
+				stop_pid "$pid" "server"
+			fi
+		done <"$work/pids"
 	fi
 	[[ -z $minio_pid ]] || stop_pid "$minio_pid" "MinIO"
 	if [[ -n $made_ns ]]; then

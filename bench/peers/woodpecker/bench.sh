@@ -99,7 +99,10 @@ stop_run() {
 	# The LogStores the driver started (it stops them itself, unless it died).
 	if [[ -n $work && -f $work/driver/pids ]]; then
 		while read -r pid; do
-			stop_pid "$pid" "woodpecker LogStore"
+			# Only if the PID is still a LogStore, not a number reused since.
+			if grep -qa woodpecker-logstore "/proc/$pid/cmdline" 2>/dev/null; then
+				stop_pid "$pid" "woodpecker LogStore"
+			fi
 		done <"$work/driver/pids"
 	fi
 	if [[ -n $minio_pid ]]; then
