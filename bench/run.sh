@@ -124,8 +124,9 @@ done
 # against the disk's bandwidth divided by the replicas that write to it, so
 # the sealed segments go to a directory in memory (/dev/shm) where there is
 # one, standing for the object store on other machines: on $data they would
-# be a fourth write to the same disk. Then the fail-over time, at the
-# nodes' default lease and at a short one.
+# be a fourth write to the same disk. Woodpecker's service mode runs the
+# same workloads next. Then the fail-over time, at the nodes' default lease
+# and at a short one.
 echo "== Tern on a cluster: quorum logs"
 objects=()
 if [[ -d /dev/shm && -w /dev/shm ]]; then
@@ -138,6 +139,18 @@ for w in quorum-1k quorum-put; do
 		failed+=("tern --cluster $w: failed")
 done
 rm -rf /dev/shm/tern-bench-objects
+# Woodpecker's quorum mode on the same workloads, in the same run: its
+# service mode, 3 LogStore processes acked at 2 (bench/peers/README.md),
+# in a network namespace of its own, as its LogStores bind 0.0.0.0.
+if [[ " ${peers[*]} " == *" woodpecker "* ]]; then
+	if bench/peers/woodpecker/install.sh >>"$log" 2>&1; then
+		TERN_BENCH_DIR=$data bench/peers/woodpecker/bench.sh --json "$results" --system woodpecker-service \
+			--duration "$duration" --warmup "$warmup" quorum-1k quorum-put 2>&1 | tee -a "$log" ||
+			failed+=("woodpecker-service quorum-1k quorum-put: failed")
+	else
+		failed+=("woodpecker: install failed")
+	fi
+fi
 for ttl in 10s 2s; do
 	"$tern" bench failover --dir "$data" --node-ttl "$ttl" --kills 5 --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern failover --node-ttl $ttl: failed")

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the Woodpecker v0.1.35 benchmark driver (Woodpecker and its etcd run
 # embedded in it) into ${XDG_CACHE_HOME:-$HOME/.cache}/tern-bench/woodpecker/bin
-# as woodpecker-driver, with the second name woodpecker-minio-driver for the
-# MinIO-backed system; copies Woodpecker's shipped config/woodpecker.yaml,
-# which the driver starts from, next to it; and builds the pinned MinIO
-# (scripts/install-minio) for woodpecker-minio. Idempotent. Cold, the build
-# takes several minutes: Woodpecker pulls in many modules.
+# as woodpecker-driver, with the second names woodpecker-minio-driver and
+# woodpecker-service-driver for the MinIO-backed and service-mode systems,
+# and Woodpecker's LogStore server as woodpecker-logstore; copies
+# Woodpecker's shipped config/woodpecker.yaml, which the driver starts from,
+# next to it; and builds the pinned MinIO (scripts/install-minio) for
+# woodpecker-minio and woodpecker-service. Idempotent. Cold, the build takes
+# several minutes: Woodpecker pulls in many modules.
 set -euo pipefail
 
 WOODPECKER_VERSION=v0.1.35
@@ -35,6 +37,12 @@ echo "building the driver into $bin/woodpecker-driver (several minutes cold)" >&
 go build -o "$bin/woodpecker-driver" . ||
 	die "go build of the driver in $here failed (does bench/loadgen build? try 'go vet ./...' in $here)"
 ln -sfn woodpecker-driver "$bin/woodpecker-minio-driver"
+ln -sfn woodpecker-driver "$bin/woodpecker-service-driver"
+# The LogStore server of woodpecker-service: Woodpecker's own "woodpecker
+# server" command, at the version go.mod pins (a tool of this module).
+go build -o "$bin/woodpecker-logstore" github.com/zilliztech/woodpecker/cmd ||
+	die "go build of Woodpecker's LogStore server (github.com/zilliztech/woodpecker/cmd) failed"
+command -v ip >/dev/null || die "ip (iproute2) is missing: woodpecker-service runs in a network namespace; apt-get install iproute2"
 
 "$repo/scripts/install-minio" >/dev/null ||
 	die "scripts/install-minio failed: woodpecker-minio needs the pinned MinIO"

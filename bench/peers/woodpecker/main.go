@@ -13,6 +13,12 @@
 //	                         (or $TERN_BENCH_S3_ENDPOINT), with the
 //	                         credentials in $AWS_ACCESS_KEY_ID and
 //	                         $AWS_SECRET_ACCESS_KEY
+//	woodpecker-service-driver  system "woodpecker-service": storage type
+//	                         "service", 3 LogStore processes (wpservice)
+//	                         started by the driver on its etcd and the
+//	                         MinIO at --addr, 3 replicas acked at 2; the
+//	                         driver must run in a private network
+//	                         namespace (bench.sh makes one)
 //
 // Configuration is Woodpecker's shipped config/woodpecker.yaml (install.sh
 // copies it out of the module; $WOODPECKER_CONFIG overrides the path) with
@@ -72,7 +78,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/zilliztech/woodpecker/common/config"
 	wplogger "github.com/zilliztech/woodpecker/common/logger"
 	"github.com/zilliztech/woodpecker/common/werr"
@@ -81,6 +86,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/bench/peers/woodpecker/wpservice"
 )
 
 const version = "v0.1.35"
@@ -91,13 +99,20 @@ const stallAfter = time.Second
 
 func main() {
 	system, storage := "woodpecker", "local"
-	if strings.Contains(filepath.Base(os.Args[0]), "minio") {
+	switch name := filepath.Base(os.Args[0]); {
+	case strings.Contains(name, "minio"):
 		system, storage = "woodpecker-minio", "minio"
+	case strings.Contains(name, "service"):
+		system, storage = "woodpecker-service", "service"
+	}
+	variants := []string{"durable", "tuned-1ms"}
+	if storage == "service" {
+		variants = variants[:1] // its LogStores' shipped sync tick is already 1 ms
 	}
 	loadgen.Main(loadgen.Driver{
 		System:   system,
 		Version:  version,
-		Variants: []string{"durable", "tuned-1ms"},
+		Variants: variants,
 		Open: func(ctx context.Context, cfg loadgen.Config) (loadgen.Target, error) {
 			return open(ctx, storage, cfg)
 		},
@@ -110,6 +125,7 @@ type target struct {
 	storage string
 	dataDir string
 	etcd    *embed.Etcd
+	service *wpservice.Cluster // storage "service" only
 	client  woodpecker.Client
 	logs    []*wlog
 	notes   []string
@@ -162,7 +178,11 @@ func open(ctx context.Context, storage string, lc loadgen.Config) (_ loadgen.Tar
 		return nil, err
 	}
 	wc.Etcd.Endpoints = []string{t.etcd.Clients[0].Addr().String()}
-	if t.client, err = woodpecker.NewEmbedClientFromConfig(ctx, wc); err != nil {
+	if storage == "service" {
+		if t.service, t.client, err = startService(ctx, wc, lc); err != nil {
+			return nil, err
+		}
+	} else if t.client, err = woodpecker.NewEmbedClientFromConfig(ctx, wc); err != nil {
 		return nil, fmt.Errorf("start embedded woodpecker: %w", err)
 	}
 	for i := range lc.Spec.Logs {
@@ -183,17 +203,23 @@ func open(ctx context.Context, storage string, lc loadgen.Config) (_ loadgen.Tar
 	return t, nil
 }
 
+// configPath is where install.sh put the shipped configuration, or
+// $WOODPECKER_CONFIG.
+func configPath() string {
+	if path := os.Getenv("WOODPECKER_CONFIG"); path != "" {
+		return path
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "tern-bench", "woodpecker", "woodpecker.yaml")
+}
+
 // loadConfig reads the shipped configuration and points it at this run.
 func loadConfig(storage string, lc loadgen.Config) (*config.Configuration, error) {
-	path := os.Getenv("WOODPECKER_CONFIG")
-	if path == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		path = filepath.Join(cache, "tern-bench", "woodpecker", "woodpecker.yaml")
-	}
+	path := configPath()
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("woodpecker's shipped configuration is missing (%v): run bench/peers/woodpecker/install.sh first", err)
 	}
@@ -212,14 +238,15 @@ func loadConfig(storage string, lc loadgen.Config) (*config.Configuration, error
 	default:
 		return nil, fmt.Errorf("unknown variant %q", lc.Variant)
 	}
-	if storage == "minio" {
+	if storage == "minio" || storage == "service" {
 		if err := pointAtMinIO(wc, lc.Addr); err != nil {
 			return nil, err
 		}
 	}
 	// Check what the durability claim in the package comment rests on.
 	if storage == "local" && !wc.Woodpecker.Storage.IsStorageLocal() ||
-		storage == "minio" && !wc.Woodpecker.Storage.IsStorageMinio() {
+		storage == "minio" && !wc.Woodpecker.Storage.IsStorageMinio() ||
+		storage == "service" && !wc.Woodpecker.Storage.IsStorageService() {
 		return nil, fmt.Errorf("storage type %q did not take", wc.Woodpecker.Storage.Type)
 	}
 	return wc, nil
@@ -254,7 +281,11 @@ func settingNote(wc *config.Configuration) string {
 	rp := wc.Woodpecker.Client.SegmentRollingPolicy
 	tick := fmt.Sprintf("local storage, sync tick %d ms (maxIntervalForLocalStorage): acknowledged after the block is written and fsynced",
 		sp.MaxIntervalForLocalStorage.Milliseconds())
-	if wc.Woodpecker.Storage.IsStorageMinio() {
+	if wc.Woodpecker.Storage.IsStorageService() {
+		tick = fmt.Sprintf("service storage, %d LogStores, ensemble %d, ack quorum %d, sync tick %d ms (maxIntervalForService): acknowledged once %d LogStores have written and fsynced the block; CPU and memory are the driver's (client and etcd), not the LogStores'",
+			wpservice.Replicas, wc.Woodpecker.Client.Quorum.GetEnsembleSize(), wc.Woodpecker.Client.Quorum.GetAckQuorumSize(),
+			sp.MaxIntervalForService.Milliseconds(), wc.Woodpecker.Client.Quorum.GetAckQuorumSize())
+	} else if wc.Woodpecker.Storage.IsStorageMinio() {
 		tick = fmt.Sprintf("minio storage, sync tick %d ms (maxInterval): acknowledged after PutObject of the block returned",
 			sp.MaxInterval.Milliseconds())
 	}
@@ -501,7 +532,12 @@ func (t *target) Close() error {
 	}
 	if t.client != nil {
 		errs = append(errs, t.client.Close(ctx))
-		errs = append(errs, woodpecker.StopEmbedLogStore())
+		if t.service == nil {
+			errs = append(errs, woodpecker.StopEmbedLogStore())
+		}
+	}
+	if t.service != nil {
+		errs = append(errs, t.service.Close())
 	}
 	if t.etcd != nil {
 		t.etcd.Close()
