@@ -1,0 +1,143 @@
+package milvus
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ternwal/tern/client"
+)
+
+// disturbance is a goroutine that does something to the servers once a log
+// has grown, while a run goes on.
+type disturbance struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // once done is closed
+	what   string
+}
+
+// disturbAfter watches, through a thin client of addrs, the logs whose name
+// contains part, and once one of them has n entries or more, runs do with
+// its name in a goroutine. The caller ends the run and then calls finish,
+// which waits for do and fails the test if do failed or never ran: a run
+// that ended before the disturbance proved nothing.
+func disturbAfter(t *testing.T, addrs []string, part string, n client.Offset, what string, do func(name string) error) *disturbance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	c, err := client.Open(ctx, client.Options{Server: addrs[0], Nodes: addrs[1:]})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	d := &disturbance{cancel: cancel, done: make(chan struct{}), what: what}
+	go func() {
+		defer close(d.done)
+		defer c.Close()
+		name, err := waitLogEnd(ctx, c, part, n)
+		if err != nil {
+			d.err = fmt.Errorf("no log named *%s* reached %d entries before the run ended (%w)", part, n, err)
+			return
+		}
+		d.err = do(name)
+	}()
+	return d
+}
+
+// finish waits for the disturbance and fails the test if it failed or did
+// not happen.
+func (d *disturbance) finish(t *testing.T) {
+	t.Helper()
+	select {
+	case <-d.done:
+	default:
+		// The run is over: a disturbance that is still waiting for its log to
+		// grow will not see it grow.
+		d.cancel()
+		<-d.done
+	}
+	d.cancel()
+	if d.err != nil {
+		t.Fatalf("%s: %v", d.what, d.err)
+	}
+}
+
+// waitLogEnd polls the logs whose name contains part until one has its end
+// at n or past, and returns that one's name.
+func waitLogEnd(ctx context.Context, c *client.Client, part string, n client.Offset) (string, error) {
+	logs := map[string]*client.Log{}
+	for {
+		// A cluster node lists the logs it does not serve without their
+		// extent: describe each on its owner.
+		infos, err := c.ListLogs(ctx, "")
+		if err == nil {
+			for _, info := range infos {
+				if !strings.Contains(info.Name, part) || logs[info.Name] != nil {
+					continue
+				}
+				if l, err := c.OpenLog(ctx, info.Name); err == nil {
+					logs[info.Name] = l
+				}
+			}
+		}
+		for name, l := range logs {
+			if info, err := l.Info(ctx); err == nil && info.End >= n {
+				return name, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// restartDuring is a disturbance that stops s with SIGTERM and starts it
+// again on the same address and data.
+func restartDuring(s *ternServer) func(name string) error {
+	return func(string) error {
+		if err := s.stop(); err != nil {
+			return err
+		}
+		return s.restart()
+	}
+}
+
+// killOwnerDuring is a disturbance that kills -9 the node that serves the
+// log, waits until another node serves it, and starts the killed node
+// again, as its supervisor would.
+func killOwnerDuring(c *ternCluster, killed *string) func(name string) error {
+	return func(name string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		owner, err := c.owner(ctx, name)
+		if err != nil {
+			return err
+		}
+		if owner == nil {
+			return fmt.Errorf("no node serves %s while it is appended to", name)
+		}
+		*killed = owner.name
+		if err := owner.kill9(); err != nil {
+			return err
+		}
+		for {
+			now, err := c.owner(ctx, name)
+			if err != nil {
+				return err
+			}
+			if now != nil && now != owner {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no node took %s over after the kill -9 of %s: %w", name, owner.name, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return owner.restart()
+	}
+}

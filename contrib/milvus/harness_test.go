@@ -1,0 +1,260 @@
+package milvus
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Generous bounds, only so that a broken build fails instead of hanging.
+const (
+	serveReadyTimeout = 30 * time.Second
+	serveExitTimeout  = 30 * time.Second
+)
+
+// ternBin is the tern binary TestMain builds from the repository's
+// cmd/tern, with Tern's own go.mod (not this module's, whose dependency
+// versions Milvus raises).
+var ternBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildTernAndRun(m))
+}
+
+func buildTernAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "tern-milvus-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "milvus tests:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ternBin = filepath.Join(dir, "tern")
+	// go test runs in the package's directory; go puts the go command that
+	// runs the test first in PATH.
+	cmd := exec.Command("go", "build", "-o", ternBin, "./cmd/tern")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "milvus tests: go build -o %s ./cmd/tern in %s: %v\n%s", ternBin, cmd.Dir, err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// ternServer is a `tern serve` process on a data directory. A restart keeps
+// the directory, the addresses and the flags.
+type ternServer struct {
+	t        *testing.T
+	name     string // in the test's log
+	data     string
+	addr     string // gRPC, what clients are given
+	httpAddr string // /readyz
+	args     []string
+	env      []string
+	out      *syncBuffer // stdout and stderr of every run
+
+	mu   sync.Mutex // guards cmd and done, which a restart replaces
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	err  error         // of cmd.Wait, once done is closed
+}
+
+// startTernServer starts `tern serve --data data` with args and env on free
+// loopback ports and waits until it is ready. The test's cleanup kills it
+// if it still runs, and prints the tail of its log if the test failed.
+func startTernServer(t *testing.T, name, data string, env []string, args ...string) *ternServer {
+	t.Helper()
+	s := &ternServer{t: t, name: name, data: data, addr: freeAddr(t), httpAddr: freeAddr(t), args: args, env: env, out: new(syncBuffer)}
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			t.Logf("%s (tern serve --data %s) logged:\n%s", s.name, s.data, s.out.tail(32<<10))
+		}
+	})
+	// A port freeAddr found free may be taken before the server binds it
+	// (by another test's connection): try other ports.
+	for attempt := 1; ; attempt++ {
+		err := s.run()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%s: a port was taken before tern serve bound it; starting it on other ports", s.name)
+		s.addr, s.httpAddr = freeAddr(t), freeAddr(t)
+	}
+}
+
+// run starts the process and waits until /readyz answers 200. A server that
+// exited because one of its ports was taken returns errPortTaken.
+func (s *ternServer) run() error {
+	args := append([]string{"serve", "--data", s.data, "--listen", s.addr, "--http", s.httpAddr}, s.args...)
+	fmt.Fprintf(s.out, "--- tern %s\n", strings.Join(args, " "))
+	cmd := exec.Command(ternBin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	// No server outlives the test binary, even one that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.done, s.err = cmd, done, nil
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		close(done)
+	}()
+
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(serveReadyTimeout)
+	for {
+		resp, err := hc.Get("http://" + s.httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			if strings.Contains(s.out.tail(4<<10), "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("%s exited before it was ready (%v)", s.name, s.exitErr())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("%s was not ready within %v (last: %v)", s.name, serveReadyTimeout, err)
+		}
+	}
+}
+
+var errPortTaken = errors.New("a port was taken")
+
+func (s *ternServer) exitErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// current returns the last run's process and its done channel.
+func (s *ternServer) current() (*exec.Cmd, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd, s.done
+}
+
+// running reports whether the last run has not exited.
+func (s *ternServer) running() bool {
+	cmd, done := s.current()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// The methods below return errors rather than failing the test, so that a
+// goroutine that disturbs a run can call them; they are safe for concurrent
+// use with each other's reads, not with each other.
+
+// restart starts the server again on the same directory, addresses and
+// flags, and waits until it is ready. The last run must have exited.
+func (s *ternServer) restart() error {
+	if s.running() {
+		return fmt.Errorf("%s: restart of a server that still runs", s.name)
+	}
+	return s.run()
+}
+
+// stop sends SIGTERM, waits for the exit and requires exit code 0.
+func (s *ternServer) stop() error {
+	cmd, done := s.current()
+	if !s.running() {
+		return fmt.Errorf("%s: stop of a server that does not run", s.name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-time.After(serveExitTimeout):
+		s.kill()
+		return fmt.Errorf("%s did not exit within %v of SIGTERM", s.name, serveExitTimeout)
+	}
+	if err := s.exitErr(); err != nil {
+		return fmt.Errorf("%s exited with %v after SIGTERM, want exit code 0", s.name, err)
+	}
+	return nil
+}
+
+// kill9 kills the server with SIGKILL and waits until it has exited.
+func (s *ternServer) kill9() error {
+	if !s.running() {
+		return fmt.Errorf("%s: kill -9 of a server that does not run", s.name)
+	}
+	s.kill()
+	return nil
+}
+
+func (s *ternServer) kill() {
+	cmd, done := s.current()
+	if s.running() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// freeAddr is a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// tail is the last n bytes written.
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.b.String()
+	if len(s) > n {
+		return "[...]\n" + s[len(s)-n:]
+	}
+	return s
+}
