@@ -680,3 +680,52 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 		t.Fatalf("after two replicas stalled and came back, the log holds\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestQuorumReaderPastUnrecoveredEnd opens a log whose owner died with its
+// open segment acknowledged further than the surviving replicas show
+// together: the dead owner's replica and n1 hold 5 fragments, n2 only 2.
+// The log taken without fencing ends at 20, yet entries up to 50 were
+// acknowledged, and a reader that read them from the dead owner comes back
+// at 30 (a reader moving with the log, or a subscription's cursor). It
+// opens and waits there, rather than fail with ErrOutOfRange, and reads on
+// once a writer recovers the segment.
+func TestQuorumReaderPastUnrecoveredEnd(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	old := e.leftOpen(c.ids, 2)
+	c.addFragments(t, replica.SegmentID{Log: 7, Seq: 1}, old, map[string]int{"n0": 5, "n1": 5, "n2": 2})
+	c.nodes["n0"].kill()
+
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer l.Close()
+	if st := l.Stats(); st.End != 20 {
+		t.Fatalf("the log taken without fencing ends at %d, want 20 (what n1 and n2 both hold)", st.End)
+	}
+	r, err := l.NewReader(30, false)
+	if err != nil {
+		t.Fatalf("a reader at 30, acknowledged by the dead owner: %v", err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = r.Next(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a reader past the end the log knows: %v, want it to wait", err)
+	}
+	if _, err := l.NewReader(20, false); err != nil {
+		t.Fatalf("a reader at the end: %v", err)
+	}
+
+	e.Writer(l) // recovers the segment: n1 and n2 answer, n1 holds 5
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for want := 30; want < 50; want++ {
+		got, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("read after recovery: %v", err)
+		}
+		if got.Offset != uint64(want) || string(got.Payload) != fmt.Sprintf("f-%d", want) {
+			t.Fatalf("read offset %d %q, want %d f-%d", got.Offset, got.Payload, want, want)
+		}
+	}
+}
