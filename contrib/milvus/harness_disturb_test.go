@@ -41,7 +41,13 @@ func disturbAfter(t *testing.T, addrs []string, part string, n client.Offset, wh
 			d.err = fmt.Errorf("no log named *%s* reached %d entries before the run ended (%w)", part, n, err)
 			return
 		}
-		d.err = do(name)
+		start := time.Now()
+		if d.err = do(name); d.err != nil {
+			// Now, not at finish: the run may not end without the servers.
+			t.Errorf("%s: %v", what, d.err)
+			return
+		}
+		t.Logf("%s, once %s had %d entries: done in %v", what, name, n, time.Since(start).Round(time.Millisecond))
 	}()
 	return d
 }
@@ -109,7 +115,7 @@ func restartDuring(s *ternServer) func(name string) error {
 // killOwnerDuring is a disturbance that kills -9 the node that serves the
 // log, waits until another node serves it, and starts the killed node
 // again, as its supervisor would.
-func killOwnerDuring(c *ternCluster, killed *string) func(name string) error {
+func killOwnerDuring(t *testing.T, c *ternCluster) func(name string) error {
 	return func(name string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -120,7 +126,7 @@ func killOwnerDuring(c *ternCluster, killed *string) func(name string) error {
 		if owner == nil {
 			return fmt.Errorf("no node serves %s while it is appended to", name)
 		}
-		*killed = owner.name
+		killed := time.Now()
 		if err := owner.kill9(); err != nil {
 			return err
 		}
@@ -130,6 +136,7 @@ func killOwnerDuring(c *ternCluster, killed *string) func(name string) error {
 				return err
 			}
 			if now != nil && now != owner {
+				t.Logf("killed %s, the owner of %s, with -9; %s took it over %v later", owner.name, name, now.name, time.Since(killed).Round(time.Millisecond))
 				break
 			}
 			select {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -223,6 +224,21 @@ func (s *ternServer) kill() {
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 	}
+}
+
+// watchdog ends the test binary, with the servers' logs and every
+// goroutine's stack, if the test has not ended within d: Milvus's framework
+// waits without a deadline, and a run that hangs would otherwise reach go
+// test's timeout with no word from the servers.
+func watchdog(t *testing.T, d time.Duration, servers ...*ternServer) {
+	timer := time.AfterFunc(d, func() {
+		for _, s := range servers {
+			fmt.Fprintf(os.Stderr, "%s (tern serve --data %s) logged:\n%s\n", s.name, s.data, s.out.tail(32<<10))
+		}
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		panic(fmt.Sprintf("%s did not end within %v", t.Name(), d))
+	})
+	t.Cleanup(func() { timer.Stop() })
 }
 
 // freeAddr is a loopback address with a port that was free a moment ago.
