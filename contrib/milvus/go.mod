@@ -6,6 +6,7 @@ require (
 	github.com/milvus-io/milvus/pkg/v2 v2.6.0
 	github.com/ternwal/tern v0.0.0
 	github.com/ternwal/tern/client v0.0.0
+	go.uber.org/zap v1.27.1
 )
 
 require (
@@ -85,7 +86,6 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
