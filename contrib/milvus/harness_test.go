@@ -1,14 +1,14 @@
+//go:build test
+
 package milvus
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -22,34 +22,6 @@ const (
 	serveReadyTimeout = 30 * time.Second
 	serveExitTimeout  = 30 * time.Second
 )
-
-// ternBin is the tern binary TestMain builds from the repository's
-// cmd/tern, with Tern's own go.mod (not this module's, whose dependency
-// versions Milvus raises).
-var ternBin string
-
-func TestMain(m *testing.M) {
-	os.Exit(buildTernAndRun(m))
-}
-
-func buildTernAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tern-milvus-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "milvus tests:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ternBin = filepath.Join(dir, "tern")
-	// go test runs in the package's directory; go puts the go command that
-	// runs the test first in PATH.
-	cmd := exec.Command("go", "build", "-o", ternBin, "./cmd/tern")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "milvus tests: go build -o %s ./cmd/tern in %s: %v\n%s", ternBin, cmd.Dir, err, out)
-		return 1
-	}
-	return m.Run()
-}
 
 // ternServer is a `tern serve` process on a data directory. A restart keeps
 // the directory, the addresses and the flags.
@@ -101,7 +73,11 @@ func startTernServer(t *testing.T, name, data string, env []string, args ...stri
 func (s *ternServer) run() error {
 	args := append([]string{"serve", "--data", s.data, "--listen", s.addr, "--http", s.httpAddr}, s.args...)
 	fmt.Fprintf(s.out, "--- tern %s\n", strings.Join(args, " "))
-	cmd := exec.Command(ternBin, args...)
+	bin, err := ternBinary() // server_test.go
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	// No server outlives the test binary, even one that is killed.
@@ -239,17 +215,6 @@ func watchdog(t *testing.T, d time.Duration, servers ...*ternServer) {
 		panic(fmt.Sprintf("%s did not end within %v", t.Name(), d))
 	})
 	t.Cleanup(func() { timer.Stop() })
-}
-
-// freeAddr is a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
