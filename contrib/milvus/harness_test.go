@@ -6,10 +6,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,14 +49,14 @@ type ternServer struct {
 // if it still runs, and prints the tail of its log if the test failed.
 func startTernServer(t *testing.T, name, data string, env []string, args ...string) *ternServer {
 	t.Helper()
-	s := &ternServer{t: t, name: name, data: data, addr: freeAddr(t), httpAddr: freeAddr(t), args: args, env: env, out: new(syncBuffer)}
+	s := &ternServer{t: t, name: name, data: data, addr: stableAddr(t), httpAddr: stableAddr(t), args: args, env: env, out: new(syncBuffer)}
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
 			t.Logf("%s (tern serve --data %s) logged:\n%s", s.name, s.data, s.out.tail(32<<10))
 		}
 	})
-	// A port freeAddr found free may be taken before the server binds it
+	// A port stableAddr found free may be taken before the server binds it
 	// (by another test's connection): try other ports.
 	for attempt := 1; ; attempt++ {
 		err := s.run()
@@ -64,7 +67,7 @@ func startTernServer(t *testing.T, name, data string, env []string, args ...stri
 			t.Fatal(err)
 		}
 		t.Logf("%s: a port was taken before tern serve bound it; starting it on other ports", s.name)
-		s.addr, s.httpAddr = freeAddr(t), freeAddr(t)
+		s.addr, s.httpAddr = stableAddr(t), stableAddr(t)
 	}
 }
 
@@ -161,7 +164,14 @@ func (s *ternServer) restart() error {
 	if s.running() {
 		return fmt.Errorf("%s: restart of a server that still runs", s.name)
 	}
-	return s.run()
+	// Its port may be held a little longer by what it left.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err := s.run()
+		if !errors.Is(err, errPortTaken) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // stop sends SIGTERM, waits for the exit and requires exit code 0.
@@ -200,6 +210,35 @@ func (s *ternServer) kill() {
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 	}
+}
+
+// stableAddr is a loopback address with a port that was free a moment ago,
+// below the kernel's range of ephemeral ports: while a server is down
+// between a kill and its restart, no connection this machine opens can
+// take its port as a source port, which would keep it from starting again
+// on its address.
+func stableAddr(t *testing.T) string {
+	t.Helper()
+	low := 32768 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	if low <= 11000 {
+		return freeAddr(t)
+	}
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(low-10000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatalf("no free port found below %d", low)
+	return ""
 }
 
 // watchdog ends the test binary, with the servers' logs and every
