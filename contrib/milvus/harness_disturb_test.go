@@ -35,6 +35,11 @@ func disturbAfter(t *testing.T, addrs []string, part string, n client.Offset, wh
 		t.Fatal(err)
 	}
 	d := &disturbance{cancel: cancel, done: make(chan struct{}), what: what}
+	// A test that ends early does not leave the goroutine logging after it.
+	t.Cleanup(func() {
+		d.cancel()
+		<-d.done
+	})
 	go func() {
 		defer close(d.done)
 		defer c.Close()

@@ -38,7 +38,7 @@ type ternServer struct {
 	env      []string
 	out      *syncBuffer // stdout and stderr of every run
 
-	mu   sync.Mutex // guards cmd and done, which a restart replaces
+	mu   sync.Mutex // guards cmd, done and err, which a restart replaces
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 	err  error         // of cmd.Wait, once done is closed
