@@ -37,6 +37,8 @@ type faultNode struct {
 	dead    bool
 	paused  bool
 	hang    chan struct{} // opening a stream waits until it is closed, while set
+	fencing chan struct{} // a fence call waits until it is closed, while set
+	waiting atomic.Int32  // fence calls waiting for fencing
 	streams []*faultStream
 }
 
@@ -138,6 +140,13 @@ func (s *faultStream) Send(n uint64, data []byte, sum uint32) error {
 func (f *faultNode) Fence(ctx context.Context, seg replica.SegmentID, epoch uint64) (uint64, error) {
 	if err := f.down(); err != nil {
 		return 0, err
+	}
+	f.mu.Lock()
+	gate := f.fencing
+	f.mu.Unlock()
+	if gate != nil {
+		f.waiting.Add(1)
+		<-gate
 	}
 	return f.Node.Fence(ctx, seg, epoch)
 }
@@ -727,5 +736,37 @@ func TestQuorumReaderPastUnrecoveredEnd(t *testing.T) {
 		if got.Offset != uint64(want) || string(got.Payload) != fmt.Sprintf("f-%d", want) {
 			t.Fatalf("read offset %d %q, want %d f-%d", got.Offset, got.Payload, want, want)
 		}
+	}
+}
+
+// TestQuorumCloseDuringFence closes a log while a writer's Fence recovers
+// its open segment, as a node does when it gives the log up to another
+// mid-recovery: the Fence fails with ErrClosed, and nothing panics.
+func TestQuorumCloseDuringFence(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	old := e.leftOpen(c.ids, 2)
+	c.addFragments(t, replica.SegmentID{Log: 7, Seq: 1}, old, map[string]int{"n0": 3, "n1": 3, "n2": 3})
+	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	gate := make(chan struct{})
+	for _, n := range c.nodes {
+		n.fencing = gate
+	}
+	epoch, err := e.Store.BumpEpoch(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := make(chan error, 1)
+	go func() { fenced <- l.Fence(context.Background(), epoch, nil) }()
+	// The Fence is under way once it fences the replicas.
+	for c.nodes["n0"].waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := <-fenced; !errors.Is(err, rpcerr.ErrClosed) {
+		t.Fatalf("a Fence that the log's Close overtook: %v, want rpcerr.ErrClosed", err)
 	}
 }
