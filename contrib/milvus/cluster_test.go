@@ -21,12 +21,14 @@ func TestFrameworkClusterQuorum(t *testing.T) {
 
 // TestFrameworkClusterOwnerKill runs Milvus's WAL framework against quorum
 // logs on three nodes, and kills -9 the node that serves a channel's log
-// once that log has half its messages; another node takes the log over,
-// and the killed one is started again.
+// once that log has 500 messages, and again at 2,500; each time another
+// node takes the log over, and the killed one is started again, as its
+// supervisor would (a cluster of three needs all three to start a segment:
+// docs/cluster.md), and takes back the logs assigned to it.
 func TestFrameworkClusterOwnerKill(t *testing.T) {
 	c := startTernCluster(t, 3)
 	watchdog(t, runTimeout, c.nodes...)
-	d := disturbAfter(t, c.addrs(), frameworkChannel, 3*frameworkMessages/2, "owner kill", killOwnerDuring(t, c))
+	d := disturbAt(t, c.addrs(), frameworkChannel, "owner kill", killOwnerDuring(t, c), disturbPoints...)
 	walimpls.NewWALImplsTestFramework(t, frameworkMessages, NewBuilder(Config{Nodes: c.addrs(), Mode: "quorum"})).Run()
 	d.finish(t)
 	checkChannelLogs(t, c.addrs(), client.ModeQuorum)

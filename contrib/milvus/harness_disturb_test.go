@@ -21,12 +21,13 @@ type disturbance struct {
 	what   string
 }
 
-// disturbAfter watches, through a thin client of addrs, the logs whose name
-// contains part, and once one of them has n entries or more, runs do with
-// its name in a goroutine. The caller ends the run and then calls finish,
-// which waits for do and fails the test if do failed or never ran: a run
-// that ended before the disturbance proved nothing.
-func disturbAfter(t *testing.T, addrs []string, part string, n client.Offset, what string, do func(name string) error) *disturbance {
+// disturbAt watches, through a thin client of addrs, the logs whose name
+// contains part, and each time one of them has reached the next of at (in
+// increasing order), runs do with its name, in a goroutine. The caller ends
+// the run and then calls finish, which waits for do and fails the test if
+// do failed or did not run at every point: a run that ended before its
+// disturbances proved nothing.
+func disturbAt(t *testing.T, addrs []string, part, what string, do func(name string) error, at ...client.Offset) *disturbance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	c, err := client.Open(ctx, client.Options{Server: addrs[0], Nodes: addrs[1:]})
@@ -43,18 +44,20 @@ func disturbAfter(t *testing.T, addrs []string, part string, n client.Offset, wh
 	go func() {
 		defer close(d.done)
 		defer c.Close()
-		name, err := waitLogEnd(ctx, c, part, n)
-		if err != nil {
-			d.err = fmt.Errorf("no log named *%s* reached %d entries before the run ended (%w)", part, n, err)
-			return
+		for _, n := range at {
+			name, err := waitLogEnd(ctx, c, part, n)
+			if err != nil {
+				d.err = fmt.Errorf("no log named *%s* reached %d entries before the run ended (%w)", part, n, err)
+				return
+			}
+			start := time.Now()
+			if d.err = do(name); d.err != nil {
+				// Now, not at finish: the run may not end without the servers.
+				t.Errorf("%s: %v", what, d.err)
+				return
+			}
+			t.Logf("%s, once %s had %d entries: done in %v", what, name, n, time.Since(start).Round(time.Millisecond))
 		}
-		start := time.Now()
-		if d.err = do(name); d.err != nil {
-			// Now, not at finish: the run may not end without the servers.
-			t.Errorf("%s: %v", what, d.err)
-			return
-		}
-		t.Logf("%s, once %s had %d entries: done in %v", what, name, n, time.Since(start).Round(time.Millisecond))
 	}()
 	return d
 }

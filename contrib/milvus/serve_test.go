@@ -22,6 +22,11 @@ const frameworkMessages = 1000
 // opens ("test_<i>_<random>"), and so of their logs.
 const frameworkChannel = "test_"
 
+// disturbPoints are the sizes of a channel's log (of the 3,001 messages the
+// framework appends to each) at which a test disturbs the servers: in the
+// first term and in the third.
+var disturbPoints = []client.Offset{frameworkMessages / 2, 5 * frameworkMessages / 2}
+
 // runTimeout bounds a test that runs the framework once: it takes seconds.
 const runTimeout = 4 * time.Minute
 
@@ -38,12 +43,12 @@ func TestFrameworkServeObject(t *testing.T) {
 // TestFrameworkServeRestart runs Milvus's WAL framework against a
 // standalone tern serve (its default mode: local) that is stopped with
 // SIGTERM and started again on the same address and data in the middle of
-// the run, once a channel's log has half its messages.
+// the run, twice: once a channel's log has 500 messages, and 2,500.
 func TestFrameworkServeRestart(t *testing.T) {
 	s := startTernServer(t, "tern serve", t.TempDir(), nil)
 	watchdog(t, runTimeout, s)
 	addrs := []string{s.addr}
-	d := disturbAfter(t, addrs, frameworkChannel, 3*frameworkMessages/2, "restart", restartDuring(s))
+	d := disturbAt(t, addrs, frameworkChannel, "restart", restartDuring(s), disturbPoints...)
 	walimpls.NewWALImplsTestFramework(t, frameworkMessages, NewBuilder(Config{Nodes: addrs})).Run()
 	d.finish(t)
 	checkChannelLogs(t, addrs, client.ModeLocal)
