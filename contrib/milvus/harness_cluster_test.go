@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,36 +29,74 @@ const clusterNodeTTL = "2s"
 // etcdRoot is tern serve's default --etcd-root.
 const etcdRoot = "/tern/"
 
-// startEtcd starts a single-member etcd in the test process, on a free
-// loopback port with its data in a temporary directory, until the test
-// ends. It returns the client endpoint (host:port) and a client of it.
+// etcdChildEnv, set in the environment of this test binary run again, makes
+// it an etcd member instead of running the tests: "dir client-host:port
+// peer-host:port". The member is a process of its own, as in test/e2e: an
+// etcd inside the test process, slowed by the tests' own work (and the race
+// detector), answered the nodes' lease renewals late enough, on a loaded
+// machine, for nodes with a 2 s lease to lose it and exit.
+const etcdChildEnv = "TERN_MILVUS_ETCD_CHILD"
+
+func init() {
+	if spec := os.Getenv(etcdChildEnv); spec != "" {
+		os.Exit(etcdChild(strings.Fields(spec)))
+	}
+}
+
+// etcdChild runs one etcd member until it is killed (Pdeathsig: with the
+// test binary at the latest), and prints "ready" once it serves.
+func etcdChild(args []string) int {
+	if len(args) != 3 {
+		fmt.Println("error: want dir client peer")
+		return 2
+	}
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = "m0", args[0]
+	clientURL, peerURL := url.URL{Scheme: "http", Host: args[1]}, url.URL{Scheme: "http", Host: args[2]}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
+	cfg.InitialCluster = "m0=" + peerURL.String()
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		fmt.Println("ready")
+	case err := <-e.Err():
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("error:", <-e.Err())
+	return 1
+}
+
+// startEtcd starts a single-member etcd, a child process, on free loopback
+// ports with its data in a temporary directory, until the test ends. It
+// returns the client endpoint (host:port) and a client of it.
 func startEtcd(t *testing.T) (string, *clientv3.Client) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		client, peer := freeAddr(t), freeAddr(t)
-		cfg := embed.NewConfig()
-		cfg.Name, cfg.Dir = "m0", t.TempDir()
-		clientURL, peerURL := url.URL{Scheme: "http", Host: client}, url.URL{Scheme: "http", Host: peer}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
-		cfg.InitialCluster = "m0=" + peerURL.String()
-		cfg.LogLevel = "error"
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		e, err := embed.StartEtcd(cfg)
-		if err != nil {
-			// A port found free may be taken before etcd binds it.
-			if attempt < 3 && strings.Contains(err.Error(), "address already in use") {
-				continue
-			}
-			t.Fatalf("start etcd: %v", err)
+		client, peer := stableAddr(t), stableAddr(t)
+		out := new(syncBuffer)
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), etcdChildEnv+"="+strings.Join([]string{t.TempDir(), client, peer}, " "))
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		t.Cleanup(e.Close)
-		select {
-		case <-e.Server.ReadyNotify():
-		case err := <-e.Err():
-			t.Fatalf("etcd: %v", err)
-		case <-time.After(serveReadyTimeout):
-			t.Fatalf("etcd was not ready within %v", serveReadyTimeout)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-done
+		})
+		if !etcdReady(t, out, done, attempt < 3) {
+			continue // a port was taken: other ports
 		}
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -64,6 +105,30 @@ func startEtcd(t *testing.T) (string, *clientv3.Client) {
 		t.Cleanup(func() { cli.Close() })
 		return client, cli
 	}
+}
+
+// etcdReady waits until the etcd child says "ready". With retry, a child
+// that exited because a port was taken returns false; anything else that
+// keeps it from being ready fails the test.
+func etcdReady(t *testing.T, out *syncBuffer, done chan struct{}, retry bool) bool {
+	t.Helper()
+	deadline := time.After(serveReadyTimeout)
+	for !strings.Contains(out.tail(1<<10), "ready") {
+		select {
+		case <-done:
+			if strings.Contains(out.tail(1<<10), "ready") {
+				return true
+			}
+			if retry && strings.Contains(out.tail(4<<10), "address already in use") {
+				return false
+			}
+			t.Fatalf("etcd exited before it was ready: %s", out.tail(4<<10))
+		case <-deadline:
+			t.Fatalf("etcd was not ready within %v: %s", serveReadyTimeout, out.tail(4<<10))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // minioEnv is the environment that gives tern serve the credentials of m.
