@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -25,6 +27,11 @@ const (
 	serveReadyTimeout = 30 * time.Second
 	serveExitTimeout  = 30 * time.Second
 )
+
+// logDirEnv names a directory where the servers write their logs too, besides
+// the test's memory, which a panic in Milvus's framework (a scanner that
+// ends early makes it dereference nil) loses with the test binary.
+const logDirEnv = "TERN_MILVUS_LOG_DIR"
 
 // ternServer is a `tern serve` process on a data directory. A restart keeps
 // the directory, the addresses and the flags.
@@ -82,10 +89,21 @@ func (s *ternServer) run() error {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	var w io.Writer = s.out
+	var logFile *os.File
+	if dir := os.Getenv(logDirEnv); dir != "" {
+		if logFile, err = os.OpenFile(filepath.Join(dir, s.name+"-"+strings.ReplaceAll(s.addr, ":", "_")+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+			return fmt.Errorf("$%s: %w", logDirEnv, err)
+		}
+		w = io.MultiWriter(s.out, logFile)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	// No server outlives the test binary, even one that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			logFile.Close()
+		}
 		return err
 	}
 	done := make(chan struct{})
@@ -94,6 +112,9 @@ func (s *ternServer) run() error {
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
+		if logFile != nil {
+			logFile.Close()
+		}
 		s.mu.Lock()
 		s.err = err
 		s.mu.Unlock()
