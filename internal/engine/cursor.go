@@ -29,6 +29,11 @@ type View struct {
 	// NotYet says the reader's position, though below End, cannot be read
 	// yet: the reader waits as it does at the end.
 	NotYet bool
+	// Unsettled says End is only a lower bound: an earlier writer,
+	// elsewhere, may have acknowledged entries past it that this process
+	// does not see until it recovers them (a quorum log taken over from a
+	// dead owner). A reader may then start past End, and waits there.
+	Unsettled bool
 }
 
 // Source is the part of a reader that knows where the log is kept. Fill
@@ -55,7 +60,8 @@ func NewReaders(mu *sync.Mutex) Readers {
 
 // Start returns a Reader at from, reading through src, after checking,
 // under the log's mutex, that from lies between the start and the end of
-// the log as look, called with the mutex held, shows it. With ticks, the
+// the log as look, called with the mutex held, shows it (past an
+// Unsettled end too). With ticks, the
 // Reader also returns the ticks handed to Tick from now on.
 func (rs *Readers) Start(from uint64, ticks bool, look func() View, src Source) (Reader, error) {
 	rs.mu.Lock()
@@ -66,7 +72,7 @@ func (rs *Readers) Start(from uint64, ticks bool, look func() View, src Source) 
 		return nil, rpcerr.ErrClosed
 	case from < v.Start:
 		return nil, &rpcerr.TruncatedError{Offset: from, Start: v.Start}
-	case from > v.End:
+	case from > v.End && !v.Unsettled:
 		return nil, fmt.Errorf("%w: offset %d, end %d", rpcerr.ErrOutOfRange, from, v.End)
 	}
 	c := &Cursor{rs: rs, mu: rs.mu, next: from, src: src}

@@ -18,7 +18,8 @@ import (
 // under the old epoch), fails the queued ones with ErrFenced, then fences
 // the open segment left by any earlier writer, here or in another process,
 // and seals it. When Fence returns no append of an older epoch will be
-// acknowledged, and a log that had failed works again.
+// acknowledged, and a log that had failed works again. A Close that runs
+// meanwhile makes it fail with rpcerr.ErrClosed.
 //
 // owned, if not nil, is asked before every upload and acknowledgement
 // whether the writer can still prove it holds epoch. It must be cheap.
@@ -68,6 +69,12 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	}
 	l.mu.Lock()
 	l.fencing = false
+	if l.closed {
+		// Close ran meanwhile (the log was given up): it wakes the readers,
+		// closing advanced for good, and the log takes no writer.
+		l.mu.Unlock()
+		return errors.Join(rpcerr.ErrClosed, err)
+	}
 	l.failed = nil
 	if err != nil {
 		l.failed = fmt.Errorf("objlog: recovering %s for writer epoch %d: %w", l.opts.Prefix, epoch, err)

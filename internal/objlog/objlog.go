@@ -182,6 +182,11 @@ type Log struct {
 	epoch      uint64
 	owned      func() bool
 	start, end uint64 // end: the offset after the last acknowledged entry
+	// unsettled: the last segment is a placed one that an earlier writer
+	// left open, read without fencing: end is where the ack quorum of the
+	// replicas that answered reaches, and that writer may have
+	// acknowledged more (on a replica that is gone). Fence settles it.
+	unsettled  bool
 	segs       []*seg // oldest first; the last may be open
 	open       *seg   // the current epoch's open segment, or nil
 	advanced   chan struct{}
@@ -253,6 +258,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		return fmt.Errorf("objlog: read the segments of %s: %w", l.opts.Prefix, err)
 	}
 	segs := make([]*seg, 0, len(ms))
+	unsettled := false
 	for i, m := range ms {
 		var s *seg
 		switch {
@@ -281,6 +287,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 			if s, _, err = l.scan(ctx, m, v); err != nil {
 				return err
 			}
+			unsettled = true
 		default:
 			if s, _, err = l.scan(ctx, m, l.opts.Bucket); err != nil {
 				return err
@@ -293,7 +300,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.segs, l.open = segs, nil
+	l.segs, l.open, l.unsettled = segs, nil, unsettled
 	// A truncation since Open has moved the start past opts.Start.
 	l.start = max(l.start, l.opts.Start)
 	l.end = l.opts.Start

@@ -26,15 +26,18 @@ type Reader struct {
 }
 
 // NewReader returns a Reader positioned at from, which must lie between the
-// log's start and end (inclusive). With ticks, the Reader also returns the
-// time ticks appended from now on, in their places between the entries.
+// log's start and end (inclusive), or past the end while the log is
+// unsettled (an open segment a writer elsewhere left, not yet recovered):
+// such a Reader waits until the end passes from. With ticks, the Reader
+// also returns the time ticks appended from now on, in their places
+// between the entries.
 func (l *Log) NewReader(from uint64, ticks bool) (engine.Reader, error) {
 	return l.readers.Start(from, ticks, l.view, &Reader{l: l})
 }
 
 // view is the log as readers see it. The caller holds mu.
 func (l *Log) view() engine.View {
-	return engine.View{Start: l.start, End: l.end, Closed: l.closed, Advanced: l.advanced}
+	return engine.View{Start: l.start, End: l.end, Closed: l.closed, Advanced: l.advanced, Unsettled: l.unsettled}
 }
 
 // Fill decodes the batch holding c's next offset into c, from the writer's

@@ -37,6 +37,8 @@ type faultNode struct {
 	dead    bool
 	paused  bool
 	hang    chan struct{} // opening a stream waits until it is closed, while set
+	fencing chan struct{} // a fence call waits until it is closed, while set
+	waiting atomic.Int32  // fence calls waiting for fencing
 	streams []*faultStream
 }
 
@@ -138,6 +140,13 @@ func (s *faultStream) Send(n uint64, data []byte, sum uint32) error {
 func (f *faultNode) Fence(ctx context.Context, seg replica.SegmentID, epoch uint64) (uint64, error) {
 	if err := f.down(); err != nil {
 		return 0, err
+	}
+	f.mu.Lock()
+	gate := f.fencing
+	f.mu.Unlock()
+	if gate != nil {
+		f.waiting.Add(1)
+		<-gate
 	}
 	return f.Node.Fence(ctx, seg, epoch)
 }
@@ -678,5 +687,86 @@ func TestQuorumStalledReplicasFail(t *testing.T) {
 	want = append(want, "back", "b-0", "b-1", "b-2", "b-3", "b-4", "b-5", "b-6", "b-7", "b-8", "b-9")
 	if !slices.Equal(got, want) {
 		t.Fatalf("after two replicas stalled and came back, the log holds\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestQuorumReaderPastUnrecoveredEnd opens a log whose owner died with its
+// open segment acknowledged further than the surviving replicas show
+// together: the dead owner's replica and n1 hold 5 fragments, n2 only 2.
+// The log taken without fencing ends at 20, yet entries up to 50 were
+// acknowledged, and a reader that read them from the dead owner comes back
+// at 30 (a reader moving with the log, or a subscription's cursor). It
+// opens and waits there, rather than fail with ErrOutOfRange, and reads on
+// once a writer recovers the segment.
+func TestQuorumReaderPastUnrecoveredEnd(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	old := e.leftOpen(c.ids, 2)
+	c.addFragments(t, replica.SegmentID{Log: 7, Seq: 1}, old, map[string]int{"n0": 5, "n1": 5, "n2": 2})
+	c.nodes["n0"].kill()
+
+	l := e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+	defer l.Close()
+	if st := l.Stats(); st.End != 20 {
+		t.Fatalf("the log taken without fencing ends at %d, want 20 (what n1 and n2 both hold)", st.End)
+	}
+	r, err := l.NewReader(30, false)
+	if err != nil {
+		t.Fatalf("a reader at 30, acknowledged by the dead owner: %v", err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = r.Next(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a reader past the end the log knows: %v, want it to wait", err)
+	}
+	if _, err := l.NewReader(20, false); err != nil {
+		t.Fatalf("a reader at the end: %v", err)
+	}
+
+	e.Writer(l) // recovers the segment: n1 and n2 answer, n1 holds 5
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for want := 30; want < 50; want++ {
+		got, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("read after recovery: %v", err)
+		}
+		if got.Offset != uint64(want) || string(got.Payload) != fmt.Sprintf("f-%d", want) {
+			t.Fatalf("read offset %d %q, want %d f-%d", got.Offset, got.Payload, want, want)
+		}
+	}
+}
+
+// TestQuorumCloseDuringFence closes a log while a writer's Fence recovers
+// its open segment, as a node does when it gives the log up to another
+// mid-recovery: the Fence fails with ErrClosed, and nothing panics.
+func TestQuorumCloseDuringFence(t *testing.T) {
+	e := newEnv(t, blob.NewMem())
+	c := newCluster(t, e, 3)
+	old := e.leftOpen(c.ids, 2)
+	c.addFragments(t, replica.SegmentID{Log: 7, Seq: 1}, old, map[string]int{"n0": 3, "n1": 3, "n2": 3})
+	l := e.open(Options{Replicas: c.replicas(quorum.Default)})
+	gate := make(chan struct{})
+	for _, n := range c.nodes {
+		n.fencing = gate
+	}
+	epoch, err := e.Store.BumpEpoch(context.Background(), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := make(chan error, 1)
+	go func() { fenced <- l.Fence(context.Background(), epoch, nil) }()
+	// The Fence is under way once it fences the replicas.
+	for c.nodes["n0"].waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := <-fenced; !errors.Is(err, rpcerr.ErrClosed) {
+		t.Fatalf("a Fence that the log's Close overtook: %v, want rpcerr.ErrClosed", err)
 	}
 }
