@@ -84,8 +84,14 @@ func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 	if conf != nil {
 		tc := tls.Client(c, conf)
 		err := tc.HandshakeContext(ctx)
+		if err == nil {
+			err = firstRead(ctx, tc)
+		}
 		tc.Close()
+		var alert *net.OpError
 		switch {
+		case errors.As(err, &alert) && alert.Op == "remote error":
+			return fmt.Errorf("it refused this node's TLS certificate: %w", err)
 		case err != nil && closedEarly(err):
 			// A plaintext server answers a TLS hello with bytes that are
 			// not TLS; one that closes without a word is on its way out.
@@ -118,6 +124,24 @@ func probe(ctx context.Context, m cluster.Member, st *certs.Store) error {
 	default:
 		return fmt.Errorf("its replica service did not answer this node: %w", err)
 	}
+}
+
+// firstRead reads the first byte a TLS member sends after the handshake:
+// with TLS 1.3 a member checks this node's certificate after the handshake
+// has ended here, and its refusal comes as an alert on this read, where a
+// gRPC server would send its settings. A member that sends nothing within
+// probeTimeout is left to the replica call.
+func firstRead(ctx context.Context, tc *tls.Conn) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(probeTimeout)
+	}
+	tc.SetReadDeadline(deadline)
+	_, err := tc.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return nil
+	}
+	return err
 }
 
 // closedEarly reports whether a connection was closed by the other end

@@ -105,6 +105,38 @@ func TestProbeMember(t *testing.T) {
 		t.Errorf("a TLS member probed without TLS: %v, want a refusal that says so", err)
 	}
 
+	// A TLS member of the same CA that refuses this node's certificate:
+	// with TLS 1.3 the handshake ends before the member checks it, and the
+	// refusal comes as an alert on the call. Refused, not passed over.
+	other := certstest.NewCA(t, "another CA")
+	picky, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{leaf.TLSCertificate(t)},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    other.Pool(),
+		NextProtos:   []string{"h2"}, // as gRPC requires
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer picky.Close()
+	go func() {
+		for {
+			c, err := picky.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Read(make([]byte, 1))
+				}
+			}()
+		}
+	}()
+	if err := probeMember(t.Context(), cluster.Member{ID: "n7", Addr: picky.Addr().String()}, st); err == nil || errors.Is(err, errUnreachable) {
+		t.Errorf("a member that refuses this node's certificate: %v, want a refusal", err)
+	}
+
 	// A plaintext server, reached with TLS: refused.
 	plain := start(t)
 	addr := plain.conn.Target()
