@@ -158,7 +158,7 @@ https:// address, for the system's CAs), the token in $TERN_TOKEN (or
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
 	root.PersistentFlags().StringVar(&a.storage, "storage", a.getenv("TERN_STORAGE"), "the `URL` of the object store of the data directory's object logs, as for tern serve --storage; $TERN_STORAGE sets the default")
-	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port, or https://host:port for TLS; several nodes of a cluster as host:port,host:port) instead of a data directory; $TERN_SERVER sets the default")
+	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port, port 7070 when left out; https://host:port for TLS; several nodes of a cluster as host:port,host:port) instead of a data directory; $TERN_SERVER sets the default")
 	a.remote.register(root.PersistentFlags())
 	root.AddCommand(a.serveCmd(), a.logCmd(), a.appendCmd(), a.readCmd(), a.subCmd(), a.benchCmd(), a.doctorCmd(), a.checkCmd(), a.authCmd(), versionCmd())
 	return root

@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -103,11 +105,11 @@ func (r *remoteFlags) refuseOnServe(cmd *cobra.Command) error {
 func (r *remoteFlags) options(addr string) (tern.Options, error) {
 	nodes := strings.Split(addr, ",")
 	for i, n := range nodes {
-		n = strings.TrimSpace(n)
-		if cut, ok := strings.CutPrefix(n, "https://"); ok {
-			n, r.https = strings.TrimSuffix(cut, "/"), true
+		a, https, err := serverAddr(n)
+		if err != nil {
+			return tern.Options{}, err
 		}
-		nodes[i] = n
+		nodes[i], r.https = a, r.https || https
 	}
 	opts := tern.Options{Server: nodes[0], Nodes: nodes[1:], Token: r.token}
 	if r.ca == "" && r.cert == "" && r.serverName == "" && !r.https {
@@ -130,6 +132,55 @@ func (r *remoteFlags) options(addr string) (tern.Options, error) {
 	}
 	opts.TLS = cfg
 	return opts, nil
+}
+
+// defaultPort is the port of an address given without one: tern serve's
+// default (--listen 127.0.0.1:7070).
+const defaultPort = "7070"
+
+// serverAddr is the host:port of one node named in --server (or
+// $TERN_SERVER), and whether it asks for TLS (https://). An address
+// without a port gets defaultPort; http:// is plaintext; another scheme,
+// or what is not host[:port], is a configuration error that shows the
+// forms accepted.
+func serverAddr(s string) (addr string, https bool, err error) {
+	orig := s
+	s = strings.TrimSpace(s)
+	bad := func(why string) error {
+		return configErrorf("--server %q (or $TERN_SERVER): %s: use host:port (port %s when left out), https://host:port for TLS, several nodes separated by commas", orig, why, defaultPort)
+	}
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "https":
+			https = true
+		case "http":
+		default:
+			return "", false, bad(fmt.Sprintf("the scheme %s:// is not tern serve's", scheme))
+		}
+		s = strings.TrimSuffix(rest, "/")
+	}
+	if s == "" {
+		return "", false, bad("no address")
+	}
+	if strings.ContainsAny(s, "/?#@ ") {
+		return "", false, bad("an address is host:port, with no path, query or user")
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: host alone, or an IPv6 address, bracketed or not.
+		h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		if strings.Contains(h, ":") && net.ParseIP(h) == nil {
+			return "", false, bad(err.Error())
+		}
+		host, port = h, defaultPort
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", false, bad(fmt.Sprintf("port %q is not a number from 1 to 65535", port))
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), https, nil
 }
 
 // loadCA reads the CA certificates of a PEM file.
