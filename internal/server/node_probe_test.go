@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -40,67 +41,26 @@ func TestProbeMember(t *testing.T) {
 
 	// A listener that accepts and says nothing: unreachable, after the
 	// probe's timeout.
-	hung, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hung.Close()
-	go func() {
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	if err := probeMember(t.Context(), cluster.Member{ID: "n3", Addr: hung.Addr().String()}, st); !errors.Is(err, errUnreachable) {
+	hung := fakeMember(t, nil, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // until the probe gives up
+	})
+	if err := probeMember(t.Context(), cluster.Member{ID: "n3", Addr: hung}, st); !errors.Is(err, errUnreachable) {
 		t.Errorf("a hung member: %v, want unreachable", err)
 	}
 
 	// A member on its way out: it accepts connections and closes them at
 	// once. Passed over, with TLS and without.
-	dying, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dying.Close()
-	go func() {
-		for {
-			c, err := dying.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	dying := fakeMember(t, nil, func(c net.Conn) { c.Close() })
 	for _, st := range []*certs.Store{st, nil} {
-		if err := probeMember(t.Context(), cluster.Member{ID: "n5", Addr: dying.Addr().String()}, st); !errors.Is(err, errUnreachable) {
+		if err := probeMember(t.Context(), cluster.Member{ID: "n5", Addr: dying}, st); !errors.Is(err, errUnreachable) {
 			t.Errorf("a dying member, TLS %v: %v, want unreachable", st != nil, err)
 		}
 	}
 
 	// A TLS server, reached without TLS: refused, and said so.
-	tlsL, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tlsL.Close()
-	go func() {
-		for {
-			c, err := tlsL.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if c.(*tls.Conn).Handshake() == nil {
-					c.Read(make([]byte, 1))
-				}
-			}()
-		}
-	}()
-	err = probeMember(t.Context(), cluster.Member{ID: "n6", Addr: tlsL.Addr().String()}, nil)
+	tlsAddr := fakeMember(t, &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate(t)}}, handshakeThenRead)
+	err = probeMember(t.Context(), cluster.Member{ID: "n6", Addr: tlsAddr}, nil)
 	if err == nil || errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "serves TLS and this node does not") {
 		t.Errorf("a TLS member probed without TLS: %v, want a refusal that says so", err)
 	}
@@ -109,31 +69,13 @@ func TestProbeMember(t *testing.T) {
 	// with TLS 1.3 the handshake ends before the member checks it, and the
 	// refusal comes as an alert on the call. Refused, not passed over.
 	other := certstest.NewCA(t, "another CA")
-	picky, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+	picky := fakeMember(t, &tls.Config{
 		Certificates: []tls.Certificate{leaf.TLSCertificate(t)},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    other.Pool(),
 		NextProtos:   []string{"h2"}, // as gRPC requires
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer picky.Close()
-	go func() {
-		for {
-			c, err := picky.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if c.(*tls.Conn).Handshake() == nil {
-					c.Read(make([]byte, 1))
-				}
-			}()
-		}
-	}()
-	if err := probeMember(t.Context(), cluster.Member{ID: "n7", Addr: picky.Addr().String()}, st); err == nil || errors.Is(err, errUnreachable) {
+	}, handshakeThenRead)
+	if err := probeMember(t.Context(), cluster.Member{ID: "n7", Addr: picky}, st); err == nil || errors.Is(err, errUnreachable) {
 		t.Errorf("a member that refuses this node's certificate: %v, want a refusal", err)
 	}
 
@@ -143,5 +85,39 @@ func TestProbeMember(t *testing.T) {
 	if err := probeMember(t.Context(), cluster.Member{ID: "n4", Addr: addr}, st); err == nil || errors.Is(err, errUnreachable) {
 		t.Errorf("a plaintext member probed with TLS: %v, want a refusal", err)
 
+	}
+}
+
+// fakeMember serves each connection to a loopback port with serve, over TLS
+// with conf when it is not nil, until the test ends, and returns the
+// port's address.
+func fakeMember(t *testing.T, conf *tls.Config, serve func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conf != nil {
+		l = tls.NewListener(l, conf)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// handshakeThenRead completes a TLS handshake (sending an alert if it
+// refuses the client) and waits for the client's first byte.
+func handshakeThenRead(c net.Conn) {
+	defer c.Close()
+	if c.(*tls.Conn).Handshake() == nil {
+		c.Read(make([]byte, 1))
 	}
 }
