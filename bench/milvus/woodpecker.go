@@ -11,11 +11,8 @@ import (
 	"github.com/milvus-io/milvus/pkg/v2/streaming/util/message"
 	"github.com/zilliztech/woodpecker/common/config"
 	wpetcd "github.com/zilliztech/woodpecker/common/etcd"
-	wplogger "github.com/zilliztech/woodpecker/common/logger"
 	"github.com/zilliztech/woodpecker/woodpecker"
 	"github.com/zilliztech/woodpecker/woodpecker/log"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/ternwal/tern/bench/peers/woodpecker/wpservice"
 	"github.com/ternwal/tern/internal/meta"
@@ -52,7 +49,7 @@ func openWoodpecker(ctx context.Context, env *env, storage, dir string) (_ syste
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", env.wpConfig, err)
 	}
-	if err := redirectWoodpeckerLog(filepath.Join(dir, "woodpecker.log")); err != nil {
+	if err := wpservice.RedirectLog(filepath.Join(dir, "woodpecker.log")); err != nil {
 		return nil, err
 	}
 	wc.Log.Level = "warn"
@@ -106,23 +103,6 @@ func openWoodpecker(ctx context.Context, env *env, storage, dir string) (_ syste
 		return nil, fmt.Errorf("woodpecker client of the LogStores: %w", err)
 	}
 	return s, nil
-}
-
-// redirectWoodpeckerLog sends Woodpecker's log, which goes to standard
-// output by default, to a file.
-func redirectWoodpeckerLog(path string) error {
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-	zc.Encoding = "console"
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zc.OutputPaths = []string{path}
-	zc.ErrorOutputPaths = []string{path}
-	l, err := zc.Build()
-	if err != nil {
-		return fmt.Errorf("open woodpecker log: %w", err)
-	}
-	wplogger.ReplaceGlobals(l) // documented as for tests, and the only way
-	return nil
 }
 
 func (s *wpSystem) names() (string, string) { return s.name, "durable" }

@@ -79,13 +79,10 @@ import (
 	"time"
 
 	"github.com/zilliztech/woodpecker/common/config"
-	wplogger "github.com/zilliztech/woodpecker/common/logger"
 	"github.com/zilliztech/woodpecker/common/werr"
 	"github.com/zilliztech/woodpecker/woodpecker"
 	"github.com/zilliztech/woodpecker/woodpecker/log"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/ternwal/tern/bench/loadgen"
 	"github.com/ternwal/tern/bench/peers/woodpecker/wpservice"
@@ -165,7 +162,7 @@ func open(ctx context.Context, storage string, lc loadgen.Config) (_ loadgen.Tar
 	if err != nil {
 		return nil, err
 	}
-	if err := redirectLog(filepath.Join(lc.Dir, "woodpecker.log")); err != nil {
+	if err := wpservice.RedirectLog(filepath.Join(lc.Dir, "woodpecker.log")); err != nil {
 		return nil, err
 	}
 	t := &target{storage: storage, dataDir: wc.Woodpecker.Storage.RootPath, stop: make(chan struct{})}
@@ -290,24 +287,6 @@ func settingNote(wc *config.Configuration) string {
 			sp.MaxInterval.Milliseconds())
 	}
 	return fmt.Sprintf("%s; a segment rolls every %d blocks or %d MB", tick, rp.MaxBlocks, rp.MaxSize.Int64()/1e6)
-}
-
-// redirectLog sends Woodpecker's log, which goes to standard output by
-// default (where the result may go), to a file.
-func redirectLog(path string) error {
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-	zc.Encoding = "console"
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zc.OutputPaths = []string{path}
-	zc.ErrorOutputPaths = []string{path}
-	l, err := zc.Build()
-	if err != nil {
-		return fmt.Errorf("open woodpecker log: %w", err)
-	}
-	// Documented as for tests, and the only way to move the output.
-	wplogger.ReplaceGlobals(l)
-	return nil
 }
 
 // startEtcd starts a one-member etcd in dir on free loopback ports.

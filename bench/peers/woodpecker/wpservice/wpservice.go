@@ -36,6 +36,10 @@ import (
 	"syscall"
 	"time"
 
+	wplogger "github.com/zilliztech/woodpecker/common/logger"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/zilliztech/woodpecker/common/config"
 	wpclient "github.com/zilliztech/woodpecker/woodpecker/client"
 	"github.com/zilliztech/woodpecker/woodpecker/quorum"
@@ -333,4 +337,23 @@ func freePort() (string, error) {
 	defer l.Close()
 	_, p, _ := net.SplitHostPort(l.Addr().String())
 	return p, nil
+}
+
+// RedirectLog sends the Woodpecker client's log, which goes to standard
+// output by default (where a driver's results may go), to the file at path,
+// warnings and above. It replaces Woodpecker's global logger.
+func RedirectLog(path string) error {
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	zc.Encoding = "console"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	zc.OutputPaths = []string{path}
+	zc.ErrorOutputPaths = []string{path}
+	l, err := zc.Build()
+	if err != nil {
+		return fmt.Errorf("open woodpecker log: %w", err)
+	}
+	// Documented as for tests, and the only way to move the output.
+	wplogger.ReplaceGlobals(l)
+	return nil
 }
