@@ -59,11 +59,10 @@ class Subscriber(Iterator["Entry | TimeTick"]):
         self._closed = False
         self._loop: RecvLoop | None = None
         self._requests: _Requests | None = None
-        self._delivered = 0  # the offset after the last entry the stream delivered
         self._before = 0  # the offset after the last entry earlier streams delivered
-        self._acked = 0  # the offset after the last acknowledgement sent
         cursor = log._subscription(name, timeout).cursor
-        self._delivered = self._acked = cursor
+        self._delivered = cursor  # the offset after the last entry the stream delivered
+        self._acked = cursor  # the offset after the last acknowledgement sent
         self._open(timeout)
         try:
             log.client._track(self)
