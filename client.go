@@ -80,6 +80,15 @@ type Options struct {
 	Etcd []string
 	// EtcdRoot is the key prefix of the metadata in etcd. Default "/tern/".
 	EtcdRoot string
+	// MoveMetadata, with Etcd, moves the metadata of a data directory that
+	// keeps it in its bbolt file (made by an embedded program or the tern
+	// CLI) into etcd: every log, subscription, segment and the installation,
+	// with their IDs. Open does it once, under the directory's lock, logs
+	// it, and keeps the file as meta.db.moved; from then on the directory is
+	// etcd's. The etcd root must be empty or hold this directory's
+	// installation (an interrupted move). tern serve sets it. Without it,
+	// Open refuses such a directory.
+	MoveMetadata bool
 
 	// Storage is the object store of the logs in object mode. Without it,
 	// only local logs can be created and opened.

@@ -158,19 +158,73 @@ func openMeta(ctx context.Context, opts Options) (_ meta.Store, err error) {
 		}
 		store = b
 	} else {
-		if exists(bolt) {
-			return nil, fmt.Errorf("tern: the metadata of %s is in its bbolt file (%s), not in etcd: open it without Options.Etcd", opts.Dir, bolt)
-		}
-		if err := markEtcd(etcd, opts); err != nil {
-			return nil, err
+		if exists(bolt) && !opts.MoveMetadata {
+			return nil, fmt.Errorf("tern: the metadata of %s is in its bbolt file (%s), not in etcd: open it without Options.Etcd, or with Options.MoveMetadata to move it into etcd (as tern serve does)", opts.Dir, bolt)
 		}
 		e, err := meta.OpenEtcd(ctx, meta.EtcdOptions{Endpoints: opts.Etcd, Root: opts.EtcdRoot, Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("tern: open metadata: %w", err)
 		}
+		if exists(bolt) {
+			err = moveMetadata(ctx, bolt, e, opts)
+		}
+		if err == nil {
+			err = markEtcd(etcd, opts)
+		}
+		if err == nil && exists(bolt) {
+			err = retireBolt(bolt)
+		}
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
 		store = e
 	}
 	return &lockedStore{Store: store, lock: lock}, nil
+}
+
+// moveMetadata loads the metadata of the bbolt file at path into e (see
+// Options.MoveMetadata). The caller holds the directory's lock, so no other
+// process changes the file meanwhile; a move cut short is done again, whole,
+// by the next Open.
+func moveMetadata(ctx context.Context, path string, e *meta.Etcd, opts Options) error {
+	b, err := meta.OpenBolt(path)
+	if err != nil {
+		return fmt.Errorf("tern: move metadata into etcd: %w", err)
+	}
+	contents, err := b.Contents(ctx)
+	b.Close()
+	if err == nil {
+		err = e.Load(ctx, contents)
+	}
+	if errors.Is(err, meta.ErrOtherInstallation) {
+		return fmt.Errorf("tern: cannot move the metadata of %s (%s) into etcd root %q: %w; give it a root of its own (--etcd-root), or an etcd of its own", opts.Dir, path, cmp.Or(opts.EtcdRoot, "/tern/"), err)
+	}
+	if err != nil {
+		return fmt.Errorf("tern: move the metadata of %s into etcd: %w", opts.Dir, err)
+	}
+	subs := 0
+	for _, l := range contents.Logs {
+		subs += len(l.Subs)
+	}
+	if opts.Logger != nil {
+		opts.Logger.Info("moved the metadata of the data directory from its bbolt file into etcd; the file is kept as "+filepath.Base(path)+movedSuffix,
+			"dir", opts.Dir, "logs", len(contents.Logs), "subscriptions", subs, "installation", contents.Installation.ID)
+	}
+	return nil
+}
+
+// movedSuffix is added to the name of a bbolt file whose metadata was moved
+// into etcd: it stays, as a record, but is never opened again.
+const movedSuffix = ".moved"
+
+// retireBolt renames the bbolt file at path once its metadata is in etcd
+// and the directory is marked so.
+func retireBolt(path string) error {
+	if err := os.Rename(path, path+movedSuffix); err != nil {
+		return fmt.Errorf("tern: move metadata into etcd: %w", err)
+	}
+	return vfs.OS.SyncDir(filepath.Dir(path))
 }
 
 // markEtcd records, durably, that the directory's metadata is in etcd.

@@ -87,10 +87,10 @@ failed=()
 echo "== Tern and the disk's limits"
 for w in "${workloads[@]}"; do
 	# shellcheck disable=SC2046
-	"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench disk --data "$data" --workload "$w" --duration "$duration" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("disk $w: failed")
 	# shellcheck disable=SC2046
-	"$tern" bench --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern $w: failed")
 done
 
@@ -102,19 +102,19 @@ done
 echo "== Tern through its gRPC server"
 for w in sync-1k conc-1k e2e-10k; do
 	if [[ $w != sync-1k ]]; then
-		"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
+		"$tern" bench disk --data "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
 			failed+=("disk $w: failed")
 	fi
 	if [[ $w == conc-1k ]]; then
-		"$tern" bench --grpc --pairs 5 --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+		"$tern" bench --grpc --pairs 5 --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
 			failed+=("tern --grpc --pairs 5 $w: failed")
 		continue
 	fi
 	if [[ $w != sync-1k ]]; then
-		"$tern" bench --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+		"$tern" bench --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
 			failed+=("tern $w: failed")
 	fi
-	"$tern" bench --grpc --dir "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench --grpc --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern --grpc $w: failed")
 done
 
@@ -133,9 +133,9 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then
 	objects=(--storage "dir:///dev/shm/tern-bench-objects")
 fi
 for w in quorum-1k quorum-put; do
-	"$tern" bench disk --dir "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench disk --data "$data" --workload "$w" --duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("disk $w: failed")
-	"$tern" bench --dir "$data" --cluster 3 --workload "$w" --duration "$duration" --warmup "$warmup" "${objects[@]}" --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench --data "$data" --cluster 3 --workload "$w" --duration "$duration" --warmup "$warmup" "${objects[@]}" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern --cluster $w: failed")
 done
 rm -rf /dev/shm/tern-bench-objects
@@ -152,7 +152,7 @@ if [[ " ${peers[*]} " == *" woodpecker "* ]]; then
 	fi
 fi
 for ttl in 10s 2s; do
-	"$tern" bench failover --dir "$data" --node-ttl "$ttl" --kills 5 --json "$results" 2>>"$log" | tee -a "$log" ||
+	"$tern" bench failover --data "$data" --node-ttl "$ttl" --kills 5 --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern failover --node-ttl $ttl: failed")
 done
 
@@ -192,7 +192,7 @@ for w in obj-put obj-1k catchup-1g; do
 		--duration "$duration" --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("s3 --workload $w: failed")
 	# shellcheck disable=SC2046
-	"$tern" bench --dir "$data" --storage "s3://tern-bench?endpoint=$endpoint&tls=false" --workload "$w" \
+	"$tern" bench --data "$data" --storage "s3://tern-bench?endpoint=$endpoint&tls=false" --workload "$w" \
 		--duration "$duration" --warmup "$warmup" $(objsizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern --storage $w: failed")
 done

@@ -41,7 +41,7 @@ func (a *app) benchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Tern on this machine: appends, end-to-end latency, catch-up reads",
-		Long: `Measure Tern, embedded, on a fresh directory inside --dir (default: the
+		Long: `Measure Tern, embedded, on a fresh directory inside --data (default: the
 system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
@@ -251,12 +251,12 @@ func single(r *loadgen.Result, err error) ([]*loadgen.Result, error) {
 // runBench runs measure on a fresh directory and reports what it returns.
 func (a *app) runBench(cmd *cobra.Command, f benchFlags, measure func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error)) error {
 	parent := os.TempDir()
-	if cmd.Flags().Changed("dir") {
+	if cmd.Flags().Changed("data") || cmd.Flags().Changed("dir") {
 		parent = a.dir
 	}
 	dir, err := os.MkdirTemp(parent, "tern-bench-")
 	if err != nil {
-		return fmt.Errorf("make a directory to measure in: %w (--dir names the disk to measure)", err)
+		return fmt.Errorf("make a directory to measure in: %w (--data names the disk to measure)", err)
 	}
 	defer os.RemoveAll(dir)
 	if f.cpuProf != "" {
@@ -307,7 +307,7 @@ func (a *app) benchDiskCmd() *cobra.Command {
 		Use:   "disk",
 		Short: "Measure the disk's own limit for a workload, without Tern",
 		Long: `Measure the physical limit that a workload's figures are held against, on a
-fresh file inside --dir (default: the system's temporary directory):
+fresh file inside --data (default: the system's temporary directory):
 
   sync-1k, e2e-1k   write + fdatasync of one entry at a time, on a growing file
                     and on a preallocated one (and, for e2e, O_DIRECT)
@@ -327,7 +327,7 @@ fresh file inside --dir (default: the system's temporary directory):
                     path with nothing of Tern's in it: records sent over
                     loopback TCP to 3 nodes in this process, each writing and
                     fdatasyncing a file of its own, done at 2 of 3`,
-		Example: "  tern bench disk --workload conc-4k --dir /data",
+		Example: "  tern bench disk --workload conc-4k --data /data",
 		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.workload == "" {

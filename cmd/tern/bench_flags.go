@@ -125,7 +125,7 @@ func (a *app) benchFailoverCmd() *cobra.Command {
 		Use:   "failover",
 		Short: "Measure fail-over: kill -9 the node serving a quorum log, and time the next acknowledged append",
 		Long: `Start a cluster of --cluster tern serve nodes on this machine (an embedded
-etcd, the nodes' data in a fresh directory inside --dir, sealed data in a
+etcd, the nodes' data in a fresh directory inside --data, sealed data in a
 directory there or under a new prefix of --storage), create a quorum log, and
 append 1 KiB entries to it with one writer, one at a time, through a node
 that does not serve it. Then --kills times: kill -9 the node that serves the

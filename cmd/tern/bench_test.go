@@ -223,7 +223,7 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
 	fails(t, 2, dir, "", []string{"--storage", "http://x", "bench"}, "--storage", "dir:///PATH")
-	fails(t, 1, filepath.Join(dir, "missing"), "", []string{"bench", "--duration", "10ms"}, "--dir")
+	fails(t, 1, filepath.Join(dir, "missing"), "", []string{"bench", "--duration", "10ms"}, "--data")
 }
 
 func TestBenchS3(t *testing.T) {
@@ -266,8 +266,8 @@ func TestBenchS3(t *testing.T) {
 // as tern for them (TestMain).
 func TestBenchCluster(t *testing.T) {
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
-	must(t, dir, "", "bench", "--dir", dir, "--workload", "quorum-1k", "--cluster", "3", "--duration", "300ms", "--warmup", "100ms", "--json", out)
-	must(t, dir, "", "bench", "--dir", dir, "--cluster", "3", "--ensemble", "3", "--ack-quorum", "3", "--entry-bytes", "4096", "--in-flight", "16",
+	must(t, dir, "", "bench", "--data", dir, "--workload", "quorum-1k", "--cluster", "3", "--duration", "300ms", "--warmup", "100ms", "--json", out)
+	must(t, dir, "", "bench", "--data", dir, "--cluster", "3", "--ensemble", "3", "--ack-quorum", "3", "--entry-bytes", "4096", "--in-flight", "16",
 		"--duration", "300ms", "--json", out)
 	rs := readResults(t, out)
 	if len(rs) != 2 {
@@ -290,7 +290,7 @@ func TestBenchCluster(t *testing.T) {
 
 func TestBenchFailover(t *testing.T) {
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
-	stderr := ternIn(t, dir, "", "bench", "failover", "--dir", dir, "--kills", "2", "--node-ttl", "1s", "--json", out)
+	stderr := ternIn(t, dir, "", "bench", "failover", "--data", dir, "--kills", "2", "--node-ttl", "1s", "--json", out)
 	if stderr.code != 0 {
 		t.Fatalf("exit %d: %s", stderr.code, stderr.stderr)
 	}

@@ -39,7 +39,7 @@ func (a *app) benchConnectCmd() *cobra.Command {
 		Use:   "connect",
 		Short: "Measure the cost of a new connection: over TLS (a full handshake) against plaintext",
 		Long: `Start a server in this process, as tern bench --grpc does (an embedded etcd
-and a fresh data directory inside --dir, gRPC on loopback), serving both in
+and a fresh data directory inside --data, gRPC on loopback), serving both in
 plaintext and over TLS (a certificate made for the run, ECDSA P-256, which
 the client trusts) on two ports. Then time --connections new connections of
 each kind, alternating, one at a time: from tern.Open, which dials, makes

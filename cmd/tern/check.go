@@ -19,7 +19,7 @@ func (a *app) checkCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check [DIR]",
 		Short: "Verify every segment of a data directory, offline",
-		Long: `Verify every segment file of a data directory (DIR, or --dir): every
+		Long: `Verify every segment file of a data directory (DIR, or --data): every
 batch's checksum and offsets, the footers of sealed segments, that each
 log's segments are contiguous, and the tail of each open segment. It prints
 what is wrong, per log and file, and exits with 1 when something is damaged

@@ -170,6 +170,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 			*dst = v
 		}
 	}
+	set(&cfg.Data, "TERN_DIR") // its old name; the CLI warns about it
 	set(&cfg.Data, "TERN_DATA")
 	set(&cfg.Listen, "TERN_LISTEN")
 	set(&cfg.HTTP, "TERN_HTTP")
@@ -215,6 +216,8 @@ type serveFlags struct {
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	d := defaultServeConfig()
 	fs.StringVar(&f.Data, "data", d.Data, "the data `directory`; $TERN_DATA")
+	fs.StringVar(&f.Data, "dir", d.Data, "the data `directory`: the old name of --data")
+	fs.MarkHidden("dir") // the root command's hook says to use --data
 	fs.StringVar(&f.Listen, "listen", d.Listen, "the gRPC `address` (host:port); $TERN_LISTEN")
 	fs.StringVar(&f.HTTP, "http", d.HTTP, "the `address` of /metrics, /healthz, /readyz and, with --pprof, /debug/pprof/; $TERN_HTTP")
 	fs.StringVar(&f.etcd, "etcd", "", "the `endpoints` (host:port,...) of an etcd cluster for the metadata; $TERN_ETCD (default: an etcd embedded in this process, with its data in <data>/etcd)")
@@ -257,6 +260,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 			*dst = v
 		}
 	}
+	set(&cfg.Data, "dir", f.Data)
 	set(&cfg.Data, "data", f.Data)
 	set(&cfg.Listen, "listen", f.Listen)
 	set(&cfg.HTTP, "http", f.HTTP)

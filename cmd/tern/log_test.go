@@ -138,7 +138,7 @@ func TestObjectLogEmbedded(t *testing.T) {
 		t.Errorf("append printed %q", out)
 	}
 	env := map[string]string{"TERN_STORAGE": store}
-	if r := ternEnv(t, env, "--dir", dir, "read", "x"); r.code != 0 || r.stdout != "one\ntwo\n" {
+	if r := ternEnv(t, env, "--data", dir, "read", "x"); r.code != 0 || r.stdout != "one\ntwo\n" {
 		t.Errorf("read with $TERN_STORAGE: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	out := must(t, dir, "", "--storage", store, "log", "describe", "x")
@@ -168,7 +168,7 @@ func TestObjectLogEmbedded(t *testing.T) {
 		t.Errorf("log create --mode object without --storage created the log:\n%s", out)
 	}
 	missing := filepath.Join(t.TempDir(), "nope")
-	r := ternEnv(t, map[string]string{"TERN_STORAGE": store, "TERN_STORAGE_SSEC_KEY_FILE": missing}, "--dir", dir, "read", "x")
+	r := ternEnv(t, map[string]string{"TERN_STORAGE": store, "TERN_STORAGE_SSEC_KEY_FILE": missing}, "--data", dir, "read", "x")
 	if r.code != 2 || !strings.Contains(r.stderr, "tern: SSE-C key file "+missing+" does not exist: check $TERN_STORAGE_SSEC_KEY_FILE") {
 		t.Errorf("read with a missing $TERN_STORAGE_SSEC_KEY_FILE: exit %d, stderr:\n%s", r.code, r.stderr)
 	}

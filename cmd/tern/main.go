@@ -8,11 +8,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -53,7 +53,7 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	// dir is the --dir flag.
+	// dir is the --data flag (--dir is its old name).
 	dir string
 	// server is the address of the server the commands work on, from
 	// --server or $TERN_SERVER; empty for the data directory.
@@ -69,9 +69,17 @@ type app struct {
 	open func(ctx context.Context, dir string) (*tern.Client, error)
 	// shutdownTimeout bounds serve's shutdown; zero means its default.
 	shutdownTimeout time.Duration
+	// atExit runs when the command has returned, newest first: it stops
+	// what opening the data directory started (its embedded etcd).
+	atExit []func()
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
+	defer func() {
+		for i := len(a.atExit) - 1; i >= 0; i-- {
+			a.atExit[i]()
+		}
+	}()
 	root := a.rootCmd()
 	if args == nil {
 		args = []string{} // cobra reads os.Args when args is nil
@@ -107,10 +115,7 @@ func message(err error) string {
 }
 
 func (a *app) rootCmd() *cobra.Command {
-	dir := a.getenv("TERN_DIR")
-	if dir == "" {
-		dir = "./tern-data"
-	}
+	dir := a.dataDefault()
 	root := &cobra.Command{
 		Use:   "tern",
 		Short: "Manage, append to and read the write-ahead logs of a data directory, or a server with --server",
@@ -134,13 +139,16 @@ https:// address, for the system's CAs), the token in $TERN_TOKEN (or
 		RunE: help,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
+			if f.Changed("dir") {
+				fmt.Fprintln(a.stderr, "tern: --dir is the old name of --data, the name tern serve and $TERN_DATA use: use --data")
+			}
 			switch {
-			case f.Changed("server") && f.Changed("dir"):
-				return usagef(cmd, "--server and --dir cannot be used together: the server has its own data directory; leave one out")
+			case f.Changed("server") && (f.Changed("data") || f.Changed("dir")):
+				return usagef(cmd, "--server and --data cannot be used together: the server has its own data directory; leave one out")
 			case f.Changed("server") && cmd.Root().PersistentFlags().Changed("storage"): // not serve's own --storage
 				return usagef(cmd, "--server and --storage cannot be used together: the server has its own object store (tern serve --storage); leave one out")
-			case f.Changed("dir"):
-				a.server = "" // an explicit --dir beats $TERN_SERVER
+			case f.Changed("data") || f.Changed("dir"):
+				a.server = "" // an explicit --data beats $TERN_SERVER
 			}
 			if cmd.Parent() == cmd.Root() && cmd.Name() == "serve" {
 				return a.remote.refuseOnServe(cmd)
@@ -156,12 +164,28 @@ https:// address, for the system's CAs), the token in $TERN_TOKEN (or
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{cmd: cmd, err: err}
 	})
-	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
+	root.PersistentFlags().StringVar(&a.dir, "data", dir, "the data `directory`, as for tern serve --data; $TERN_DATA sets the default")
+	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`: the old name of --data")
+	root.PersistentFlags().MarkHidden("dir")
 	root.PersistentFlags().StringVar(&a.storage, "storage", a.getenv("TERN_STORAGE"), "the `URL` of the object store of the data directory's object logs, as for tern serve --storage; $TERN_STORAGE sets the default")
 	root.PersistentFlags().StringVar(&a.server, "server", a.getenv("TERN_SERVER"), "work on the logs of the tern serve at this `address` (host:port, port 7070 when left out; https://host:port for TLS; several nodes of a cluster as host:port,host:port) instead of a data directory; $TERN_SERVER sets the default")
 	a.remote.register(root.PersistentFlags())
 	root.AddCommand(a.serveCmd(), a.logCmd(), a.appendCmd(), a.readCmd(), a.subCmd(), a.benchCmd(), a.doctorCmd(), a.checkCmd(), a.authCmd(), versionCmd())
 	return root
+}
+
+// dataDefault is the default of --data: $TERN_DATA, else $TERN_DIR (its old
+// name, with a warning), else ./tern-data.
+func (a *app) dataDefault() string {
+	data, old := a.getenv("TERN_DATA"), a.getenv("TERN_DIR")
+	switch {
+	case old != "" && data == "":
+		fmt.Fprintf(a.stderr, "tern: $TERN_DIR is the old name of $TERN_DATA, which tern serve reads too: set TERN_DATA=%s instead\n", old)
+		return old
+	case old != "" && old != data:
+		fmt.Fprintf(a.stderr, "tern: $TERN_DIR=%s is ignored: $TERN_DATA=%s is set, and is the name to use\n", old, data)
+	}
+	return cmp.Or(data, "./tern-data")
 }
 
 func versionCmd() *cobra.Command {
@@ -231,7 +255,7 @@ func help(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 
 // openClient opens the data directory, or connects to the server. Only log
 // create may create the directory: the other commands would only find it
-// empty, and a mistyped --dir is likelier.
+// empty, and a mistyped --data is likelier.
 func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error) {
 	if a.open != nil {
 		return a.open(ctx, a.dir)
@@ -251,15 +275,14 @@ func (a *app) openClient(ctx context.Context, create bool) (*tern.Client, error)
 	}
 	if !create {
 		if _, err := os.Stat(a.dir); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("data directory %s does not exist: create a log in it with \"tern log create NAME\", or point --dir (or $TERN_DIR) at an existing one", a.dir)
+			return nil, fmt.Errorf("data directory %s does not exist: create a log in it with \"tern log create NAME\", or point --data (or $TERN_DATA) at an existing one", a.dir)
 		}
 	}
 	storage, err := a.storageOptions()
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return tern.Open(ctx, tern.Options{Dir: a.dir, Logger: logger, Storage: storage})
+	return a.openDir(ctx, tern.Options{Dir: a.dir, Logger: a.quietLogger(), Storage: storage})
 }
 
 // serverOptions are the options of a client of the server, a.server,

@@ -33,7 +33,7 @@ type result struct {
 func ternIn(t *testing.T, dir, stdin string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(t.Context(), append([]string{"--dir", dir}, args...), strings.NewReader(stdin), &out, &errb)
+	code := run(t.Context(), append([]string{"--data", dir}, args...), strings.NewReader(stdin), &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -152,7 +152,7 @@ func TestInterrupt(t *testing.T) {
 	var stderr bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		c := run(ctx, []string{"--dir", dir, "append", "x"}, in, outw, &stderr)
+		c := run(ctx, []string{"--data", dir, "append", "x"}, in, outw, &stderr)
 		outw.Close()
 		code <- c
 	}()
@@ -183,7 +183,7 @@ func TestBinary(t *testing.T) {
 	tern := func(stdin string, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "TERN_DIR="+dir, "TERN_SERVER=")
+		cmd.Env = append(os.Environ(), "TERN_DATA="+dir, "TERN_SERVER=")
 		cmd.Stdin = strings.NewReader(stdin)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -209,6 +209,6 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("read --bogus: exit %d, want 2", code)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "meta.db")); err != nil {
-		t.Fatalf("$TERN_DIR not used: %v", err)
+		t.Fatalf("$TERN_DATA not used: %v", err)
 	}
 }

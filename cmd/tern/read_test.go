@@ -135,7 +135,7 @@ func TestReadFollow(t *testing.T) {
 	appendLines := func(in string, args ...string) {
 		t.Helper()
 		var out, errb bytes.Buffer
-		if code := newApp(strings.NewReader(in), &out, &errb).run(t.Context(), append([]string{"--dir", dir, "append", "x"}, args...)); code != 0 {
+		if code := newApp(strings.NewReader(in), &out, &errb).run(t.Context(), append([]string{"--data", dir, "append", "x"}, args...)); code != 0 {
 			t.Fatalf("append: exit %d, stderr:\n%s", code, errb.String())
 		}
 	}
@@ -186,7 +186,7 @@ func TestReadFromEnd(t *testing.T) {
 	}()
 	for i := 0; ; i++ {
 		var o, e bytes.Buffer
-		if code := a(strings.NewReader(fmt.Sprintf("new %d\n", i)), &o, &e).run(t.Context(), []string{"--dir", dir, "append", "x"}); code != 0 {
+		if code := a(strings.NewReader(fmt.Sprintf("new %d\n", i)), &o, &e).run(t.Context(), []string{"--data", dir, "append", "x"}); code != 0 {
 			t.Fatalf("append: exit %d, stderr:\n%s", code, e.String())
 		}
 		select {
@@ -235,7 +235,7 @@ func startFollower(t *testing.T, dir string, args ...string) (func(stdin io.Read
 	out, outw := io.Pipe()
 	f := &follower{out: out, stderr: new(bytes.Buffer), code: make(chan int, 1), cancel: cancel}
 	go func() {
-		code := newApp(nil, outw, f.stderr).run(ctx, append([]string{"--dir", dir}, args...))
+		code := newApp(nil, outw, f.stderr).run(ctx, append([]string{"--data", dir}, args...))
 		outw.Close()
 		f.code <- code
 	}()

@@ -45,7 +45,7 @@ func (r *remoteFlags) register(fs *pflag.FlagSet) {
 
 // resolve checks the flags against the command line and fills the ones
 // not given from the environment. It runs before every command: a.server
-// is final (--dir has cleared it). Given without a server, the flags are a
+// is final (--data has cleared it). Given without a server, the flags are a
 // usage error; their variables are then ignored, as the commands on a data
 // directory ignore $TERN_SERVER's.
 func (r *remoteFlags) resolve(cmd *cobra.Command, a *app) error {

@@ -232,9 +232,9 @@ func TestTLSUsageErrors(t *testing.T) {
 		code  int
 		wants []string
 	}{
-		{nil, []string{"--dir", dir, "--token", "x", "log", "list"}, 2, []string{"tern: --token applies to a server: give --server ADDR (or $TERN_SERVER), or leave it out", "Usage:"}},
-		{nil, []string{"--dir", dir, "--tls-ca", caFile, "log", "list"}, 2, []string{"--tls-ca applies to a server"}},
-		{map[string]string{"TERN_SERVER": addr}, []string{"--dir", dir, "--tls-server-name", "x", "log", "list"}, 2, []string{"--tls-server-name applies to a server"}},
+		{nil, []string{"--data", dir, "--token", "x", "log", "list"}, 2, []string{"tern: --token applies to a server: give --server ADDR (or $TERN_SERVER), or leave it out", "Usage:"}},
+		{nil, []string{"--data", dir, "--tls-ca", caFile, "log", "list"}, 2, []string{"--tls-ca applies to a server"}},
+		{map[string]string{"TERN_SERVER": addr}, []string{"--data", dir, "--tls-server-name", "x", "log", "list"}, 2, []string{"--tls-server-name applies to a server"}},
 		{nil, []string{"--server", addr, "--tls-cert", certFile, "log", "list"}, 2, []string{"--tls-cert and --tls-key go together"}},
 		{map[string]string{"TERN_SERVER": addr, "TERN_TLS_KEY": keyFile}, []string{"log", "list"}, 2, []string{"--tls-cert and --tls-key go together"}},
 		{nil, []string{"--server", addr, "--tls-ca", filepath.Join(dir, "nope.pem"), "log", "list"}, 2, []string{"tern: CA file " + filepath.Join(dir, "nope.pem") + " does not exist: check --tls-ca (or $TERN_TLS_CA)"}},
@@ -248,7 +248,7 @@ func TestTLSUsageErrors(t *testing.T) {
 	// The variables are ignored on a data directory, as $TERN_SERVER's
 	// address is under --dir.
 	env := map[string]string{"TERN_TOKEN": "x", "TERN_TLS_CERT": certFile}
-	wantExit(t, ternAt(t, env, "", "--dir", dir, "log", "create", "l"), 0, []string{"log", "create"})
+	wantExit(t, ternAt(t, env, "", "--data", dir, "log", "create", "l"), 0, []string{"log", "create"})
 }
 
 func TestTokenInTheClearWarning(t *testing.T) {

@@ -124,8 +124,6 @@ second signal stops it at once.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case cmd.Flags().Changed("dir"):
-				return usagef(cmd, "tern serve takes its data directory from --data, not --dir")
 			case cmd.Flags().Changed("server"):
 				return usagef(cmd, "tern serve takes no --server: it is the server; set its address with --listen")
 			}

@@ -385,20 +385,33 @@ func TestServeNoServer(t *testing.T) {
 
 func TestServerAndDir(t *testing.T) {
 	dir := t.TempDir()
-	stderr := fails(t, 2, dir, "", []string{"--server", "127.0.0.1:7070", "log", "list"}, "--server and --dir cannot be used together")
-	if !strings.Contains(stderr, "Usage:") {
-		t.Errorf("no usage printed:\n%s", stderr)
+	fails(t, 2, dir, "", []string{"--server", "127.0.0.1:7070", "log", "list"}, "--server and --data cannot be used together")
+	// --dir and $TERN_DIR are the old names of --data and $TERN_DATA,
+	// everywhere: they still work, and say so.
+	for _, args := range [][]string{{"serve", "--dir", dir, "--print-config"}, {"--dir", dir, "serve", "--print-config"}} {
+		r := ternEnv(t, nil, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "data: "+dir) || !strings.Contains(r.stderr, "use --data") {
+			t.Errorf("tern %q: exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 0, data: %s, and a hint to use --data", args, r.code, r.stdout, r.stderr, dir)
+		}
 	}
-	fails(t, 2, dir, "", []string{"serve"}, "tern serve takes its data directory from --data, not --dir")
+	if r := ternEnv(t, map[string]string{"TERN_DIR": dir}, "serve", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "data: "+dir) {
+		t.Errorf("tern serve --print-config with $TERN_DIR: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := ternEnv(t, map[string]string{"TERN_DIR": dir}, "log", "list"); r.code != 0 || !strings.Contains(r.stderr, "set TERN_DATA="+dir+" instead") {
+		t.Errorf("tern log list with $TERN_DIR: exit %d, stderr:\n%s\nwant a hint to set $TERN_DATA", r.code, r.stderr)
+	}
+	if r := ternEnv(t, map[string]string{"TERN_DATA": dir}, "serve", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "data: "+dir) {
+		t.Errorf("tern serve --print-config with $TERN_DATA: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
 	r := ternEnv(t, nil, "--server", "127.0.0.1:7070", "serve")
 	if r.code != 2 || !strings.Contains(r.stderr, "tern serve takes no --server") {
 		t.Errorf("tern --server ADDR serve: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	// An explicit --dir beats $TERN_SERVER.
+	// An explicit --data beats $TERN_SERVER.
 	must(t, dir, "", "log", "create", "x")
-	r = ternEnv(t, map[string]string{"TERN_SERVER": freeAddr(t)}, "--dir", dir, "log", "list")
+	r = ternEnv(t, map[string]string{"TERN_SERVER": freeAddr(t)}, "--data", dir, "log", "list")
 	if r.code != 0 || !strings.Contains(r.stdout, "x ") {
-		t.Errorf("log list with --dir and $TERN_SERVER: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		t.Errorf("log list with --data and $TERN_SERVER: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -277,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 
 	c, err := tern.Open(ctx, tern.Options{
-		Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, Logger: logger,
+		Dir: cfg.Data, Etcd: endpoints, EtcdRoot: cfg.EtcdRoot, MoveMetadata: true, Logger: logger,
 		Storage:     cfg.Storage,
 		DefaultMode: cfg.DefaultMode,
 		Cluster:     clusterOpt,
@@ -322,6 +322,10 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	go func() { r.served <- gs.Serve(lis) }()
 	r.undo.push("stop the gRPC service", func() error { return stopGRPC(gs, srv, logger) })
+	if err := writeServeFile(cfg.Data, ServeInfo{PID: os.Getpid(), Addr: cmp.Or(cfg.Advertise, DialAddr(grpcLis.Addr())), TLS: r.certs != nil}); err != nil {
+		return nil, err
+	}
+	r.undo.push("remove "+ServeFile, func() error { return removeServeFile(cfg.Data) })
 	if node != nil {
 		r.undo.push("", node.leave) // first: the others must not evict a node that stops answering them on purpose
 	}

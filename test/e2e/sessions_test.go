@@ -157,7 +157,7 @@ func TestWriterRidesThroughRestarts(t *testing.T) {
 // cliOn returns how to run the tern CLI with stdin, requiring an exit code,
 // on a fresh data directory (where "embedded") or a fresh server's.
 func cliOn(t *testing.T, where string) func(stdin string, code int, args ...string) (string, string) {
-	at := []string{"--dir", t.TempDir()}
+	at := []string{"--data", t.TempDir()}
 	if where == "remote" {
 		at = []string{"--server", startServer(t, t.TempDir()).addr}
 	}
