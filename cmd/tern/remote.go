@@ -5,15 +5,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client"
 	"github.com/ternwal/tern/internal/server"
 )
 
@@ -134,53 +133,16 @@ func (r *remoteFlags) options(addr string) (tern.Options, error) {
 	return opts, nil
 }
 
-// defaultPort is the port of an address given without one: tern serve's
-// default (--listen 127.0.0.1:7070).
-const defaultPort = "7070"
-
 // serverAddr is the host:port of one node named in --server (or
-// $TERN_SERVER), and whether it asks for TLS (https://). An address
-// without a port gets defaultPort; http:// is plaintext; another scheme,
-// or what is not host[:port], is a configuration error that shows the
-// forms accepted.
+// $TERN_SERVER), and whether it asks for TLS (https://), by the rules of
+// client.ParseServer; what it refuses is a configuration error that names
+// the flag.
 func serverAddr(s string) (addr string, https bool, err error) {
-	orig := s
-	s = strings.TrimSpace(s)
-	bad := func(why string) error {
-		return configErrorf("--server %q (or $TERN_SERVER): %s: use host:port (port %s when left out), https://host:port for TLS, several nodes separated by commas", orig, why, defaultPort)
-	}
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
-		switch strings.ToLower(scheme) {
-		case "https":
-			https = true
-		case "http":
-		default:
-			return "", false, bad(fmt.Sprintf("the scheme %s:// is not tern serve's", scheme))
-		}
-		s = strings.TrimSuffix(rest, "/")
-	}
-	if s == "" {
-		return "", false, bad("no address")
-	}
-	if strings.ContainsAny(s, "/?#@ ") {
-		return "", false, bad("an address is host:port, with no path, query or user")
-	}
-	host, port, err := net.SplitHostPort(s)
+	addr, https, err = client.ParseServer(s)
 	if err != nil {
-		// No port: host alone, or an IPv6 address, bracketed or not.
-		h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-		if strings.Contains(h, ":") && net.ParseIP(h) == nil {
-			return "", false, bad(err.Error())
-		}
-		host, port = h, defaultPort
+		return "", false, configErrorf("--server (or $TERN_SERVER): %s; several nodes are separated by commas", strings.TrimPrefix(err.Error(), client.ErrInvalid.Error()+": "))
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", false, bad(fmt.Sprintf("port %q is not a number from 1 to 65535", port))
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port), https, nil
+	return addr, https, nil
 }
 
 // loadCA reads the CA certificates of a PEM file.

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/client"
 )
 
 // The environment variables ConfigFromEnv reads. The client's are those of
 // the tern CLI (tern --help).
 const (
-	EnvServer        = "TERN_SERVER"          // comma-separated host:port of tern serve nodes
+	EnvServer        = "TERN_SERVER"          // comma-separated addresses of tern serve nodes, as tern --server takes them
 	EnvToken         = "TERN_TOKEN"           // bearer token
 	EnvTLSCA         = "TERN_TLS_CA"          // PEM file of the server's CA: TLS
 	EnvTLSCert       = "TERN_TLS_CERT"        // PEM file of the client's certificate (mutual TLS)
@@ -61,13 +62,14 @@ func ConfigFromEnv() (Config, error) {
 	}
 	https := false
 	for n := range strings.SplitSeq(server, ",") {
-		n = strings.TrimSpace(n)
-		if cut, ok := strings.CutPrefix(n, "https://"); ok {
-			n, https = strings.TrimSuffix(cut, "/"), true
+		if strings.TrimSpace(n) == "" {
+			continue
 		}
-		if n != "" {
-			cfg.Nodes = append(cfg.Nodes, n)
+		addr, tls, err := client.ParseServer(n)
+		if err != nil {
+			return Config{}, fmt.Errorf("tern wal: $%s: %w", EnvServer, err)
 		}
+		cfg.Nodes, https = append(cfg.Nodes, addr), https || tls
 	}
 	tlsCfg, err := tlsFromEnv(https)
 	if err != nil {

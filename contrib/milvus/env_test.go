@@ -22,7 +22,7 @@ func clearEnv(t *testing.T) {
 // TestConfigFromEnv: the variables of the tern CLI configure the client.
 func TestConfigFromEnv(t *testing.T) {
 	clearEnv(t)
-	t.Setenv(EnvServer, "127.0.0.1:7000, https://node2:7000/")
+	t.Setenv(EnvServer, "127.0.0.1:7000, https://node2/")
 	t.Setenv(EnvToken, "secret")
 	t.Setenv(EnvMode, "quorum")
 	t.Setenv(EnvPrefix, "prod/milvus/")
@@ -31,7 +31,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(cfg.Nodes, " ") != "127.0.0.1:7000 node2:7000" || cfg.Token != "secret" || cfg.Mode != "quorum" ||
+	if strings.Join(cfg.Nodes, " ") != "127.0.0.1:7000 node2:7070" || cfg.Token != "secret" || cfg.Mode != "quorum" ||
 		cfg.Prefix != "prod/milvus/" || cfg.RetryTimeout.Seconds() != 5 || cfg.TLS == nil {
 		t.Errorf("config %+v", cfg)
 	}
@@ -40,10 +40,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvTLSCert, "cert.pem", "TERN_TLS_KEY"},
 		{EnvTLSCA, "/does/not/exist.pem", "TERN_TLS_CA"},
 		{EnvRetryTimeout, "soon", "TERN_RETRY_TIMEOUT"},
+		{EnvServer, "grpc://node:7070", "TERN_SERVER"},
 	} {
 		clearEnv(t)
 		t.Setenv(EnvServer, "127.0.0.1:7000")
-		t.Setenv(c.env, c.val)
+		t.Setenv(c.env, c.val) // $TERN_SERVER's case replaces the one above
 		if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("$%s=%s: %v, want an error naming %s", c.env, c.val, err, c.want)
 		}

@@ -23,6 +23,34 @@ def test_connect_refuses_what_cannot_work(server):
         assert c.addr == server.addr
 
 
+def test_server_address_forms(server):
+    from tern._addr import parse_server
+
+    for given, want in [
+        ("127.0.0.1:7071", ("127.0.0.1:7071", False)),
+        ("127.0.0.1", ("127.0.0.1:7070", False)),
+        (" localhost ", ("localhost:7070", False)),
+        (":7072", ("127.0.0.1:7072", False)),
+        ("http://host", ("host:7070", False)),
+        ("HTTPS://host:9/", ("host:9", True)),
+        ("[::1]", ("[::1]:7070", False)),
+        ("::1", ("[::1]:7070", False)),
+    ]:
+        assert parse_server(given) == want, given
+    for bad in ["https://", "grpc://host:7070", "host:port", "host:0", "host:70000", "host:7070/path", "a:b:c", "user@host"]:
+        with pytest.raises(tern.InvalidArgumentError, match="host:port"):
+            parse_server(bad)
+    with pytest.raises(tern.InvalidArgumentError, match="grpc://"):
+        tern.connect("grpc://" + server.addr)
+    # As tern --server takes them: a scheme, and several nodes in one string.
+    with tern.connect("http://" + server.addr, retry_timeout=0) as c:
+        assert c.addr == server.addr
+    from conftest import free_port
+
+    with tern.connect(f"127.0.0.1:{free_port()},{server.addr}") as c:
+        assert c.addr == server.addr
+
+
 def test_logs(client, name):
     log = client.create_log(name, mode="local", options=tern.LogOptions(retention_entries=1000, segment_age=60))
     assert log.name == name

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import grpc
 
 from . import _route
+from ._addr import parse_server
 from ._errors import (
     ClosedError, ExistsError, InvalidArgumentError, InvalidNameError, NotFoundError, NotOwnerError,
     SubscriptionExistsError, SubscriptionNotFoundError, TernError, UnauthenticatedError, UnavailableError,
@@ -64,8 +65,12 @@ def connect(
     nodes: Sequence[str] = (),
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
 ) -> Client:
-    """Connects to the Tern server at ``server`` (host:port) and checks that it
-    answers.
+    """Connects to the Tern server at ``server`` and checks that it answers.
+
+    ``server`` is written as for ``tern --server``: host:port, host alone
+    (port 7070), http://host:port, https://host:port (TLS with the system's
+    CAs unless ``tls`` says otherwise), or several nodes of a cluster
+    separated by commas.
 
     ``tls``: None (plaintext), True (TLS, the system's CAs), the path of the
     PEM file of the CA that signed the server's certificate, or a tern.TLS
@@ -85,9 +90,16 @@ def connect(
     if token is not None and (not token or any(not (0x21 <= ord(ch) <= 0x7E) for ch in token)):
         raise InvalidArgumentError("tern: the token must be printable ASCII without spaces")
     seeds: list[str] = []
-    for a in (server, *nodes):
-        if a and a not in seeds:
-            seeds.append(a)
+    https = False
+    for a in [p for n in (server, *nodes) for p in n.split(",") if p.strip()]:
+        addr, wants_tls = parse_server(a)
+        https = https or wants_tls
+        if addr not in seeds:
+            seeds.append(addr)
+    if not seeds:
+        raise InvalidArgumentError("tern: connect needs the server's address (host:port)")
+    if https and tls is None:
+        tls = True
     last: TernError | None = None
     for addr in seeds:
         c = Client(addr, seeds, tls_config(tls), token, retry_timeout)
