@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -48,6 +49,8 @@ type serveConfig struct {
 	EtcdQuota string `json:"etcd_quota"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+	// LogFormat is text (key=value) or json (one object per line).
+	LogFormat string `json:"log_format"`
 
 	// Storage is the URL of the object store of the logs in object mode
 	// (tern.StorageOptions.URL). Empty: none, and only local logs.
@@ -103,7 +106,7 @@ type serveConfig struct {
 
 // configKeys are the keys a config file may have, as serveConfig's json tags
 // name them.
-var configKeys = append([]string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level",
+var configKeys = append([]string{"data", "listen", "http", "etcd", "etcd_root", "etcd_quota", "log_level", "log_format",
 	"storage", "mode", "storage_access_key", "storage_secret_key", "storage_ssec_key_file", "node_id", "advertise", "node_ttl",
 	"disk_reserve", "etcd_dir", "memory_limit"},
 	append(limitKeys, securityKeys...)...)
@@ -117,6 +120,7 @@ func defaultServeConfig() serveConfig {
 		EtcdRoot:  "/tern/",
 		EtcdQuota: units.FormatBytes(meta.DefaultEtcdQuotaBytes),
 		LogLevel:  "info",
+		LogFormat: "text",
 		NodeTTL:   "10s",
 
 		DiskReserve: "auto",
@@ -177,6 +181,7 @@ func applyEnv(cfg *serveConfig, getenv func(string) string) {
 	set(&cfg.EtcdRoot, "TERN_ETCD_ROOT")
 	set(&cfg.EtcdQuota, "TERN_ETCD_QUOTA")
 	set(&cfg.LogLevel, "TERN_LOG_LEVEL")
+	set(&cfg.LogFormat, "TERN_LOG_FORMAT")
 	set(&cfg.Storage, "TERN_STORAGE")
 	set(&cfg.Mode, "TERN_MODE")
 	set(&cfg.StorageAccessKey, "TERN_STORAGE_ACCESS_KEY")
@@ -225,6 +230,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EtcdQuota, "etcd-quota", d.EtcdQuota, "the embedded etcd's backend quota, a `size` (at least 16MiB): at it etcd takes no writes until space is freed; $TERN_ETCD_QUOTA")
 	fs.StringVar(&f.config, "config", "", "a YAML configuration `file`, overridden by $TERN_* and flags")
 	fs.StringVar(&f.LogLevel, "log-level", d.LogLevel, "the lowest `level` logged: debug, info, warn or error; $TERN_LOG_LEVEL")
+	fs.StringVar(&f.LogFormat, "log-format", d.LogFormat, "the `format` of the log lines on stderr: text (key=value) or json (one object per line); $TERN_LOG_FORMAT")
 	fs.StringVar(&f.Storage, "storage", d.Storage, "the `URL` of the object store of object logs: s3://BUCKET/PREFIX?endpoint=HOST:PORT (&region=R&tls=false&ca=FILE&sse=s3|c; HTTPS unless tls=false) or dir:///PATH; $TERN_STORAGE (default: none)")
 	fs.StringVar(&f.Mode, "mode", d.Mode, "the `mode` of the logs created without --mode: local, object (needs --storage) or quorum (needs --node-id); $TERN_MODE (default: local, or quorum on a node of a cluster)")
 	fs.StringVar(&f.StorageSSECKeyFile, "storage-ssec-key-file", d.StorageSSECKeyFile, "a `file` holding the SSE-C key of sse=c: 32 bytes, or 64 hex digits; $TERN_STORAGE_SSEC_KEY_FILE")
@@ -267,6 +273,7 @@ func (f *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (ser
 	set(&cfg.EtcdRoot, "etcd-root", f.EtcdRoot)
 	set(&cfg.EtcdQuota, "etcd-quota", f.EtcdQuota)
 	set(&cfg.LogLevel, "log-level", f.LogLevel)
+	set(&cfg.LogFormat, "log-format", f.LogFormat)
 	set(&cfg.Storage, "storage", f.Storage)
 	set(&cfg.Mode, "mode", f.Mode)
 	set(&cfg.StorageSSECKeyFile, "storage-ssec-key-file", f.StorageSSECKeyFile)
@@ -322,6 +329,9 @@ func (c serveConfig) check() error {
 		return configErrorf("etcd root %q: use a key prefix that starts with '/', such as /tern/, with --etcd-root (or $TERN_ETCD_ROOT, or etcd_root: in the config file)", c.EtcdRoot)
 	}
 	if _, err := c.etcdQuotaBytes(); err != nil {
+		return err
+	}
+	if _, err := newLogHandler(io.Discard, c.LogFormat, slog.LevelInfo); err != nil {
 		return err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
@@ -510,6 +520,19 @@ func unprintableInYAML(s string) (rune, bool) {
 }
 
 // parseLevel parses a log level name.
+// newLogHandler is the handler of tern serve's log lines, in format (text
+// or json) from level up.
+func newLogHandler(w io.Writer, format string, level slog.Level) (slog.Handler, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(format) {
+	case "text", "":
+		return slog.NewTextHandler(w, opts), nil
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return nil, configErrorf("log format %q: use text or json, with --log-format (or $TERN_LOG_FORMAT, or log_format: in the config file)", format)
+}
+
 func parseLevel(s string) (slog.Level, error) {
 	switch strings.ToLower(s) {
 	case "debug":
@@ -532,7 +555,7 @@ func parseLevel(s string) (slog.Level, error) {
 func (c serveConfig) marshal() ([]byte, error) {
 	secret := c.StorageSecretKey != ""
 	c.StorageSecretKey = ""
-	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.EtcdQuota, c.LogLevel, c.Storage, c.Mode,
+	for _, v := range append([]string{c.Data, c.Listen, c.HTTP, c.EtcdRoot, c.EtcdQuota, c.LogLevel, c.LogFormat, c.Storage, c.Mode,
 		c.StorageAccessKey, c.StorageSSECKeyFile, c.NodeID, c.Advertise, c.NodeTTL, c.DiskReserve, c.EtcdDir,
 		c.MemoryLimit, c.IdleConnectionTimeout, c.MaxRequestBytes, c.TLSCert, c.TLSKey, c.TLSClientCA, c.Auth}, c.Etcd...) {
 		if !utf8.ValidString(v) {

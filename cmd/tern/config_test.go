@@ -95,6 +95,7 @@ memory_limit: 1GiB
 		EtcdRoot:    "/file/",                           // file
 		EtcdQuota:   "64MiB",                            // env
 		LogLevel:    "warn",                             // env over file
+		LogFormat:   "text",                             // default
 		Mode:        "local",                            // default
 		NodeTTL:     "10s",                              // default
 		MemoryLimit: "2GiB",                             // env over file
@@ -108,7 +109,7 @@ memory_limit: 1GiB
 	env["TERN_DISK_RESERVE"] = "1GiB"
 	got = printConfig(t, env, "--config", path, "--etcd", "flag:2379", "--log-level", "error", "--data", "/from/flag", "--etcd-root", "/flag/", "--http", ":9",
 		"--disk-reserve", "64MiB", "--memory-limit", "768MiB")
-	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", EtcdQuota: "64MiB", LogLevel: "error", Mode: "local", NodeTTL: "10s",
+	want = serveConfig{Data: "/from/flag", Listen: "127.0.0.1:2000", HTTP: ":9", Etcd: []string{"flag:2379"}, EtcdRoot: "/flag/", EtcdQuota: "64MiB", LogLevel: "error", LogFormat: "text", Mode: "local", NodeTTL: "10s",
 		DiskReserve: "64MiB", MemoryLimit: "768MiB", serveLimits: defaultLimits()}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config\n got %+v\nwant %+v", got, want)

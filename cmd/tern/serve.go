@@ -157,7 +157,11 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	handler, err := newLogHandler(a.stderr, cfg.LogFormat, level)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(handler)
 	limits, err := cfg.serveLimits.server()
 	if err != nil {
 		return err

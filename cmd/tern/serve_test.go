@@ -551,3 +551,41 @@ func TestServePprof(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// --log-format json makes every line the server logs one JSON object, with
+// its level and message, from the start to "stopped"; "ready" is among
+// them once it serves.
+func TestServeLogFormatJSON(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--log-format", "json")
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(s.stderr.String(), `"msg":"ready"`) {
+		select {
+		case <-deadline:
+			t.Fatalf("serve did not log ready within 60s:\n%s", s.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.cancel()
+	code := <-s.code
+	s.code <- code // for the cleanup
+	if code != 0 {
+		t.Fatalf("interrupted serve: exit %d:\n%s", code, s.stderr.String())
+	}
+	n := 0
+	for line := range strings.Lines(s.stderr.String()) {
+		if strings.HasPrefix(line, "tern: serving on ") {
+			continue // the line for the person at the terminal, not a log line
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
+			t.Errorf("not a JSON log line with level and msg: %q (%v)", line, err)
+		}
+		n++
+	}
+	if n < 5 || !strings.Contains(s.stderr.String(), `"msg":"stopped"`) {
+		t.Errorf("%d log lines, want the start-up, ready and stopped lines:\n%s", n, s.stderr.String())
+	}
+	if r := ternEnv(t, nil, "serve", "--log-format", "xml"); r.code != 2 || !strings.Contains(r.stderr, "use text or json") {
+		t.Errorf("serve --log-format xml: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

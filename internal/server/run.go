@@ -35,6 +35,9 @@ import (
 
 // Time limits of a running server.
 const (
+	// readyWatchInterval is how often the server asks itself what /readyz
+	// would answer, to log the changes.
+	readyWatchInterval = 5 * time.Second
 	// readyTimeout bounds the metadata check of /readyz.
 	readyTimeout = 2 * time.Second
 	// streamGrace is how long a shutdown lets unary calls finish before it
@@ -332,6 +335,10 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	logger.Info("memory limit", "bytes", cfg.MemoryLimitBytes, "append_bytes", budgets.appendBytes, "max_streams", sopts.MaxStreams)
 	logger.Info("grpc listening", "addr", grpcLis.Addr().String(), "tls", r.certs != nil, "mtls", r.certs != nil && r.certs.Mutual(), "auth", cmp.Or(cfg.AuthFile, "none"), "data", cfg.Data, "storage", storageForLog(cfg.Storage.URL), "default_mode", cmp.Or(string(cfg.DefaultMode), string(tern.ModeLocal)))
 	r.ready.set("", etcdHealth.check, leaseCheck(r.lost, cfg.NodeID), healthCheck(c))
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.ready.watch(watchCtx, logger, readyWatchInterval) }()
+	r.undo.push("", func() error { stopWatch(); <-watched; return nil })
 	return r, nil
 }
 
@@ -394,24 +401,63 @@ func (r *readiness) set(reason string, checks ...check) {
 	r.reason, r.checks = reason, checks
 }
 
-func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+// evaluate asks the checks: what /readyz answers now.
+func (r *readiness) evaluate(ctx context.Context) (fails, notes []string) {
 	r.mu.Lock()
 	reason, checks := r.reason, r.checks
 	r.mu.Unlock()
-	var fails, notes []string
 	if reason != "" {
-		fails = append(fails, reason)
-	} else {
-		ctx, cancel := context.WithTimeout(req.Context(), readyTimeout)
-		defer cancel()
-		for _, c := range checks {
-			fail, n := c(ctx)
-			if fail != "" {
-				fails = append(fails, fail)
+		return []string{reason}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for _, c := range checks {
+		fail, n := c(ctx)
+		if fail != "" {
+			fails = append(fails, fail)
+		}
+		notes = append(notes, n...)
+	}
+	return fails, notes
+}
+
+// watch logs, until ctx ends, one line each time what /readyz answers
+// changes: "ready", "not ready" with the reasons (the metadata store does
+// not answer, the disk is full, the node lost its lease), and "readiness
+// notes" when they change (a log degraded or repaired). It asks every
+// interval, as a load balancer would.
+func (r *readiness) watch(ctx context.Context, logger *slog.Logger, interval time.Duration) {
+	var last string
+	first := true
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fails, notes := r.evaluate(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		state := strings.Join(fails, "\n") + "\x00" + strings.Join(notes, "\n")
+		if first || state != last {
+			switch {
+			case len(fails) > 0:
+				logger.Warn("not ready", "reasons", fails, "notes", notes)
+			case first || !strings.HasPrefix(last, "\x00"):
+				logger.Info("ready", "notes", notes)
+			default:
+				logger.Warn("readiness notes changed", "notes", notes)
 			}
-			notes = append(notes, n...)
+			first, last = false, state
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
+}
+
+func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	fails, notes := r.evaluate(req.Context())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if len(fails) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
