@@ -73,14 +73,17 @@ func buildTern(t *testing.T) string {
 // tern container's arguments and environment, as each pod of its
 // StatefulSet gets them, and --print-config: the server must accept the
 // configuration, and what it prints must agree with the pod: its ports,
-// probes, volumes, Secrets, memory limit and, on a node of a cluster, the
-// Services of its advertised address and its etcd.
+// probes, volumes, Secrets, memory limit, the names its certificate of
+// docs/kubernetes.md must cover and, on a node of a cluster, the Services
+// of its advertised address and its etcd.
 func TestTernAcceptsConfig(t *testing.T) {
 	all := apps(t)
 	bin := buildTern(t)
 	found := 0
 	for _, a := range all {
 		nodeIDs := map[string]string{}
+		var advertised []string
+		var tlsPods []pod
 		for _, p := range a.pods() {
 			for _, c := range p.spec.Containers {
 				if c.Image != ternImage {
@@ -96,6 +99,12 @@ func TestTernAcceptsConfig(t *testing.T) {
 					continue
 				}
 				checkTernContainer(t, what, a, p, &c, cfg)
+				if cfg.TLSCert != "" {
+					tlsPods = append(tlsPods, p)
+					if host, _, err := net.SplitHostPort(cfg.Advertise); err == nil {
+						advertised = append(advertised, host)
+					}
+				}
 				if cfg.NodeID != "" {
 					if other, ok := nodeIDs[cfg.NodeID]; ok {
 						t.Errorf("%s: node ID %q is pod %s's too", what, cfg.NodeID, other)
@@ -105,6 +114,7 @@ func TestTernAcceptsConfig(t *testing.T) {
 				}
 			}
 		}
+		checkCertificateNames(t, a, advertised, tlsPods)
 	}
 	if found == 0 {
 		t.Fatalf("no container has the image %s", ternImage)
