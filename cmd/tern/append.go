@@ -22,7 +22,7 @@ func (a *app) appendCmd() *cobra.Command {
 		batch     int
 		exclusive bool
 		epoch     uint64
-		ifEnd     int64
+		ifEnd     uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "append NAME",
@@ -47,17 +47,8 @@ get the offset that follows (someone else appended): the error says where
 the log ends.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if batch < 1 {
-				return usagef(cmd, "--batch %d: use 1 or more lines", batch)
-			}
 			if cmd.Flags().Changed("epoch") && !exclusive {
 				return usagef(cmd, "--epoch %d: an epoch is an exclusive writer's; add --exclusive", epoch)
-			}
-			if cmd.Flags().Changed("epoch") && epoch == 0 {
-				return usagef(cmd, "--epoch 0: epochs start at 1")
-			}
-			if cmd.Flags().Changed("if-end") && ifEnd < 0 {
-				return usagef(cmd, "--if-end %d: use an offset, 0 or more", ifEnd)
 			}
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
@@ -85,10 +76,10 @@ the log ends.`,
 			return appendLines(ctx, w, a.stdin, a.stdout, l.Options().MaxEntryBytes, batch, cond, at)
 		},
 	}
-	cmd.Flags().IntVar(&batch, "batch", 1, "append up to `N` lines at a time, atomically")
+	numberVar(cmd.Flags(), &batch, "batch", 1, 1, "append up to `N` lines at a time, atomically")
 	cmd.Flags().BoolVar(&exclusive, "exclusive", false, "open an exclusive writer, fencing the log's other writers and shared producers")
-	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "with --exclusive, open the writer session of epoch `N` (lower than the log's fails, equal reopens it, higher fences it)")
-	cmd.Flags().Int64Var(&ifEnd, "if-end", 0, "append only if the log ends at offset `N`")
+	numberVar(cmd.Flags(), &epoch, "epoch", 0, 1, "with --exclusive, open the writer session of epoch `N` (lower than the log's fails, equal reopens it, higher fences it)")
+	numberVar(cmd.Flags(), &ifEnd, "if-end", 0, 0, "append only if the log ends at this `offset`")
 	return cmd
 }
 

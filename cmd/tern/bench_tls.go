@@ -69,7 +69,7 @@ times; its entries/s, connections per second one at a time.`,
 			})
 		},
 	}
-	cmd.Flags().IntVar(&n, "connections", 300, "how many connections of each kind to time")
+	numberVar(cmd.Flags(), &n, "connections", 300, 1, "how many connections of each kind to time")
 	cmd.Flags().BoolVar(&token, "auth", false, "the server has an auth file, and the client sends a bearer token")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
 	return cmd

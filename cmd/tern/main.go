@@ -82,7 +82,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	}
 	if ue, ok := errors.AsType[*usageError](err); ok {
-		fmt.Fprintf(a.stderr, "tern: %v\n\n%s", ue.err, ue.cmd.UsageString())
+		// One line that says what is wrong, and where the usage is: not the
+		// usage itself, under which the line would scroll away.
+		fmt.Fprintf(a.stderr, "tern: %v\nSee \"%s --help\".\n", ue.err, ue.cmd.CommandPath())
 		return 2
 	}
 	if ce, ok := errors.AsType[*configError](err); ok {
@@ -154,7 +156,7 @@ https:// address, for the system's CAs), the token in $TERN_TOKEN (or
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{cmd: cmd, err: err}
+		return &usageError{cmd: cmd, err: flagError(cmd, err)}
 	})
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`; $TERN_DIR sets the default")
 	root.PersistentFlags().StringVar(&a.storage, "storage", a.getenv("TERN_STORAGE"), "the `URL` of the object store of the data directory's object logs, as for tern serve --storage; $TERN_STORAGE sets the default")
@@ -186,7 +188,7 @@ func version() string {
 }
 
 // usageError is a command line that does not fit the command: exit code 2,
-// and the command's usage is printed.
+// and a pointer to the command's --help.
 type usageError struct {
 	cmd *cobra.Command
 	err error

@@ -98,8 +98,9 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to print (default: where the log starts)")
-	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
+	numberVar(f, &from, "from", 0, 0, "the `offset` of the first entry to print (default: where the log starts)")
+	f.SetAnnotation("from", orAnnotation, []string{"--from-end"})
+	numberVar(f, &limit, "limit", 0, 0, "print at most `N` entries (default: no limit)")
 	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
 	f.BoolVar(&fromEnd, "from-end", false, "start where the log ends: with --follow, print only the entries appended from now on")
 	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")

@@ -386,8 +386,8 @@ func TestServeNoServer(t *testing.T) {
 func TestServerAndDir(t *testing.T) {
 	dir := t.TempDir()
 	stderr := fails(t, 2, dir, "", []string{"--server", "127.0.0.1:7070", "log", "list"}, "--server and --dir cannot be used together")
-	if !strings.Contains(stderr, "Usage:") {
-		t.Errorf("no usage printed:\n%s", stderr)
+	if !strings.Contains(stderr, `See "tern log list --help".`) || strings.Contains(stderr, "Usage:") {
+		t.Errorf("usage printed, or no pointer to --help:\n%s", stderr)
 	}
 	fails(t, 2, dir, "", []string{"serve"}, "tern serve takes its data directory from --data, not --dir")
 	r := ternEnv(t, nil, "--server", "127.0.0.1:7070", "serve")

@@ -85,7 +85,8 @@ SUB is 1 to 255 bytes of letters, digits, '.', '_' and '-'.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to deliver (default: where the log starts)")
+	numberVar(f, &from, "from", 0, 0, "the `offset` of the first entry to deliver (default: where the log starts)")
+	f.SetAnnotation("from", orAnnotation, []string{"--from-end"})
 	f.BoolVar(&fromEnd, "from-end", false, "deliver only the entries appended from now on")
 	f.BoolVar(&pin, "pin", false, "make retention keep the entries the subscription has not consumed")
 	return cmd
@@ -299,7 +300,7 @@ be reached for 30 seconds.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
+	numberVar(f, &limit, "limit", 0, 0, "print at most `N` entries (default: no limit)")
 	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
 	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")
 	return cmd

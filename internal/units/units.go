@@ -17,7 +17,7 @@ import (
 const BytesForm = "a number of bytes, optionally with a unit: 4096, 64KiB, 64MiB, 1GiB (or KB, MB, GB for powers of 1000)"
 
 // DurationForm says which durations ParseDuration takes, for error messages.
-const DurationForm = "a duration: a number with a unit, ns, us, ms, s, m, h, d (24h) or w (7d), such as 500ms, 10s, 90m, 3d or 1d12h"
+const DurationForm = "a number with a unit: ns, us, ms, s, m, h, d (24h) or w (7d), such as 500ms, 10s, 90m, 3d or 1d12h"
 
 // sizeUnits are the suffixes a size may carry, matched without regard to
 // case. "K", "M" and "G" alone are refused: they are 1000 to some and 1024
