@@ -46,7 +46,9 @@ func (a *app) benchCmd() *cobra.Command {
 system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
-tern serve, on logs created for the run and deleted afterwards. With --grpc
+tern serve, on logs created for the run and deleted afterwards: $TERN_SERVER
+counts as --server here too (give --dir to measure embedded). The first line
+of the output says what is measured: the workload's figures, and where. With --grpc
 --pairs N, measure both, embedded and through the server, N times each,
 alternating which goes first: the host's share of the CPU (steal) moves one
 run against the next, and the median of the pairs' ratios is steadier than
@@ -136,6 +138,10 @@ peers and writes docs/benchmarks.md.`,
 					return err
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					what := fmt.Sprintf("on quorum logs (ensemble %d, ack quorum %d) of a cluster of %d tern serve nodes started in %s", c.Ensemble, c.AckQuorum, c.Nodes, env.Dir)
+					if err := describeBench(cmd, spec, what); err != nil {
+						return nil, err
+					}
 					return single(driver.Quorum(ctx, env, spec, c))
 				})
 			}
@@ -151,6 +157,9 @@ peers and writes docs/benchmarks.md.`,
 					return err
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					if err := describeBench(cmd, spec, fmt.Sprintf("on Tern embedded in this process, object logs in %s (metadata in %s)", obj.storage, env.Dir)); err != nil {
+						return nil, err
+					}
 					return single(driver.Objects(ctx, env, spec, logs))
 				})
 			}
@@ -174,7 +183,11 @@ peers and writes docs/benchmarks.md.`,
 					base, test = driver.Loopback, driver.Secured(sec)
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-					if err := describeBench(cmd, env.Dir, spec, sec, pairs); err != nil {
+					what, err := describeSecured(env.Dir, sec, pairs)
+					if err != nil {
+						return nil, err
+					}
+					if err := describeBench(cmd, spec, what+fmt.Sprintf(", local logs (fsync %s) in %s", fsync, env.Dir)); err != nil {
 						return nil, err
 					}
 					return driver.Pairs(ctx, env, spec, fsync, pairs, base, test)
@@ -192,7 +205,22 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-				if err := describeBench(cmd, env.Dir, spec, sec, 0); err != nil {
+				what := fmt.Sprintf("on Tern embedded in this process, local logs (fsync %s) in %s", fsync, env.Dir)
+				switch {
+				case grpcLoopback:
+					s, err := describeSecured(env.Dir, sec, 0)
+					if err != nil {
+						return nil, err
+					}
+					what = s + fmt.Sprintf(", local logs (fsync %s) in %s", fsync, env.Dir)
+				case a.server != "":
+					from := "--server"
+					if !cmd.Flags().Changed("server") {
+						from = "$TERN_SERVER"
+					}
+					what = fmt.Sprintf("through the server at %s (%s), on logs created for the run and deleted after it; unset TERN_SERVER or give --dir to measure Tern embedded", a.server, from)
+				}
+				if err := describeBench(cmd, spec, what); err != nil {
 					return nil, err
 				}
 				return single(driver.Tern(ctx, env, spec, fsync, mode))
