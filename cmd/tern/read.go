@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os/signal"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -62,6 +64,7 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 			if !cmd.Flags().Changed("limit") {
 				limit = math.MaxUint64
 			}
+			ignorePipeSignal()
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
 			if err != nil {
@@ -91,8 +94,11 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 				end = info.End
 			}
 			err = readEntries(ctx, l, r, tern.Offset(from), end, limit, a.stdout, write)
-			if follow && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			switch {
+			case follow && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 				return nil // following ends when interrupted
+			case errors.Is(err, syscall.EPIPE):
+				return nil // the reader is done (head)
 			}
 			return readError(l.Name(), err)
 		},
@@ -152,6 +158,11 @@ func (a *app) reconnectNotify() tern.ReadOption {
 		}
 	})
 }
+
+// ignorePipeSignal makes a write to a closed pipe fail with EPIPE instead
+// of killing the process, so that read and consume end cleanly when their
+// reader does (head -1), consume having acknowledged what the reader took.
+func ignorePipeSignal() { signal.Ignore(syscall.SIGPIPE) }
 
 // readError explains a read below the log's start.
 func readError(name string, err error) error {
