@@ -82,6 +82,12 @@ func (f modeFlag) Set(s string) error {
 func (modeFlag) Type() string { return "local|object|quorum" }
 func (modeFlag) form() string { return "local, object or quorum" }
 
+// flagMessage is an error of a flag's Value that says all there is to say
+// after the flag's name.
+type flagMessage string
+
+func (m flagMessage) Error() string { return string(m) }
+
 // formed is a flag value that says which values it takes, for flagError.
 type formed interface{ form() string }
 
@@ -207,7 +213,7 @@ func flagError(cmd *cobra.Command, err error) error {
 // with cause.
 func invalidValue(f *pflag.Flag, value string, cause error) error {
 	form := valueForm(f)
-	if form == "" { // the Value's error says what it takes
+	if _, ok := errors.AsType[flagMessage](cause); form == "" || ok { // the Value's error says it all
 		return fmt.Errorf("--%s: %v", f.Name, cause)
 	}
 	shown := value
@@ -254,7 +260,7 @@ func valueNoun(f *pflag.Flag) string {
 	case "", "N", "int", "uint", "float", "int32", "uint32":
 		return "a number"
 	}
-	if strings.ContainsAny(name, "| ") {
+	if strings.ContainsAny(name, "|= ") {
 		return "valid"
 	}
 	if strings.ContainsRune("aeiou", rune(name[0])) {

@@ -51,7 +51,9 @@ one object per line:
 
 The payload is a string if it is UTF-8 text without control characters other
 than tab; otherwise it is base64 and the object has "encoding":"base64".
-Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
+Properties, if any, are printed as "properties":{"key":"value"}, the values
+strings as the payload is if they all are text, else all base64 and the
+object has "properties_encoding":"base64".`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if fromEnd && cmd.Flags().Changed("from") {
@@ -194,11 +196,31 @@ type jsonEntry struct {
 	Payload    string            `json:"payload"`
 	Encoding   string            `json:"encoding,omitempty"` // "base64", or empty for text
 	Time       string            `json:"time"`
-	Properties map[string][]byte `json:"properties,omitempty"` // base64, as encoding/json does []byte
+	Properties map[string]string `json:"properties,omitempty"`
+	// PropertiesEncoding is "base64" when a property's value is not text
+	// and the values are base64, or empty.
+	PropertiesEncoding string `json:"properties_encoding,omitempty"`
 }
 
 func writeJSON(w *bufio.Writer, e tern.Entry) error {
-	j := jsonEntry{Offset: e.Offset, Time: e.Time.UTC().Format(time.RFC3339Nano), Properties: e.Properties}
+	j := jsonEntry{Offset: e.Offset, Time: e.Time.UTC().Format(time.RFC3339Nano)}
+	if len(e.Properties) > 0 {
+		j.Properties = make(map[string]string, len(e.Properties))
+		text := true
+		for _, v := range e.Properties {
+			text = text && isText(v)
+		}
+		for k, v := range e.Properties {
+			if text {
+				j.Properties[k] = string(v)
+			} else {
+				j.Properties[k] = base64.StdEncoding.EncodeToString(v)
+			}
+		}
+		if !text {
+			j.PropertiesEncoding = "base64"
+		}
+	}
 	if isText(e.Payload) {
 		j.Payload = string(e.Payload)
 	} else {
