@@ -41,7 +41,8 @@ func (a *app) logCreateCmd() *cobra.Command {
 		Long: `Create a log. Its settings cannot be changed later.
 
 NAME is 1 to 255 bytes of letters, digits, '.', '_', '-' and '/', where '/'
-separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.
+separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB,
+1GiB; durations too: 500ms, 90s, 1h, 3d (days of 24 hours), 1w.
 
 A local log keeps its segments in the data directory, and --fsync says when
 an append is acknowledged. An object log keeps them in the object store
