@@ -145,7 +145,7 @@ func TestBenchConnect(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("bench left %v in --dir", left)
 	}
-	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections 0")
+	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections: 0 is too small: give a whole number, 1 or more")
 }
 
 // tern bench --storage measures object logs on the store, counts their

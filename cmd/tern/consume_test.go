@@ -128,3 +128,36 @@ func TestConsumeFromEnd(t *testing.T) {
 	}
 	fails(t, 1, dir, "", []string{"sub", "consume", "x", "nope", "--from-end"}, `subscription not found`, "tern sub create x nope")
 }
+
+// TestBinaryUsageErrors runs the built binary as a person would: a bad
+// value is one line naming the flag and what it takes, a pointer to the
+// help, and exit code 2; a duration takes days.
+func TestBinaryUsageErrors(t *testing.T) {
+	bin := buildTern(t)
+	dir := t.TempDir()
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--dir", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "TERN_SERVER=")
+		out, err := cmd.CombinedOutput()
+		if _, ok := errors.AsType[*exec.ExitError](err); err != nil && !ok {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	if out, code := run("log", "create", "x", "--retention-age", "3d"); code != 0 {
+		t.Fatalf("log create --retention-age 3d: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"read", "x", "--from", "-1"}, "tern: --from: -1 is not an offset: give a whole number, 0 or more, or --from-end\nSee \"tern read --help\".\n"},
+		{[]string{"log", "truncate", "x", "-3"}, "tern: OFFSET -3 is not an offset: give a whole number, 0 or more\nSee \"tern log truncate --help\".\n"},
+		{[]string{"read", "x", "--format", "xml"}, "tern: --format \"xml\": use text or json\nSee \"tern read --help\".\n"},
+	} {
+		if out, code := run(tc.args...); code != 2 || out != tc.want {
+			t.Errorf("tern %q: exit %d, printed:\n%s\nwant exit 2 and:\n%s", tc.args, code, out, tc.want)
+		}
+	}
+}
