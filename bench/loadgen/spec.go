@@ -78,6 +78,9 @@ type Spec struct {
 	Count int `json:"count,omitempty"`
 }
 
+// DefaultDuration is the measured time of a Spec that names none.
+const DefaultDuration = 10 * time.Second
+
 // Normalize fills in defaults and reports a spec that cannot run.
 func (s Spec) Normalize() (Spec, error) {
 	if s.Name == "" {
@@ -90,7 +93,7 @@ func (s Spec) Normalize() (Spec, error) {
 	s.Producers = max(s.Producers, 1)
 	s.Logs = max(s.Logs, 1)
 	if s.Duration == 0 {
-		s.Duration = 10 * time.Second
+		s.Duration = DefaultDuration
 	}
 	switch {
 	case !slices.Contains([]Kind{KindAppend, KindEndToEnd, KindCatchUp, KindPubSub, KindFailover}, s.Kind):

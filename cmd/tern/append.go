@@ -22,14 +22,26 @@ func (a *app) appendCmd() *cobra.Command {
 		batch     int
 		exclusive bool
 		epoch     uint64
-		ifEnd     int64
+		ifEnd     uint64
+		raw       bool
+		file      string
+		props     propsFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "append NAME",
-		Short: "Append the lines of stdin as entries",
+		Short: "Append the lines of stdin as entries, or all of stdin or a file as one",
 		Long: `Append each line of stdin as one entry, without its newline (nor a carriage
 return before it), and print the offset of each entry once it is acknowledged:
 one per line, in order.
+
+With --raw, all of stdin is one entry, bytes as they are (newlines
+included); with --file F, the bytes of file F are, for binary data. Either
+is refused, before anything is sent, when over the log's largest entry
+(its --max-entry-bytes, which counts the properties too).
+
+--prop KEY=VALUE (or -H KEY=VALUE, as kcat and nats spell headers), given
+once per property, sets properties on every entry appended; "tern read
+--format json" prints them.
 
 With --batch N, up to N lines at a time are appended atomically: after a crash
 either all of them are in the log or none.
@@ -47,17 +59,15 @@ get the offset that follows (someone else appended): the error says where
 the log ends.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if batch < 1 {
-				return usagef(cmd, "--batch %d: use 1 or more lines", batch)
+			whole := raw || file != ""
+			switch {
+			case raw && file != "":
+				return usagef(cmd, "--raw appends stdin and --file a file: give one")
+			case whole && cmd.Flags().Changed("batch"):
+				return usagef(cmd, "--batch gathers lines, and --%s appends one entry: leave --batch out", changedFlag(cmd, "raw", "file"))
 			}
 			if cmd.Flags().Changed("epoch") && !exclusive {
 				return usagef(cmd, "--epoch %d: an epoch is an exclusive writer's; add --exclusive", epoch)
-			}
-			if cmd.Flags().Changed("epoch") && epoch == 0 {
-				return usagef(cmd, "--epoch 0: epochs start at 1")
-			}
-			if cmd.Flags().Changed("if-end") && ifEnd < 0 {
-				return usagef(cmd, "--if-end %d: use an offset, 0 or more", ifEnd)
 			}
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
@@ -65,6 +75,21 @@ the log ends.`,
 				return err
 			}
 			defer done(&err)
+			limit := l.Options().MaxEntryBytes - props.bytes()
+			if limit < 0 {
+				return fmt.Errorf("the properties have %d bytes, over the largest entry log %q takes (%d bytes, its --max-entry-bytes): nothing was appended", props.bytes(), l.Name(), l.Options().MaxEntryBytes)
+			}
+			var payload []byte
+			switch {
+			case file != "":
+				if payload, err = readEntryFile(file, limit, props.bytes()); err != nil {
+					return err
+				}
+			case raw:
+				if payload, err = readEntryStdin(ctx, a.stdin, limit, props.bytes()); err != nil {
+					return err
+				}
+			}
 			var opts []tern.WriterOption
 			switch {
 			case !exclusive:
@@ -82,13 +107,28 @@ the log ends.`,
 			if cond {
 				at = tern.Offset(ifEnd)
 			}
-			return appendLines(ctx, w, a.stdin, a.stdout, l.Options().MaxEntryBytes, batch, cond, at)
+			if whole {
+				var aopts []tern.AppendOption
+				if cond {
+					aopts = append(aopts, tern.IfEnd(at))
+				}
+				off, err := w.Append(context.WithoutCancel(ctx), tern.Entry{Payload: payload, Properties: props.m}, aopts...)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(a.stdout, off)
+				return err
+			}
+			return appendLines(ctx, w, a.stdin, a.stdout, entryShape{limit, props.m, props.bytes()}, batch, cond, at)
 		},
 	}
-	cmd.Flags().IntVar(&batch, "batch", 1, "append up to `N` lines at a time, atomically")
+	cmd.Flags().BoolVar(&raw, "raw", false, "append all of stdin as one entry, bytes as they are")
+	cmd.Flags().StringVar(&file, "file", "", "append the bytes of this `file` as one entry")
+	cmd.Flags().VarP(&props, "prop", "H", "set the property KEY to VALUE on every entry; give it once per property")
+	numberVar(cmd.Flags(), &batch, "batch", 1, 1, "append up to `N` lines at a time, atomically")
 	cmd.Flags().BoolVar(&exclusive, "exclusive", false, "open an exclusive writer, fencing the log's other writers and shared producers")
-	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "with --exclusive, open the writer session of epoch `N` (lower than the log's fails, equal reopens it, higher fences it)")
-	cmd.Flags().Int64Var(&ifEnd, "if-end", 0, "append only if the log ends at offset `N`")
+	numberVar(cmd.Flags(), &epoch, "epoch", 0, 1, "with --exclusive, open the writer session of epoch `N` (lower than the log's fails, equal reopens it, higher fences it)")
+	numberVar(cmd.Flags(), &ifEnd, "if-end", 0, 0, "append only if the log ends at this `offset`")
 	return cmd
 }
 
@@ -107,7 +147,8 @@ type ack struct {
 //
 // With cond, every append is conditional on the log's end being at, plus
 // the entries appended before it, and waits for the one before it.
-func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Writer, maxEntryBytes, batch int, cond bool, at tern.Offset) error {
+func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Writer, shape entryShape, batch int, cond bool, at tern.Offset) error {
+	maxEntryBytes := shape.maxPayload
 	opts := func() []tern.AppendOption {
 		if !cond {
 			return nil
@@ -168,14 +209,14 @@ func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Write
 		// Conditional appends go one at a time: a queued one could land
 		// once the one before it failed its condition.
 		if batch == 1 && !cond {
-			p := w.AppendAsync(tern.Entry{Payload: b}, opts()...)
+			p := w.AppendAsync(tern.Entry{Payload: b, Properties: shape.props}, opts()...)
 			at++
 			if !send(ack{line: line, p: p}) {
 				break
 			}
 			continue
 		}
-		pend = append(pend, tern.Entry{Payload: bytes.Clone(b)})
+		pend = append(pend, tern.Entry{Payload: bytes.Clone(b), Properties: shape.props})
 		if len(pend) == batch && !flush() {
 			break
 		}
@@ -198,7 +239,11 @@ func appendLines(ctx context.Context, w *tern.Writer, in io.Reader, out io.Write
 		errs = append([]error{err}, errs...) // it happened first
 	}
 	if tooLong > 0 && len(errs) == 0 { // else an append failed first, and that is the news
-		errs = append(errs, fmt.Errorf("line %d is longer than %d bytes, the largest entry this log takes (its --max-entry-bytes): the lines before it were appended and their offsets printed; line %d and the lines after it were not", tooLong, maxEntryBytes, tooLong))
+		largest := "the largest entry this log takes (its --max-entry-bytes)"
+		if shape.propBytes > 0 {
+			largest = fmt.Sprintf("the largest entry this log takes (its --max-entry-bytes) less the %d bytes of the properties", shape.propBytes)
+		}
+		errs = append(errs, fmt.Errorf("line %d is longer than %d bytes, %s: the lines before it were appended and their offsets printed; line %d and the lines after it were not", tooLong, maxEntryBytes, largest, tooLong))
 	}
 	return errors.Join(errs...)
 }

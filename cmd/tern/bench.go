@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/driver"
@@ -45,7 +46,9 @@ func (a *app) benchCmd() *cobra.Command {
 system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
-tern serve, on logs created for the run and deleted afterwards. With --grpc
+tern serve, on logs created for the run and deleted afterwards: $TERN_SERVER
+counts as --server here too (give --dir to measure embedded). The first line
+of the output says what is measured: the workload's figures, and where. With --grpc
 --pairs N, measure both, embedded and through the server, N times each,
 alternating which goes first: the host's share of the CPU (steal) moves one
 run against the next, and the median of the pairs' ratios is steadier than
@@ -135,6 +138,10 @@ peers and writes docs/benchmarks.md.`,
 					return err
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					what := fmt.Sprintf("on quorum logs (ensemble %d, ack quorum %d) of a cluster of %d tern serve nodes started in %s", c.Ensemble, c.AckQuorum, c.Nodes, env.Dir)
+					if err := describeBench(cmd, spec, what); err != nil {
+						return nil, err
+					}
 					return single(driver.Quorum(ctx, env, spec, c))
 				})
 			}
@@ -150,11 +157,11 @@ peers and writes docs/benchmarks.md.`,
 					return err
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+					if err := describeBench(cmd, spec, fmt.Sprintf("on Tern embedded in this process, object logs in %s (metadata in %s)", obj.storage, env.Dir)); err != nil {
+						return nil, err
+					}
 					return single(driver.Objects(ctx, env, spec, logs))
 				})
-			}
-			if pairs < 0 {
-				return usagef(cmd, "--pairs must be 1 or more")
 			}
 			if dedupCost && (!grpcLoopback || pairs == 0) {
 				return usagef(cmd, "--dedup-cost compares the server with and without deduplication: add --grpc and --pairs N")
@@ -176,7 +183,11 @@ peers and writes docs/benchmarks.md.`,
 					base, test = driver.Loopback, driver.Secured(sec)
 				}
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-					if err := describeBench(cmd, env.Dir, spec, sec, pairs); err != nil {
+					what, err := describeSecured(env.Dir, sec, pairs)
+					if err != nil {
+						return nil, err
+					}
+					if err := describeBench(cmd, spec, what+fmt.Sprintf(", local logs (fsync %s) in %s", fsync, env.Dir)); err != nil {
 						return nil, err
 					}
 					return driver.Pairs(ctx, env, spec, fsync, pairs, base, test)
@@ -194,7 +205,22 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-				if err := describeBench(cmd, env.Dir, spec, sec, 0); err != nil {
+				what := fmt.Sprintf("on Tern embedded in this process, local logs (fsync %s) in %s", fsync, env.Dir)
+				switch {
+				case grpcLoopback:
+					s, err := describeSecured(env.Dir, sec, 0)
+					if err != nil {
+						return nil, err
+					}
+					what = s + fmt.Sprintf(", local logs (fsync %s) in %s", fsync, env.Dir)
+				case a.server != "":
+					from := "--server"
+					if !cmd.Flags().Changed("server") {
+						from = "$TERN_SERVER"
+					}
+					what = fmt.Sprintf("through the server at %s (%s), on logs created for the run and deleted after it; unset TERN_SERVER or give --dir to measure Tern embedded", a.server, from)
+				}
+				if err := describeBench(cmd, spec, what); err != nil {
 					return nil, err
 				}
 				return single(driver.Tern(ctx, env, spec, fsync, mode))
@@ -204,12 +230,12 @@ peers and writes docs/benchmarks.md.`,
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
-	cmd.Flags().IntVar(&pairs, "pairs", 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%); with --tls or --auth, the server in plaintext and secured")
+	numberVar(cmd.Flags(), &pairs, "pairs", 0, 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%); with --tls or --auth, the server in plaintext and secured")
 	cmd.Flags().BoolVar(&sec.TLS, "tls", false, "with --grpc: the server serves TLS, with a certificate made for the run")
 	cmd.Flags().BoolVar(&sec.Token, "auth", false, "with --grpc: the server has an auth file, and the client sends a bearer token")
 	cmd.Flags().BoolVar(&dedupCost, "dedup-cost", false, "with --grpc --pairs N: the pairs compare the server applying appends without their producers' numbers (unsafe) and with them, as it always does: what exactly-once retries cost")
 	obj.addFlags(cmd)
-	cmd.Flags().IntVar(&cl.nodes, "cluster", 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
+	numberVar(cmd.Flags(), &cl.nodes, "cluster", 0, 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")
 	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd(), a.benchFailoverCmd(), a.benchConnectCmd())
 	return cmd
@@ -221,7 +247,25 @@ func (f *benchFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the run to `file` (go tool pprof reads it)")
 	gfs := flag.NewFlagSet("", flag.ContinueOnError)
 	loadgen.AddSpecFlags(gfs, &f.spec)
-	cmd.Flags().AddGoFlagSet(gfs)
+	fs := cmd.Flags()
+	fs.AddGoFlagSet(gfs)
+	// The values of this CLI, so that bad ones get its errors and
+	// durations take "3d"; the defaults as they are, where loadgen's flags
+	// say 0 for "the workload's".
+	s := &f.spec
+	for name, v := range map[string]pflag.Value{
+		"entry-bytes": numberFlag[int]{&s.EntryBytes, 0}, "batch": numberFlag[int]{&s.Batch, 0},
+		"producers": numberFlag[int]{&s.Producers, 0}, "in-flight": numberFlag[int]{&s.InFlight, 0},
+		"logs": numberFlag[int]{&s.Logs, 0}, "count": numberFlag[int]{&s.Count, 0},
+		"duration": durationFlag{&s.Duration}, "warmup": durationFlag{&s.Warmup}, "total-bytes": sizeFlag{&s.TotalBytes},
+	} {
+		fs.Lookup(name).Value = v
+	}
+	for name, def := range map[string]string{"entry-bytes": "1024", "batch": "1", "producers": "1", "logs": "1"} {
+		fs.Lookup(name).Usage += " (default: the --workload's, else " + def + ")"
+	}
+	fs.Lookup("duration").DefValue = units.FormatDuration(loadgen.DefaultDuration)
+	fs.Lookup("warmup").DefValue = "0"
 }
 
 // resolve returns the workload the flags describe.
@@ -232,6 +276,9 @@ func (f *benchFlags) resolve(cmd *cobra.Command) (loadgen.Spec, error) {
 		if base, err = loadgen.Preset(f.workload); err != nil {
 			return base, usagef(cmd, "--workload: %v", strings.TrimPrefix(err.Error(), "loadgen: "))
 		}
+	}
+	if f.spec.Rate < 0 {
+		return base, usagef(cmd, "--rate: %v is too small: give a number of appends per second, 0 or more", f.spec.Rate)
 	}
 	spec, err := loadgen.MergeSpec(base, f.spec, cmd.Flags().Changed).Normalize()
 	if err != nil {
@@ -418,11 +465,11 @@ result with its name, as "tern bench disk" does:
 		},
 	}
 	cmd.Flags().StringVar(&size, "size", "4MiB", "object `size`")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "requests in flight")
-	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "measured time of each of PUT and GET")
+	numberVar(cmd.Flags(), &concurrency, "concurrency", 8, 1, "requests in flight")
+	durationVar(cmd.Flags(), &duration, "duration", 10*time.Second, "measured time of each of PUT and GET")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
 	cmd.Flags().BoolVar(&createBucket, "create-bucket", false, "create the bucket if it does not exist")
 	cmd.Flags().StringVar(&workload, "workload", "", "measure only what this workload on object logs is held against, under its name (see above)")
-	cmd.Flags().Int64Var(&totalBytes, "total-bytes", 0, "with a catch-up --workload: the bytes written as distinct objects and read once, cold (default: the workload's)")
+	cmd.Flags().Var(sizeFlag{&totalBytes}, "total-bytes", "with a catch-up --workload: the `size` written as distinct objects and read once, cold (default: the workload's)")
 	return cmd
 }

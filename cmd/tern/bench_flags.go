@@ -25,8 +25,8 @@ type objectFlags struct {
 func (o *objectFlags) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
-	f.DurationVar(&o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
-	f.IntVar(&o.opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	durationVar(f, &o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	numberVar(f, &o.opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
 }
 
 // check refuses the flags that do not go together, and takes the store's
@@ -75,9 +75,9 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) addFlags(cmd *cobra.Command, what string) {
-	cmd.Flags().IntVar(&f.ensemble, "ensemble", 3, "the nodes that hold each segment of a quorum log")
-	cmd.Flags().IntVar(&f.ackQuorum, "ack-quorum", 2, "the nodes that must hold an append before it is acknowledged")
-	cmd.Flags().DurationVar(&f.ttl, "node-ttl", 10*time.Second, "the nodes' lease: a dead node's logs move after it"+what)
+	numberVar(cmd.Flags(), &f.ensemble, "ensemble", 3, 1, "the nodes that hold each segment of a quorum log")
+	numberVar(cmd.Flags(), &f.ackQuorum, "ack-quorum", 2, 1, "the nodes that must hold an append before it is acknowledged")
+	durationVar(cmd.Flags(), &f.ttl, "node-ttl", 10*time.Second, "the nodes' lease: a dead node's logs move after it"+what)
 }
 
 // check refuses a cluster the logs cannot run on.
@@ -146,9 +146,6 @@ opened after 20ms. None of them was acknowledged.`,
 			if err := cl.check(cmd, cl.ensemble+1); err != nil {
 				return err
 			}
-			if kills < 1 {
-				return usagef(cmd, "--kills %d: kill at least once", kills)
-			}
 			c, err := a.cluster(cmd, cl)
 			if err != nil {
 				return err
@@ -158,8 +155,8 @@ opened after 20ms. None of them was acknowledged.`,
 			})
 		},
 	}
-	cmd.Flags().IntVar(&cl.nodes, "cluster", 4, "the nodes of the cluster: one more than --ensemble, so that a segment can start while a node is dead")
-	cmd.Flags().IntVar(&kills, "kills", 20, "how many times to kill the log's node")
+	numberVar(cmd.Flags(), &cl.nodes, "cluster", 4, 1, "the nodes of the cluster: one more than --ensemble, so that a segment can start while a node is dead")
+	numberVar(cmd.Flags(), &kills, "kills", 20, 1, "how many times to kill the log's node")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the result as a JSON line to this `file` (- for standard output)")
 	cl.addFlags(cmd, " (unless the others evict it sooner, as they do a node killed -9)")
 	return cmd

@@ -41,6 +41,10 @@ func TestBench(t *testing.T) {
 	if !strings.Contains(stdout, "conc-4k") || !strings.Contains(stdout, "p99.9") {
 		t.Fatalf("no table:\n%s", stdout)
 	}
+	// The first line says what is measured: the workload, and where.
+	if first, _, _ := strings.Cut(stdout, "\n"); !regexp.MustCompile(`^Measuring conc-4k \(4KiB entries, 8 producers, closed loop, for 300ms, after 100ms of warm-up\) on Tern embedded in this process, local logs \(fsync always\) in ` + regexp.QuoteMeta(dir) + `/tern-bench-[0-9]+\.$`).MatchString(first) {
+		t.Errorf("first line %q, want what is measured", first)
+	}
 	must(t, dir, "", "bench", "--entry-bytes", "100", "--in-flight", "64", "--duration", "200ms", "--fsync", "never", "--json", out)
 	rs := readResults(t, out)
 	if len(rs) != 2 {
@@ -99,7 +103,7 @@ func TestBenchTLS(t *testing.T) {
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "r.jsonl")
 	stdout := must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "200ms", "--warmup", "50ms", "--grpc", "--tls", "--auth", "--json", out)
 	first, _, _ := strings.Cut(stdout, "\n")
-	if !regexp.MustCompile(`^Measuring conc-1k through a server in this process .*, over TLS 1\.[23] \(.*ECDSA P-256.*\) with a bearer token\.$`).MatchString(first) {
+	if !regexp.MustCompile(`^Measuring conc-1k \(1KiB entries, 4 producers, closed loop, for 200ms, after 50ms of warm-up\) through a server in this process .*, over TLS 1\.[23] \(.*ECDSA P-256.*\) with a bearer token, local logs \(fsync always\) in .*\.$`).MatchString(first) {
 		t.Fatalf("first line %q, want what is measured", first)
 	}
 	must(t, dir, "", "bench", "--workload", "sync-1k", "--duration", "200ms", "--warmup", "50ms", "--grpc", "--tls", "--pairs", "1", "--json", out)
@@ -141,7 +145,7 @@ func TestBenchConnect(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("bench left %v in --dir", left)
 	}
-	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections 0")
+	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections: 0 is too small: give a whole number, 1 or more")
 }
 
 // tern bench --storage measures object logs on the store, counts their
@@ -216,7 +220,7 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "disk"}, "--workload is required")
 	fails(t, 2, dir, "", []string{"bench", "--pairs", "3"}, "--pairs compares the server with the embedded library: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--workload", "e2e-10k", "--grpc", "--pairs", "3"}, "closed-loop append workload")
-	fails(t, 2, dir, "", []string{"bench", "--grpc", "--pairs", "-1"}, "--pairs must be 1 or more")
+	fails(t, 2, dir, "", []string{"bench", "--grpc", "--pairs", "-1"}, "--pairs: -1 is too small: give a whole number, 0 or more")
 	fails(t, 2, dir, "", []string{"bench", "--tls"}, "--tls applies to the server tern bench starts: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--auth", "--pairs", "2"}, "--auth applies to the server tern bench starts: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
@@ -329,5 +333,34 @@ func TestBenchClusterUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ensemble", "5"}, "--ensemble 5 needs as many nodes")
 	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--ack-quorum", "4"}, "--ack-quorum 4")
 	fails(t, 2, dir, "", []string{"bench", "failover", "--cluster", "3"}, "at least 4")
-	fails(t, 2, dir, "", []string{"bench", "failover", "--kills", "0"}, "--kills 0")
+	fails(t, 2, dir, "", []string{"bench", "failover", "--kills", "0"}, "--kills: 0 is too small: give a whole number, 1 or more")
+	fails(t, 2, dir, "", []string{"bench", "--producers", "-1"}, "--producers: -1 is too small")
+	fails(t, 2, dir, "", []string{"bench", "--rate", "-5"}, "--rate: -5 is too small")
+	fails(t, 2, dir, "", []string{"bench", "--duration", "soon"}, "--duration: soon is not a duration", "3d")
+	fails(t, 2, dir, "", []string{"bench", "--total-bytes", "lots"}, "--total-bytes: lots is not a size", "64MiB")
+	fails(t, 2, dir, "", []string{"bench", "s3", "s3://b?endpoint=127.0.0.1:1", "--concurrency", "0"}, "--concurrency: 0 is too small")
+	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "x"}, "--connections: x is not a number")
+	fails(t, 2, dir, "", []string{"bench", "--cluster", "3", "--node-ttl", "1"}, "--node-ttl: 1 is not a duration")
+}
+
+// TestBenchSaysWhatItMeasures: with $TERN_SERVER set, as the quick start
+// has it, tern bench measures through that server, and its first line says
+// so before anything else; --help shows the real default of --duration.
+func TestBenchSaysWhatItMeasures(t *testing.T) {
+	addr := freeAddr(t) // nothing listens there
+	r := ternEnv(t, map[string]string{"TERN_SERVER": addr}, "bench", "--duration", "100ms")
+	first, _, _ := strings.Cut(r.stdout, "\n")
+	want := "Measuring custom (1KiB entries, 1 producer, closed loop, for 100ms) through the server at " + addr + " ($TERN_SERVER), on logs created for the run and deleted after it; unset TERN_SERVER or give --dir to measure Tern embedded."
+	if r.code != 1 || first != want || !strings.Contains(r.stderr, "cannot reach the tern server at "+addr) {
+		t.Errorf("bench with $TERN_SERVER: exit %d, first line %q, want %q; stderr:\n%s", r.code, first, want, r.stderr)
+	}
+	help := must(t, t.TempDir(), "", "bench", "--help")
+	for _, want := range []string{"measured time of append and e2e workloads (default 10s)", "--producers int", "(default: the --workload's, else 1)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("bench --help lacks %q", want)
+		}
+	}
+	if strings.Contains(help, "default 0s") {
+		t.Errorf("bench --help still says a default of 0s:\n%s", help)
+	}
 }

@@ -3,30 +3,76 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern/bench/driver"
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/units"
 )
 
-// describeBench prints, as the first line of tern bench --grpc --tls or
-// --auth, what is measured: how the server is reached, and with --pairs
-// what against. Its certificate is made in dir.
-func describeBench(cmd *cobra.Command, dir string, spec loadgen.Spec, sec driver.Security, pairs int) error {
-	if sec == (driver.Security{}) {
-		return nil
-	}
+// describeSecured says how tern bench --grpc reaches its server, with
+// --tls or --auth the TLS version and key exchange, and with --pairs what
+// against. Its certificate is made in dir.
+func describeSecured(dir string, sec driver.Security, pairs int) (string, error) {
 	what, err := driver.Describe(dir, sec)
 	if err != nil {
-		return err
+		return "", err
 	}
-	line := fmt.Sprintf("Measuring %s %s", spec.Name, what)
-	if pairs > 0 {
-		line += fmt.Sprintf(", against the same server in plaintext without an auth file, in %d alternating pairs", pairs)
+	switch {
+	case pairs > 0 && sec != (driver.Security{}):
+		what += fmt.Sprintf(", against the same server in plaintext without an auth file, in %d alternating pairs", pairs)
+	case pairs > 0:
+		what += fmt.Sprintf(", against Tern embedded in this process, in %d alternating pairs", pairs)
 	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), line+".")
+	return what, nil
+}
+
+// describeBench prints, as the first line of tern bench, what is measured:
+// the workload, and where (what), so that a run through $TERN_SERVER, say,
+// does not pass for one of the embedded library.
+func describeBench(cmd *cobra.Command, spec loadgen.Spec, what string) error {
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "Measuring %s (%s) %s.\n", spec.Name, specSummary(spec), what)
 	return err
+}
+
+// specSummary is the figures of a workload, for a person.
+func specSummary(s loadgen.Spec) string {
+	plural := func(n int, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", n, what)
+	}
+	parts := []string{units.FormatBytes(int64(s.EntryBytes)) + " entries"}
+	if s.Kind == loadgen.KindCatchUp {
+		return fmt.Sprintf("%s, %s written then read back", parts[0], units.FormatBytes(s.TotalBytes))
+	}
+	if s.Batch > 1 {
+		parts = append(parts, fmt.Sprintf("in batches of %d", s.Batch))
+	}
+	parts = append(parts, plural(s.Producers, "producer"))
+	if s.InFlight > 0 {
+		parts = append(parts, fmt.Sprintf("%d in flight each", s.InFlight))
+	}
+	if s.Logs > 1 {
+		parts = append(parts, fmt.Sprintf("over %d logs", s.Logs))
+	}
+	if s.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("open loop at %g appends/s", s.Rate))
+	} else {
+		parts = append(parts, "closed loop")
+	}
+	if s.Kind == loadgen.KindPubSub {
+		parts = append(parts, fmt.Sprintf("rounds of %d", s.Count))
+	} else {
+		parts = append(parts, "for "+units.FormatDuration(s.Duration))
+	}
+	if s.Warmup > 0 {
+		parts = append(parts, "after "+units.FormatDuration(s.Warmup)+" of warm-up")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (a *app) benchConnectCmd() *cobra.Command {
@@ -54,9 +100,6 @@ times; its entries/s, connections per second one at a time.`,
   tern bench connect --auth --connections 500 --json results.jsonl`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if n < 1 {
-				return usagef(cmd, "--connections %d: make at least one", n)
-			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
 				what, err := driver.Describe(env.Dir, driver.Security{TLS: true, Token: token})
 				if err != nil {
@@ -69,7 +112,7 @@ times; its entries/s, connections per second one at a time.`,
 			})
 		},
 	}
-	cmd.Flags().IntVar(&n, "connections", 300, "how many connections of each kind to time")
+	numberVar(cmd.Flags(), &n, "connections", 300, 1, "how many connections of each kind to time")
 	cmd.Flags().BoolVar(&token, "auth", false, "the server has an auth file, and the client sends a bearer token")
 	cmd.Flags().StringVar(&f.json, "json", "", "append the results as JSON lines to this `file` (- for standard output)")
 	return cmd

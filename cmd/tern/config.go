@@ -404,7 +404,7 @@ func (c serveConfig) checkCluster() error {
 	case c.Mode == string(tern.ModeLocal):
 		return configErrorf("mode local keeps a log on one node's disk, and the logs of a cluster move between its nodes: use --mode quorum (a node's default) or object (or $TERN_MODE, or mode: in the config file)")
 	}
-	if ttl, err := time.ParseDuration(c.NodeTTL); err != nil || ttl < time.Second {
+	if ttl, err := units.ParseDuration(c.NodeTTL); err != nil || ttl < time.Second {
 		return configErrorf("node TTL %q: use a duration of at least 1s, such as 10s, with --node-ttl (or $TERN_NODE_TTL, or node_ttl: in the config file)", c.NodeTTL)
 	}
 	if c.Advertise != "" {

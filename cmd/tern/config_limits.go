@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -153,7 +152,7 @@ func (l serveLimits) server() (server.Limits, error) {
 		}
 		s.MaxStreams = none(n)
 	}
-	d, err := time.ParseDuration(l.IdleConnectionTimeout)
+	d, err := units.ParseDuration(l.IdleConnectionTimeout)
 	if err != nil || d < 0 {
 		return s, configErrorf("idle connection timeout %q: use a duration such as 15m (0: never), with --idle-connection-timeout (or $TERN_IDLE_CONNECTION_TIMEOUT, or idle_connection_timeout: in the config file)", l.IdleConnectionTimeout)
 	}
@@ -161,7 +160,7 @@ func (l serveLimits) server() (server.Limits, error) {
 	if d == 0 {
 		s.IdleConnectionTimeout = -1
 	}
-	idle, err := time.ParseDuration(l.LogIdleTimeout)
+	idle, err := units.ParseDuration(l.LogIdleTimeout)
 	if err != nil || idle <= 0 {
 		return s, configErrorf("log idle timeout %q: use a duration such as 1m, with --log-idle-timeout (or $TERN_LOG_IDLE_TIMEOUT, or log_idle_timeout: in the config file)", l.LogIdleTimeout)
 	}

@@ -127,7 +127,7 @@ check fails.`,
 			return a.doctor(cmd.Context(), args[0], steps, jsonOut)
 		},
 	}
-	cmd.Flags().DurationVar(&d, "duration", defaultDoctorTime, "how long each check measures")
+	durationVar(cmd.Flags(), &d, "duration", defaultDoctorTime, "how long each check measures")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as one JSON object, with every figure measured")
 	return cmd
 }

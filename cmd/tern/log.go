@@ -41,7 +41,8 @@ func (a *app) logCreateCmd() *cobra.Command {
 		Long: `Create a log. Its settings cannot be changed later.
 
 NAME is 1 to 255 bytes of letters, digits, '.', '_', '-' and '/', where '/'
-separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB, 1GiB.
+separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB,
+1GiB; durations too: 500ms, 90s, 1h, 3d (days of 24 hours), 1w.
 
 A local log keeps its segments in the data directory, and --fsync says when
 an append is acknowledged. An object log keeps them in the object store
@@ -101,16 +102,16 @@ disk; sealed segments move to the object store.`,
 	f := cmd.Flags()
 	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory), object (the object store) or quorum (the nodes of a cluster, then the object store) (default: the server's --mode, or local)")
 	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
-	f.DurationVar(&opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
-	f.IntVar(&opts.UploadsInFlight, "uploads-in-flight", 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
-	f.IntVar(&opts.Ensemble, "ensemble", 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
-	f.IntVar(&opts.AckQuorum, "ack-quorum", 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
+	durationVar(f, &opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	numberVar(f, &opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	numberVar(f, &opts.Ensemble, "ensemble", 0, 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
+	numberVar(f, &opts.AckQuorum, "ack-quorum", 0, 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
 	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "local mode: when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
 	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", units.FormatBytes(tern.DefaultSegmentBytes)))
-	f.DurationVar(&opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", units.FormatDuration(tern.DefaultSegmentAge)))
-	f.DurationVar(&opts.RetentionAge, "retention-age", 0, "delete segments whose newest entry is older than this, e.g. 72h (default: keep all)")
+	durationVar(f, &opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", units.FormatDuration(tern.DefaultSegmentAge)))
+	durationVar(f, &opts.RetentionAge, "retention-age", 0, "delete segments whose newest entry is older than this, such as 72h or 3d (default: keep all)")
 	f.Var(sizeFlag{&opts.RetentionBytes}, "retention-bytes", "delete the oldest segments while the log is larger (default: keep all)")
-	f.Int64Var(&opts.RetentionEntries, "retention-entries", 0, "delete the oldest segments while the log has more than `N` entries (default: keep all)")
+	numberVar(f, &opts.RetentionEntries, "retention-entries", 0, 0, "delete the oldest segments while the log has more than `N` entries (default: keep all)")
 	f.Var(sizeFlag{&maxEntryBytes}, "max-entry-bytes", fmt.Sprintf("the largest entry, payload and properties (default %s)", units.FormatBytes(tern.DefaultMaxEntryBytes)))
 	return cmd
 }
@@ -199,7 +200,7 @@ the --page-token of the next page on standard error.`,
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the logs whose names start with this")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per log, as describe --json does")
-	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("list one page of at most this many logs (at most %d; default: every log)", tern.MaxListPageSize))
+	numberVar(cmd.Flags(), &limit, "limit", 0, 0, fmt.Sprintf("list one page of at most this many logs (at most %d; default: every log)", tern.MaxListPageSize))
 	cmd.Flags().StringVar(&token, "page-token", "", "list the page that starts after the one this token, printed by the last --limit, ends")
 	return cmd
 }

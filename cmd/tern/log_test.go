@@ -183,20 +183,29 @@ func TestCreateModeUsageErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{[]string{"--mode", "remote"}, []string{`invalid argument "remote" for "--mode"`, "use local, object or quorum"}},
+		{[]string{"--mode", "remote"}, []string{`--mode: remote is not valid: give local, object or quorum`}},
 		{[]string{"--mode", "local", "--flush-bytes", "1MiB"}, []string{"--flush-bytes applies to object logs, not to --mode local"}},
 		{[]string{"--mode", "local", "--flush-interval", "5ms"}, []string{"--flush-interval applies to object logs"}},
 		{[]string{"--mode", "local", "--uploads-in-flight", "8"}, []string{"--uploads-in-flight applies to object logs"}},
 		{[]string{"--uploads-in-flight", "8"}, []string{"--uploads-in-flight applies to object logs: add --mode object"}},
-		{[]string{"--mode", "object", "--flush-bytes", "lots"}, []string{`size "lots"`}},
+		{[]string{"--mode", "object", "--flush-bytes", "lots"}, []string{`--flush-bytes: lots is not a size: give a number of bytes`}},
+		{[]string{"--mode", "object", "--flush-interval", "-"}, []string{`--flush-interval: - is not a duration`, "3d"}},
+		{[]string{"--uploads-in-flight", "-1"}, []string{`--uploads-in-flight: -1 is too small: give a whole number, 0 or more`}},
+		{[]string{"--ensemble", "x"}, []string{`--ensemble: x is not a number: give a whole number, 0 or more`}},
+		{[]string{"--ack-quorum", "1.5"}, []string{`--ack-quorum: 1.5 is not a number`}},
+		{[]string{"--segment-bytes", "-1"}, []string{`--segment-bytes: -1 is not a size`}},
+		{[]string{"--retention-bytes", "1G"}, []string{`--retention-bytes: 1G is not a size`}},
+		{[]string{"--max-entry-bytes", "big"}, []string{`--max-entry-bytes: big is not a size`}},
+		{[]string{"--retention-entries", "-4"}, []string{`--retention-entries: -4 is too small`}},
+		{[]string{"--retention-age", "3 days"}, []string{`--retention-age: "3 days" is not a duration: give a number with a unit`, "3d"}},
 	} {
 		stderr := fails(t, 2, dir, "", append([]string{"log", "create", "y"}, tc.args...), tc.wants...)
-		if !strings.Contains(stderr, "Usage:") {
-			t.Errorf("tern log create %q: no usage printed:\n%s", tc.args, stderr)
+		if strings.Contains(stderr, "Usage:") || !strings.HasSuffix(stderr, "See \"tern log create --help\".\n") || strings.Count(stderr, "\n") != 2 {
+			t.Errorf("tern log create %q: not one line and a pointer to --help:\n%s", tc.args, stderr)
 		}
 	}
 	r := ternEnv(t, nil, "--storage", "dir://"+t.TempDir(), "--server", "127.0.0.1:7070", "log", "list")
-	if r.code != 2 || !strings.Contains(r.stderr, "tern: --server and --storage cannot be used together") || !strings.Contains(r.stderr, "Usage:") {
+	if r.code != 2 || !strings.Contains(r.stderr, "tern: --server and --storage cannot be used together") || strings.Contains(r.stderr, "Usage:") {
 		t.Errorf("tern --storage --server log list: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	// $TERN_STORAGE is for a data directory, and a server ignores it.

@@ -90,7 +90,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	}
 	if ue, ok := errors.AsType[*usageError](err); ok {
-		fmt.Fprintf(a.stderr, "tern: %v\n\n%s", ue.err, ue.cmd.UsageString())
+		// One line that says what is wrong, and where the usage is: not the
+		// usage itself, under which the line would scroll away.
+		fmt.Fprintf(a.stderr, "tern: %v\nSee \"%s --help\".\n", ue.err, ue.cmd.CommandPath())
 		return 2
 	}
 	if ce, ok := errors.AsType[*configError](err); ok {
@@ -162,7 +164,7 @@ https:// address, for the system's CAs), the token in $TERN_TOKEN (or
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{cmd: cmd, err: err}
+		return &usageError{cmd: cmd, err: flagError(cmd, err)}
 	})
 	root.PersistentFlags().StringVar(&a.dir, "data", dir, "the data `directory`, as for tern serve --data; $TERN_DATA sets the default")
 	root.PersistentFlags().StringVar(&a.dir, "dir", dir, "the data `directory`: the old name of --data")
@@ -210,7 +212,7 @@ func version() string {
 }
 
 // usageError is a command line that does not fit the command: exit code 2,
-// and the command's usage is printed.
+// and a pointer to the command's --help.
 type usageError struct {
 	cmd *cobra.Command
 	err error

@@ -79,18 +79,30 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"log", "create"}, []string{"tern log create needs NAME, got 0"}},
 		{[]string{"log", "list", "extra"}, []string{"takes no arguments"}},
 		{[]string{"log", "create", "y", "--nope"}, []string{"unknown flag: --nope"}},
-		{[]string{"log", "create", "y", "--fsync", "sometimes"}, []string{`invalid argument "sometimes" for "--fsync"`, "use always, interval:<duration> (unsafe) or never (unsafe)"}},
-		{[]string{"log", "create", "y", "--fsync", "interval:0s"}, []string{"positive duration"}},
-		{[]string{"log", "create", "y", "--segment-bytes", "12XB"}, []string{`size "12XB"`, "64MiB"}},
-		{[]string{"log", "create", "y", "--segment-age", "soon"}, []string{`"--segment-age"`}},
+		{[]string{"log", "create", "y", "--fsync", "sometimes"}, []string{`--fsync: sometimes is not a mode: give always, interval:DURATION with a positive DURATION such as interval:10ms (unsafe), or never (unsafe)`}},
+		{[]string{"log", "create", "y", "--fsync", "interval:0s"}, []string{"positive DURATION"}},
+		{[]string{"log", "create", "y", "--segment-bytes", "12XB"}, []string{`--segment-bytes: 12XB is not a size`, "64MiB"}},
+		{[]string{"log", "create", "y", "--segment-age", "soon"}, []string{`--segment-age: soon is not a duration: give a number with a unit`, "3d"}},
 		{[]string{"log", "truncate", "x", "ten"}, []string{`OFFSET "ten" is not an offset`}},
-		{[]string{"append", "x", "--batch", "0"}, []string{"--batch 0"}},
+		{[]string{"log", "truncate", "x", "-3"}, []string{`OFFSET -3 is not an offset: give a whole number, 0 or more`}},
+		{[]string{"sub", "seek", "x", "s", "-1"}, []string{`OFFSET -1 is not an offset: give a whole number, 0 or more`}},
+		{[]string{"read", "x", "-2"}, []string{`-2 is neither a flag nor an argument tern read takes`}},
+		{[]string{"append", "x", "--batch", "0"}, []string{"--batch: 0 is too small: give a whole number, 1 or more"}},
+		{[]string{"append", "x", "--exclusive", "--epoch", "0"}, []string{"--epoch: 0 is too small: give a whole number, 1 or more"}},
+		{[]string{"append", "x", "--if-end", "-1"}, []string{"--if-end: -1 is not an offset: give a whole number, 0 or more"}},
 		{[]string{"read", "x", "--format", "xml"}, []string{`--format "xml": use text or json`}},
-		{[]string{"read", "x", "--from", "-1"}, []string{`"--from"`}},
+		{[]string{"read", "x", "--from", "-1"}, []string{`--from: -1 is not an offset: give a whole number, 0 or more, or --from-end`}},
+		{[]string{"read", "x", "--from"}, []string{`--from needs a value: give a whole number, 0 or more, or --from-end`}},
+		{[]string{"read", "x", "--limit", "99999999999999999999"}, []string{`--limit: 99999999999999999999 is out of range: give a whole number, 0 or more`}},
+		{[]string{"sub", "consume", "x", "s", "--limit", "-1"}, []string{`--limit: -1 is not a number: give a whole number, 0 or more`}},
+		{[]string{"sub", "create", "x", "s", "--from", "x"}, []string{`--from: x is not an offset: give a whole number, 0 or more, or --from-end`}},
+		{[]string{"log", "list", "--limit", "-1"}, []string{`--limit: -1 is too small: give a whole number, 0 or more`}},
+		{[]string{"doctor", ".", "--duration", "1x"}, []string{`--duration: 1x is not a duration`}},
 	} {
 		stderr := fails(t, 2, dir, "", tc.args, tc.wants...)
-		if !strings.Contains(stderr, "Usage:") {
-			t.Errorf("tern %q: no usage printed:\n%s", tc.args, stderr)
+		// One line that says what is wrong, and where the usage is.
+		if strings.Contains(stderr, "Usage:") || strings.Count(stderr, "\n") != 2 || !strings.Contains(stderr, "\nSee \"tern ") || !strings.HasSuffix(stderr, " --help\".\n") {
+			t.Errorf("tern %q: not one line and a pointer to --help:\n%s", tc.args, stderr)
 		}
 		if strings.Contains(stderr, "Error:") || strings.Contains(stderr, "tern: tern:") {
 			t.Errorf("tern %q: error printed twice or doubly prefixed:\n%s", tc.args, stderr)

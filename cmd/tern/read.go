@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os/signal"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -49,7 +51,9 @@ one object per line:
 
 The payload is a string if it is UTF-8 text without control characters other
 than tab; otherwise it is base64 and the object has "encoding":"base64".
-Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
+Properties, if any, are printed as "properties":{"key":"value"}, the values
+strings as the payload is if they all are text, else all base64 and the
+object has "properties_encoding":"base64".`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if fromEnd && cmd.Flags().Changed("from") {
@@ -62,6 +66,7 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 			if !cmd.Flags().Changed("limit") {
 				limit = math.MaxUint64
 			}
+			ignorePipeSignal()
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
 			if err != nil {
@@ -91,15 +96,19 @@ Properties, if any, are printed as "properties":{"key":"<base64 value>"}.`,
 				end = info.End
 			}
 			err = readEntries(ctx, l, r, tern.Offset(from), end, limit, a.stdout, write)
-			if follow && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			switch {
+			case follow && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 				return nil // following ends when interrupted
+			case errors.Is(err, syscall.EPIPE):
+				return nil // the reader is done (head)
 			}
 			return readError(l.Name(), err)
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to print (default: where the log starts)")
-	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
+	numberVar(f, &from, "from", 0, 0, "the `offset` of the first entry to print (default: where the log starts)")
+	f.SetAnnotation("from", orAnnotation, []string{"--from-end"})
+	numberVar(f, &limit, "limit", 0, 0, "print at most `N` entries (default: no limit)")
 	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
 	f.BoolVar(&fromEnd, "from-end", false, "start where the log ends: with --follow, print only the entries appended from now on")
 	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")
@@ -152,6 +161,11 @@ func (a *app) reconnectNotify() tern.ReadOption {
 	})
 }
 
+// ignorePipeSignal makes a write to a closed pipe fail with EPIPE instead
+// of killing the process, so that read and consume end cleanly when their
+// reader does (head -1), consume having acknowledged what the reader took.
+func ignorePipeSignal() { signal.Ignore(syscall.SIGPIPE) }
+
 // readError explains a read below the log's start.
 func readError(name string, err error) error {
 	if te, ok := errors.AsType[*tern.TruncatedError](err); ok {
@@ -182,11 +196,31 @@ type jsonEntry struct {
 	Payload    string            `json:"payload"`
 	Encoding   string            `json:"encoding,omitempty"` // "base64", or empty for text
 	Time       string            `json:"time"`
-	Properties map[string][]byte `json:"properties,omitempty"` // base64, as encoding/json does []byte
+	Properties map[string]string `json:"properties,omitempty"`
+	// PropertiesEncoding is "base64" when a property's value is not text
+	// and the values are base64, or empty.
+	PropertiesEncoding string `json:"properties_encoding,omitempty"`
 }
 
 func writeJSON(w *bufio.Writer, e tern.Entry) error {
-	j := jsonEntry{Offset: e.Offset, Time: e.Time.UTC().Format(time.RFC3339Nano), Properties: e.Properties}
+	j := jsonEntry{Offset: e.Offset, Time: e.Time.UTC().Format(time.RFC3339Nano)}
+	if len(e.Properties) > 0 {
+		j.Properties = make(map[string]string, len(e.Properties))
+		text := true
+		for _, v := range e.Properties {
+			text = text && isText(v)
+		}
+		for k, v := range e.Properties {
+			if text {
+				j.Properties[k] = string(v)
+			} else {
+				j.Properties[k] = base64.StdEncoding.EncodeToString(v)
+			}
+		}
+		if !text {
+			j.PropertiesEncoding = "base64"
+		}
+	}
 	if isText(e.Payload) {
 		j.Payload = string(e.Payload)
 	} else {

@@ -51,7 +51,7 @@ func TestReadJSON(t *testing.T) {
 	want := []string{
 		`{"offset":2,"payload":"/2E=","encoding":"base64","time":"2025-01-02T03:04:05.000000006Z"}`,
 		`{"offset":3,"payload":"YmVsbAc=","encoding":"base64","time":"2025-01-02T03:04:05.000000006Z"}`,
-		`{"offset":4,"payload":"props","time":"2025-01-02T03:04:05.000000006Z","properties":{"k":"AAE="}}`,
+		`{"offset":4,"payload":"props","time":"2025-01-02T03:04:05.000000006Z","properties":{"k":"AAE="},"properties_encoding":"base64"}`,
 	}
 	if len(lines) != 5 || strings.Join(lines[2:], "\n") != strings.Join(want, "\n") {
 		t.Fatalf("read --format json printed:\n%s\nwant its last lines:\n%s", out, strings.Join(want, "\n"))

@@ -232,7 +232,7 @@ func TestTLSUsageErrors(t *testing.T) {
 		code  int
 		wants []string
 	}{
-		{nil, []string{"--data", dir, "--token", "x", "log", "list"}, 2, []string{"tern: --token applies to a server: give --server ADDR (or $TERN_SERVER), or leave it out", "Usage:"}},
+		{nil, []string{"--data", dir, "--token", "x", "log", "list"}, 2, []string{"tern: --token applies to a server: give --server ADDR (or $TERN_SERVER), or leave it out", `See "tern log list --help".`}},
 		{nil, []string{"--data", dir, "--tls-ca", caFile, "log", "list"}, 2, []string{"--tls-ca applies to a server"}},
 		{map[string]string{"TERN_SERVER": addr}, []string{"--data", dir, "--tls-server-name", "x", "log", "list"}, 2, []string{"--tls-server-name applies to a server"}},
 		{nil, []string{"--server", addr, "--tls-cert", certFile, "log", "list"}, 2, []string{"--tls-cert and --tls-key go together"}},

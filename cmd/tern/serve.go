@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/internal/certs"
 	"github.com/ternwal/tern/internal/server"
+	"github.com/ternwal/tern/internal/units"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -190,7 +190,7 @@ func (a *app) serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	if cfg.NodeID != "" {
-		if scfg.NodeTTL, err = time.ParseDuration(cfg.NodeTTL); err != nil {
+		if scfg.NodeTTL, err = units.ParseDuration(cfg.NodeTTL); err != nil {
 			return err
 		}
 	}

@@ -385,7 +385,10 @@ func TestServeNoServer(t *testing.T) {
 
 func TestServerAndDir(t *testing.T) {
 	dir := t.TempDir()
-	fails(t, 2, dir, "", []string{"--server", "127.0.0.1:7070", "log", "list"}, "--server and --data cannot be used together")
+	stderr := fails(t, 2, dir, "", []string{"--server", "127.0.0.1:7070", "log", "list"}, "--server and --data cannot be used together")
+	if !strings.Contains(stderr, `See "tern log list --help".`) || strings.Contains(stderr, "Usage:") {
+		t.Errorf("usage printed, or no pointer to --help:\n%s", stderr)
+	}
 	// --dir and $TERN_DIR are the old names of --data and $TERN_DATA,
 	// everywhere: they still work, and say so.
 	for _, args := range [][]string{{"serve", "--dir", dir, "--print-config"}, {"--dir", dir, "serve", "--print-config"}} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -85,7 +87,8 @@ SUB is 1 to 255 bytes of letters, digits, '.', '_' and '-'.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&from, "from", 0, "the `offset` of the first entry to deliver (default: where the log starts)")
+	numberVar(f, &from, "from", 0, 0, "the `offset` of the first entry to deliver (default: where the log starts)")
+	f.SetAnnotation("from", orAnnotation, []string{"--from-end"})
 	f.BoolVar(&fromEnd, "from-end", false, "deliver only the entries appended from now on")
 	f.BoolVar(&pin, "pin", false, "make retention keep the entries the subscription has not consumed")
 	return cmd
@@ -233,9 +236,9 @@ func (a *app) subDeleteCmd() *cobra.Command {
 
 func (a *app) subConsumeCmd() *cobra.Command {
 	var (
-		limit  uint64
-		follow bool
-		format string
+		limit           uint64
+		follow, fromEnd bool
+		format          string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume LOG SUB",
@@ -244,11 +247,20 @@ func (a *app) subConsumeCmd() *cobra.Command {
 the command starts; with --follow, go on printing entries as they are appended
 until interrupted. The output formats are those of "tern read".
 
-Each entry is acknowledged once it is printed (and stdout flushed), and the
-cursor is committed when the command ends: delivery is at least once, so an
-interrupted consume prints again, next time, at most the entries it had
-printed but not yet committed. Only one consumer of a subscription runs at a
-time: a new one takes over from the older.
+--from-end first moves the cursor to where LOG ends (as "tern sub seek LOG
+SUB END" would), skipping the entries not yet consumed, then consumes: with
+--follow, the entries appended from then on; without, none.
+
+Each entry is acknowledged once it has left the command: written to stdout
+and, when stdout is a pipe, taken from the pipe by the program reading it.
+So "tern sub consume LOG SUB | head -1" moves the cursor past the one entry
+head printed, however many were written into the pipe; when the reader
+closes the pipe, the command commits the cursor and exits 0. The cursor is
+committed at most every 100ms while consuming and when the command ends:
+delivery is at least once, so an interrupted consume prints again, next
+time, at most the entries it had printed but not yet committed. Only one
+consumer of a subscription runs at a time: a new one takes over from the
+older.
 
 On a server, a consumer whose server restarts, or whose log moves to another
 node, says so on stderr, reconnects and goes on from the subscription's
@@ -264,6 +276,7 @@ be reached for 30 seconds.`,
 			if !cmd.Flags().Changed("limit") {
 				limit = math.MaxUint64
 			}
+			ignorePipeSignal()
 			ctx := cmd.Context()
 			l, done, err := a.openLog(ctx, args[0])
 			if err != nil {
@@ -273,6 +286,11 @@ be reached for 30 seconds.`,
 			info, err := l.Info(ctx)
 			if err != nil {
 				return err
+			}
+			if fromEnd {
+				if err := l.Seek(ctx, args[1], info.End); err != nil {
+					return a.subErr(args[0], args[1], err)
+				}
 			}
 			s, err := l.Subscribe(ctx, args[1], a.reconnectNotify())
 			if err != nil {
@@ -291,15 +309,19 @@ be reached for 30 seconds.`,
 			if follow {
 				end = math.MaxUint64
 			}
-			err = consume(ctx, s, sub.Cursor, end, limit, a.stdout, write)
-			if follow && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = consume(ctx, s, sub.Cursor, end, limit, newPrintedWriter(a.stdout), write)
+			switch {
+			case follow && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 				return nil // following ends when interrupted
+			case errors.Is(err, syscall.EPIPE):
+				return nil // the reader is done; what it took is acknowledged
 			}
 			return a.consumeErr(args[0], args[1], err)
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&limit, "limit", 0, "print at most `N` entries (default: no limit)")
+	f.BoolVar(&fromEnd, "from-end", false, "first move the cursor to where the log ends, skipping what is not consumed yet: with --follow, print only the entries appended from now on")
+	numberVar(f, &limit, "limit", 0, 0, "print at most `N` entries (default: no limit)")
 	f.BoolVar(&follow, "follow", false, "go on printing entries as they are appended, until interrupted")
 	f.StringVar(&format, "format", "text", "the output `format`: text (payloads, one per line) or json (one object per line)")
 	return cmd
@@ -314,33 +336,67 @@ func (a *app) consumeErr(log, sub string, err error) error {
 }
 
 // consume writes the entries of s, whose cursor is at next, up to end or
-// limit entries, whichever comes first. It acknowledges each batch of
-// entries once they are flushed to out, so that an entry is acknowledged
-// only once printed.
-func consume(ctx context.Context, s *tern.Subscriber, next, end tern.Offset, limit uint64, out io.Writer, write func(*bufio.Writer, tern.Entry) error) error {
+// limit entries, whichever comes first. It acknowledges an entry once out
+// says the reader took it: after each batch is flushed, when a write
+// fails (a closed pipe), and at the end, once the reader took everything
+// or went away.
+func consume(ctx context.Context, s *tern.Subscriber, next, end tern.Offset, limit uint64, out *printedWriter, write func(*bufio.Writer, tern.Entry) error) error {
 	bw := bufio.NewWriterSize(out, 64<<10)
+	// printed are the entries written and not yet acknowledged, each with
+	// the bytes written to out once it is.
+	type mark struct {
+		off tern.Offset
+		end int64
+	}
+	var printed []mark
+	ack := func() error {
+		taken, n := out.taken(), 0
+		for n < len(printed) && printed[n].end <= taken {
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		off := printed[n-1].off
+		printed = append(printed[:0], printed[n:]...)
+		return s.Ack(off)
+	}
 	for limit > 0 && next < end {
 		if err := ctx.Err(); err != nil {
-			return err // else a fast writer could keep a follower going
+			return errors.Join(err, ack()) // else a fast writer could keep a follower going
 		}
 		es, err := s.NextBatch(ctx, int(min(limit, uint64(end-next), readBatch)))
 		if err != nil {
-			return err
+			return errors.Join(err, ack())
 		}
 		// The subscriber was opened without ticks: every item is an entry.
 		for _, e := range es {
 			if err := write(bw, e); err != nil {
-				return err
+				return errors.Join(err, ack())
 			}
+			printed = append(printed, mark{e.Offset, out.written + int64(bw.Buffered())})
 			next = e.Offset + 1
+			if !out.lockstep() {
+				continue
+			}
+			if err := bw.Flush(); err != nil {
+				return errors.Join(err, ack())
+			}
+			closed := out.drain(ctx)
+			if err := ack(); err != nil || closed {
+				return cmp.Or(err, error(syscall.EPIPE))
+			}
 		}
 		if err := bw.Flush(); err != nil {
-			return err
+			return errors.Join(err, ack())
 		}
-		if err := s.Ack(next - 1); err != nil {
+		if err := ack(); err != nil {
 			return err
 		}
 		limit -= min(limit, uint64(len(es)))
 	}
-	return nil
+	if out.drain(ctx) {
+		return errors.Join(syscall.EPIPE, ack())
+	}
+	return ack()
 }

@@ -62,7 +62,7 @@ func subScenario(t *testing.T, tern func(t *testing.T, stdin string, args ...str
 	must("", "sub", "create", "subs", "b", "--from-end", "--pin")
 	must("", "sub", "create", "subs", "c", "--from", "3")
 	fails(1, []string{"sub", "create", "subs", "a"}, `subscription already exists: "a"`, `tern sub describe subs a`)
-	fails(2, []string{"sub", "create", "subs", "d", "--from", "2", "--from-end"}, "--from and --from-end cannot be used together", "Usage:")
+	fails(2, []string{"sub", "create", "subs", "d", "--from", "2", "--from-end"}, "--from and --from-end cannot be used together", `See "tern sub create --help".`)
 	fails(1, []string{"sub", "create", "subs", "d", "--from", "99"}, "the log ends at 5")
 	fails(1, []string{"sub", "create", "subs", "bad/name"}, `invalid name: subscription "bad/name"`)
 	fails(1, []string{"sub", "create", "nope", "a"}, `log not found: "nope"`, "tern log create nope")

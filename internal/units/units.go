@@ -1,7 +1,8 @@
 // Package units reads and writes sizes and durations as people type them
-// on a command line and read them in a report: "64MiB", "1GB", "1h30m".
-// What FormatBytes and FormatDuration print parses back with ParseBytes and
-// time.ParseDuration to the same value.
+// on a command line and read them in a report: "64MiB", "1GB", "1h30m",
+// "3d". What FormatBytes and FormatDuration print parses back with
+// ParseBytes and ParseDuration (and FormatDuration's with
+// time.ParseDuration too) to the same value.
 package units
 
 import (
@@ -11,6 +12,12 @@ import (
 	"strings"
 	"time"
 )
+
+// BytesForm says which sizes ParseBytes takes, for error messages.
+const BytesForm = "a number of bytes, optionally with a unit: 4096, 64KiB, 64MiB, 1GiB (or KB, MB, GB for powers of 1000)"
+
+// DurationForm says which durations ParseDuration takes, for error messages.
+const DurationForm = "a number with a unit: ns, us, ms, s, m, h, d (24h) or w (7d), such as 500ms, 10s, 90m, 3d or 1d12h"
 
 // sizeUnits are the suffixes a size may carry, matched without regard to
 // case. "K", "M" and "G" alone are refused: they are 1000 to some and 1024
@@ -34,7 +41,7 @@ func ParseBytes(s string) (int64, error) {
 	unit, ok := sizeUnits[strings.ToLower(strings.TrimSpace(s[len(num):]))]
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
 	if !ok || err != nil || n < 0 {
-		return 0, fmt.Errorf("size %q: use a number of bytes, optionally with a unit: 4096, 64KiB, 64MiB, 1GiB (or KB, MB, GB for powers of 1000)", s)
+		return 0, fmt.Errorf("size %q: use %s", s, BytesForm)
 	}
 	if n > math.MaxInt64/unit {
 		return 0, fmt.Errorf("size %q is too large", s)
@@ -68,4 +75,69 @@ func FormatDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// longUnits are the units ParseDuration takes beyond time.ParseDuration's.
+var longUnits = map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour}
+
+// ParseDuration parses a duration as time.ParseDuration does ("1h30m",
+// "500ms", "-2s"), and also with the units d (24 hours) and w (7 days), alone
+// or combined with the others: "3d", "1w", "1.5d", "1d12h". A day is 24
+// hours here, whatever the calendar says.
+func ParseDuration(s string) (time.Duration, error) {
+	bad := func() (time.Duration, error) {
+		return 0, fmt.Errorf("duration %q: use %s", s, DurationForm)
+	}
+	rest := strings.TrimLeft(s, "+-")
+	if len(s)-len(rest) > 1 {
+		return bad()
+	}
+	switch {
+	case rest == "":
+		return bad()
+	case rest == "0":
+		return 0, nil
+	}
+	neg := strings.HasPrefix(s, "-")
+	var (
+		total time.Duration // of the d and w parts
+		std   strings.Builder
+	)
+	for rest != "" {
+		num := rest[:len(rest)-len(strings.TrimLeft(rest, "0123456789."))]
+		rest = rest[len(num):]
+		unit := rest[:len(rest)-len(strings.TrimLeft(rest, "abcdefghijklmnopqrstuvwxyzµμ"))]
+		rest = rest[len(unit):]
+		if num == "" || unit == "" {
+			return bad()
+		}
+		long, ok := longUnits[unit]
+		if !ok {
+			std.WriteString(num + unit)
+			continue
+		}
+		n, err := time.ParseDuration(num + "h")
+		if err != nil {
+			return bad()
+		}
+		per := long / time.Hour
+		if n > math.MaxInt64/per || total > math.MaxInt64-n*per {
+			return 0, fmt.Errorf("duration %q is too long: at most 106751d (about 292 years)", s)
+		}
+		total += n * per
+	}
+	d := time.Duration(0)
+	if std.Len() > 0 {
+		var err error
+		if d, err = time.ParseDuration(std.String()); err != nil {
+			return bad() // an unknown unit, or over 290 years
+		}
+	}
+	if d > math.MaxInt64-total {
+		return 0, fmt.Errorf("duration %q is too long: at most 106751d (about 292 years)", s)
+	}
+	if neg {
+		return -(d + total), nil
+	}
+	return d + total, nil
 }
