@@ -47,7 +47,7 @@ system's temporary directory), removed afterwards. With --grpc, measure it
 through a server started in this process on that directory (embedded etcd,
 gRPC on loopback, the remote Go client); with --server, through a running
 tern serve, on logs created for the run and deleted afterwards: $TERN_SERVER
-counts as --server here too (give --dir to measure embedded). The first line
+counts as --server here too (give --data to measure embedded). The first line
 of the output says what is measured: the workload's figures, and where. With --grpc
 --pairs N, measure both, embedded and through the server, N times each,
 alternating which goes first: the host's share of the CPU (steal) moves one
@@ -218,7 +218,7 @@ peers and writes docs/benchmarks.md.`,
 					if !cmd.Flags().Changed("server") {
 						from = "$TERN_SERVER"
 					}
-					what = fmt.Sprintf("through the server at %s (%s), on logs created for the run and deleted after it; unset TERN_SERVER or give --dir to measure Tern embedded", a.server, from)
+					what = fmt.Sprintf("through the server at %s (%s), on logs created for the run and deleted after it; unset TERN_SERVER or give --data to measure Tern embedded", a.server, from)
 				}
 				if err := describeBench(cmd, spec, what); err != nil {
 					return nil, err

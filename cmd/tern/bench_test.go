@@ -62,7 +62,7 @@ func TestBench(t *testing.T) {
 	}
 	// The directory measured in is removed afterwards.
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("bench left %v in --dir", left)
+		t.Fatalf("bench left %v in --data", left)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestBenchPairs(t *testing.T) {
 		}
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("bench left %v in --dir", left)
+		t.Fatalf("bench left %v in --data", left)
 	}
 }
 
@@ -120,7 +120,7 @@ func TestBenchTLS(t *testing.T) {
 		t.Errorf("pair: median_ratio %v, notes %q", r.Extra["median_ratio"], r.Notes)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("bench left %v in --dir", left)
+		t.Fatalf("bench left %v in --data", left)
 	}
 }
 
@@ -143,7 +143,7 @@ func TestBenchConnect(t *testing.T) {
 		}
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("bench left %v in --dir", left)
+		t.Fatalf("bench left %v in --data", left)
 	}
 	fails(t, 2, dir, "", []string{"bench", "connect", "--connections", "0"}, "--connections: 0 is too small: give a whole number, 1 or more")
 }
@@ -185,7 +185,7 @@ func TestBenchStorage(t *testing.T) {
 		t.Fatalf("the store holds %q after the run", left)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("bench left %v in --dir", left)
+		t.Fatalf("bench left %v in --data", left)
 	}
 }
 
@@ -350,7 +350,7 @@ func TestBenchSaysWhatItMeasures(t *testing.T) {
 	addr := freeAddr(t) // nothing listens there
 	r := ternEnv(t, map[string]string{"TERN_SERVER": addr}, "bench", "--duration", "100ms")
 	first, _, _ := strings.Cut(r.stdout, "\n")
-	want := "Measuring custom (1KiB entries, 1 producer, closed loop, for 100ms) through the server at " + addr + " ($TERN_SERVER), on logs created for the run and deleted after it; unset TERN_SERVER or give --dir to measure Tern embedded."
+	want := "Measuring custom (1KiB entries, 1 producer, closed loop, for 100ms) through the server at " + addr + " ($TERN_SERVER), on logs created for the run and deleted after it; unset TERN_SERVER or give --data to measure Tern embedded."
 	if r.code != 1 || first != want || !strings.Contains(r.stderr, "cannot reach the tern server at "+addr) {
 		t.Errorf("bench with $TERN_SERVER: exit %d, first line %q, want %q; stderr:\n%s", r.code, first, want, r.stderr)
 	}

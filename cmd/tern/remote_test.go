@@ -246,7 +246,7 @@ func TestTLSUsageErrors(t *testing.T) {
 		wantExit(t, ternAt(t, tc.env, "", tc.args...), tc.code, tc.args, tc.wants...)
 	}
 	// The variables are ignored on a data directory, as $TERN_SERVER's
-	// address is under --dir.
+	// address is under --data.
 	env := map[string]string{"TERN_TOKEN": "x", "TERN_TLS_CERT": certFile}
 	wantExit(t, ternAt(t, env, "", "--data", dir, "log", "create", "l"), 0, []string{"log", "create"})
 }
