@@ -213,7 +213,18 @@ func clusterMetrics(t *testing.T, env []string, storage string) map[string]*dto.
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, 10)
+	// One writer before and after the kill: its segment's ensemble holds
+	// the killed node.
+	w, err := l.OpenWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 10 {
+		if _, err := w.Append(ctx, client.Entry{Payload: fmt.Appendf(nil, "entry %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	info, err := l.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -226,15 +237,10 @@ func clusterMetrics(t *testing.T, env []string, storage string) map[string]*dto.
 			break
 		}
 	}
-	// The owner finds the replica gone at once (its stream breaks) or at
-	// the next append; the append may fail while a new ensemble cannot be
-	// chosen: what matters is the metric.
-	w, err := l.OpenWriter(ctx)
-	if err == nil {
-		actx := ctxFor(t, 10*time.Second)
-		w.Append(actx, client.Entry{Payload: []byte("after the kill")})
-		w.Close()
-	}
+	// The owner finds the replica gone when its stream breaks, or at this
+	// append, which may fail while no new ensemble can be chosen: what
+	// matters here is the metric.
+	w.Append(ctxFor(t, 10*time.Second), client.Entry{Payload: []byte("after the kill")})
 	nodes[owner].waitFor(t, "the owner to drop the killed replica", func(mfs map[string]*dto.MetricFamily) bool {
 		return total(mfs["tern_quorum_replica_lost_total"]) > 0
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,9 +14,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
 )
 
 // The files under test, from this directory.
@@ -306,12 +307,40 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// TestPrometheusConfig checks that the scrape example loads as Prometheus
-// loads its configuration, and names alerts.yml.
+// scrapeConfig is the part of Prometheus's configuration the example
+// uses; decoding refuses other fields, so that a misspelt one fails here.
+// (Prometheus's own loader, package config, would double what this module
+// builds.)
+type scrapeConfig struct {
+	Global struct {
+		ScrapeInterval     model.Duration `yaml:"scrape_interval"`
+		EvaluationInterval model.Duration `yaml:"evaluation_interval"`
+	} `yaml:"global"`
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		StaticConfigs []struct {
+			Targets []string          `yaml:"targets"`
+			Labels  map[string]string `yaml:"labels"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+// TestPrometheusConfig checks that the scrape example decodes strictly,
+// loads alerts.yml, and names its jobs as the alerts expect.
 func TestPrometheusConfig(t *testing.T) {
-	cfg, err := config.LoadFile(promConfig, false, slog.New(slog.DiscardHandler))
+	data, err := os.ReadFile(promConfig)
 	if err != nil {
 		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var cfg scrapeConfig
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("%s: %v", promConfig, err)
+	}
+	if cfg.Global.ScrapeInterval <= 0 || cfg.Global.EvaluationInterval <= 0 {
+		t.Errorf("global: scrape_interval %v, evaluation_interval %v: want both", cfg.Global.ScrapeInterval, cfg.Global.EvaluationInterval)
 	}
 	if len(cfg.ScrapeConfigs) < 2 {
 		t.Errorf("%d scrape configs, want a standalone server's and a cluster's", len(cfg.ScrapeConfigs))
@@ -322,6 +351,16 @@ func TestPrometheusConfig(t *testing.T) {
 	for _, sc := range cfg.ScrapeConfigs {
 		if !strings.HasPrefix(sc.JobName, "tern") {
 			t.Errorf("job %q: alerts.yml's TernDown expects job names starting with tern", sc.JobName)
+		}
+		if len(sc.StaticConfigs) == 0 || len(sc.StaticConfigs[0].Targets) == 0 {
+			t.Errorf("job %q has no targets", sc.JobName)
+		}
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				if _, _, err := net.SplitHostPort(target); err != nil {
+					t.Errorf("job %q: target %q: %v", sc.JobName, target, err)
+				}
+			}
 		}
 	}
 }

@@ -24,7 +24,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	return &engineMetrics{
 		fsync: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tern_fsync_duration_seconds",
-			Help:    "Time each fdatasync of a local log's segment took (one per group commit with fsync=always). tern doctor calls a disk healthy at a p99 under 10ms.",
+			Help:    "Time each fdatasync of a local log's segment took (one per group commit with fsync=always, one per interval with fsync=interval). tern doctor calls a disk healthy at a p99 under 10ms.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16), // 50µs to ~1.6s
 		})),
 		objectRequests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
