@@ -1,6 +1,8 @@
 package tern
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/ternwal/tern/internal/blob"
@@ -16,22 +18,14 @@ type Observer struct {
 	Sync func(time.Duration)
 	// Object is told each request to the object store of the object and
 	// quorum logs: its operation ("put", "get", "getrange", "stat", "list",
-	// "delete"), how long it took, and its error: nil, one that wraps
-	// ErrObjectNotFound or ErrObjectExists (answers, not failures), or a
-	// failure.
-	Object func(op string, d time.Duration, err error)
+	// "delete"), its result ("ok"; "not_found" and "exists", which are
+	// answers; "error", a failure), and how long it took.
+	Object func(op, result string, d time.Duration)
 	// ReplicaLost is told the node ID of each replica dropped from the
 	// ensemble of a quorum log's open segment (it failed, or fell behind);
 	// the segment then rolls to a new ensemble.
 	ReplicaLost func(node string)
 }
-
-// Errors an Observer's Object func is given for a request the store
-// answered as expected rather than failed.
-var (
-	ErrObjectNotFound = blob.ErrNotFound
-	ErrObjectExists   = blob.ErrExist
-)
 
 // Bucket returns b, its requests reported to o.Object (b itself when that
 // is nil): tern serve wraps a node's bucket of quorum offloads with it.
@@ -39,5 +33,17 @@ func (o Observer) Bucket(b blob.Bucket) blob.Bucket {
 	if b == nil || o.Object == nil {
 		return b
 	}
-	return blob.Observe(b, func(op blob.Op, d time.Duration, err error) { o.Object(string(op), d, err) })
+	return blob.Observe(b, func(op blob.Op, d time.Duration, err error) {
+		result := "ok"
+		switch {
+		case err == nil, errors.Is(err, io.EOF): // a GetRange past the object's end
+		case errors.Is(err, blob.ErrNotFound):
+			result = "not_found"
+		case errors.Is(err, blob.ErrExist):
+			result = "exists"
+		default:
+			result = "error"
+		}
+		o.Object(string(op), result, d)
+	})
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,17 +51,7 @@ func (m *engineMetrics) observer() tern.Observer {
 	}
 }
 
-func (m *engineMetrics) object(op string, d time.Duration, err error) {
-	result := "ok"
-	switch {
-	case err == nil:
-	case errors.Is(err, tern.ErrObjectNotFound):
-		result = "not_found"
-	case errors.Is(err, tern.ErrObjectExists):
-		result = "exists"
-	default:
-		result = "error"
-	}
+func (m *engineMetrics) object(op, result string, d time.Duration) {
 	m.objectRequests.WithLabelValues(op, result).Inc()
 	m.objectLatency.WithLabelValues(op).Observe(d.Seconds())
 }
