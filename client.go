@@ -115,6 +115,8 @@ type Options struct {
 	// oldest, down to its newest. Zero: no shared bound, and each open log
 	// keeps up to 16 MiB. tern serve sets it from --memory-limit.
 	ObjectCacheBytes int64
+	// Observer is told what the engines do, for metrics. Default: nothing.
+	Observer Observer
 
 	// Server is the address (host:port) of a Tern server (tern serve). When
 	// it is set, the client works on the server's logs over gRPC (through

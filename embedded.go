@@ -91,6 +91,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	bucket = opts.Observer.Bucket(bucket)
 	store, err := openMeta(ctx, opts)
 	if err != nil {
 		if bucket != nil {
@@ -101,6 +102,7 @@ func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {
 	c := &embeddedClient{opts: opts, fs: fs, meta: store, bucket: bucket, logs: map[string]weak.Pointer[embeddedLog]{},
 		counts: map[string]logCount{}, open: map[*embeddedLog]struct{}{}, noCompaction: map[uint64]bool{},
 		disk: wal.NewDisk(fs, opts.Dir, opts.DiskReserveBytes, opts.Logger)}
+	c.disk.ObserveSync(opts.Observer.Sync)
 	if c.install, err = installation(ctx, bucket, store, opts); err != nil {
 		c.closeStores()
 		return nil, err

@@ -137,6 +137,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 				Log:    m.ID,
 				Node:   c.opts.Cluster.Node,
 				Live:   c.opts.Cluster.Live,
+				Lost:   c.opts.Observer.ReplicaLost,
 			})
 		} else {
 			ol, err = objlog.Open(ctx, oo)

@@ -227,6 +227,9 @@ func (e *ensemble) lose(i int, err error) {
 	go s.Close()
 	e.p.logger.Warn("replica dropped from the ensemble; the segment rolls to a new one", "prefix", e.p.prefix, "segment", e.seq, "replica", e.ids[i], "err", err)
 	e.p.noteFailed(e.ids[i])
+	if lost := e.p.r.Lost; lost != nil {
+		lost(e.ids[i])
+	}
 	e.resolve(failed, fail)
 	e.wake()
 }

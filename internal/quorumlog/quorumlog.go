@@ -59,6 +59,11 @@ type Replicas struct {
 	LagTimeout time.Duration
 	// CallTimeout bounds each fence, list, read and seal call; default 10s.
 	CallTimeout time.Duration
+	// Lost, if not nil, is told the ID of each replica dropped from a
+	// segment's ensemble (it failed, or fell behind for LagTimeout), after
+	// which the segment rolls to a new ensemble. It must be cheap and safe
+	// for concurrent use (a metric).
+	Lost func(node string)
 }
 
 func (r *Replicas) setDefaults() {

@@ -14,6 +14,7 @@ type metrics struct {
 	appendLatency prometheus.Histogram
 	readEntries   prometheus.Counter
 	streams       *prometheus.GaugeVec // kind
+	lags          *lagSet              // the open Read and Subscribe streams' positions
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,6 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tern_server_streams",
 			Help: "Open streams, by kind (read, subscribe, append).",
 		}, []string{"kind"})),
+		lags: register(reg, newLagSet()),
 	}
 }
 

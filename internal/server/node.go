@@ -38,8 +38,9 @@ type clusterNode struct {
 // cluster as id at addr. A node restarted at once after a crash finds its
 // old lease still there: it waits up to ttl for it to lapse.
 // It first checks that its certificate is one the other nodes accept, and
-// that the live members and it accept each other (probeMembers).
-func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, tlsCerts *certs.Store, policy *auth.Policy, logger *slog.Logger) (*clusterNode, error) {
+// that the live members and it accept each other (probeMembers). The
+// requests of its offloads to the object store are reported to obs.
+func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr string, tlsCerts *certs.Store, policy *auth.Policy, logger *slog.Logger, obs tern.Observer) (*clusterNode, error) {
 	if err := checkNodeCert(tlsCerts, policy); err != nil {
 		return nil, fmt.Errorf("join the cluster as %s: %w", cfg.NodeID, err)
 	}
@@ -54,6 +55,7 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", st.URL, err)
 	}
+	bucket = obs.Bucket(bucket) // the uploads of sealed segments, as the object logs' requests
 	dir := filepath.Join(cfg.Data, "replica")
 	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger,
 		MemBytes: budgetsOf(cfg.MemoryLimitBytes).replicaBytes})

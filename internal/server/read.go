@@ -66,6 +66,9 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 	}
 
 	next := from
+	lag := s.metrics.lags.track(l, false)
+	defer s.metrics.lags.untrack(lag)
+	lag.at(next, false)
 	for req.GetFollow() || next < info.End {
 		n := max
 		if !req.GetFollow() {
@@ -83,6 +86,7 @@ func (s *Server) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) er
 				next = e.Offset + 1
 			}
 		}
+		lag.at(next, false)
 	}
 	return nil
 }
@@ -240,17 +244,20 @@ func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
 		return wire(s.streamErr("subscribe", err))
 	}
 
+	lag := s.metrics.lags.track(l, true)
+	defer s.metrics.lags.untrack(lag)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	acksDone := make(chan struct{})
 	go func() {
 		defer close(acksDone)
-		cancel(s.acks(stream, sub)) // always an error: the end of the acks
+		cancel(s.acks(stream, sub, lag)) // always an error: the end of the acks
 	}()
 
 	for err == nil {
 		var es []tern.Entry
 		if es, err = sub.NextBatch(ctx, defaultReadBatch); err == nil {
+			cursorAt(lag, es)
 			err = s.send(stream, es)
 		}
 	}
@@ -272,9 +279,21 @@ func (s *Server) Subscribe(stream ternpb.Tern_SubscribeServer) error {
 	return wire(s.streamErr("subscribe", err))
 }
 
+// cursorAt gives lag, before the subscription's first delivery, the
+// cursor it delivers from: its first entry's offset.
+func cursorAt(lag *lagPos, es []tern.Entry) {
+	for _, e := range es {
+		if !e.IsTick {
+			lag.at(e.Offset, true)
+			return
+		}
+	}
+}
+
 // acks hands the stream's acknowledgements to sub until the stream ends,
-// and returns why: errClientDone when the client closed its side.
-func (s *Server) acks(stream ternpb.Tern_SubscribeServer, sub *tern.Subscriber) error {
+// and returns why: errClientDone when the client closed its side. lag
+// follows the cursor they move.
+func (s *Server) acks(stream ternpb.Tern_SubscribeServer, sub *tern.Subscriber, lag *lagPos) error {
 	for {
 		req, err := stream.Recv()
 		switch {
@@ -286,6 +305,7 @@ func (s *Server) acks(stream ternpb.Tern_SubscribeServer, sub *tern.Subscriber) 
 			if err := sub.Ack(tern.Offset(req.GetAck().GetOffset())); err != nil {
 				return err
 			}
+			lag.at(tern.Offset(req.GetAck().GetOffset())+1, false)
 		case req.GetStart() != nil:
 			return errInvalid("a Subscribe stream has one Start: the later messages must be Acks")
 		default:

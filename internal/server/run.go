@@ -30,7 +30,6 @@ import (
 	"github.com/ternwal/tern/internal/certs"
 	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/replica"
-	"github.com/ternwal/tern/internal/vfs"
 )
 
 // Time limits of a running server.
@@ -265,17 +264,20 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 	}
 	etcdHealth := newEtcdHealth(etcdCli, probe)
 	reg.MustRegister(etcdHealth)
+	registerMemory(reg, cfg.MemoryLimitBytes, budgets)
+	observer := newEngineMetrics(reg).observer()
 
 	var node *clusterNode
 	var clusterOpt tern.Cluster
 	if cfg.NodeID != "" {
 		addr := cmp.Or(cfg.Advertise, DialAddr(grpcLis.Addr()))
-		if node, err = startNode(ctx, cfg, etcdCli, addr, r.certs, policy, logger); err != nil {
+		if node, err = startNode(ctx, cfg, etcdCli, addr, r.certs, policy, logger, observer); err != nil {
 			return nil, err
 		}
 		r.undo.push("leave the cluster", node.close)
 		clusterOpt = node.set
 		r.lost = node.node.Lost()
+		registerCluster(reg, node)
 		logger.Info("cluster node", "id", cfg.NodeID, "addr", addr, "ttl", cfg.NodeTTL)
 	}
 
@@ -287,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 
 		DiskReserveBytes:       cfg.DiskReserveBytes,
 		ObjectCacheBytes:       budgets.cacheBytes,
+		Observer:               observer,
 		MaxLogs:                cfg.Limits.MaxLogs,
 		MaxLogsPerPrefix:       cfg.Limits.MaxLogsPerPrefix,
 		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
@@ -619,32 +622,4 @@ func checkEtcdDir(data, dir string) error {
 	}
 	return fmt.Errorf("the data directory %s has its metadata in etcd, and the embedded etcd's directory %s holds no etcd data: the metadata is elsewhere; start with the --etcd-dir that holds it (by default %s), or the --etcd it was in, or with a new --data",
 		data, dir, filepath.Join(data, "etcd"))
-}
-
-// registerDisk exports the state of the data directory's disk: whether
-// appends are refused for want of space (tern_disk_full, as /readyz says),
-// and the free space an unprivileged writer has there.
-func registerDisk(reg prometheus.Registerer, dir string, c *tern.Client) {
-	labels := prometheus.Labels{"dir": dir}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "tern_disk_full",
-		Help:        "1 while appends to the local logs are refused because the disk of the data directory is full (or below --disk-reserve), else 0.",
-		ConstLabels: labels,
-	}, func() float64 {
-		if h, err := c.Health(); err == nil && h.NoSpace != "" {
-			return 1
-		}
-		return 0
-	}))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "tern_disk_free_bytes",
-		Help:        "Free bytes on the filesystem of the data directory, as statfs(2) reports them to an unprivileged process.",
-		ConstLabels: labels,
-	}, func() float64 {
-		s, ok, err := vfs.SpaceOf(vfs.OS, dir)
-		if err != nil || !ok {
-			return -1
-		}
-		return float64(s.Free)
-	}))
 }

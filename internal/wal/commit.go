@@ -191,7 +191,7 @@ func (l *Log) write(groups []*engine.Group) error {
 		}
 		if l.opts.Sync == SyncAlways {
 			l.syncs.Add(1)
-			return l.w.Sync()
+			return l.opts.Disk.sync(l.w)
 		}
 		l.dirty = true
 		return nil
@@ -302,7 +302,7 @@ func (l *Log) Sync() error {
 		return nil
 	}
 	l.syncs.Add(1)
-	if err := l.w.Sync(); err != nil {
+	if err := l.opts.Disk.sync(l.w); err != nil {
 		l.fail(err)
 		return err
 	}

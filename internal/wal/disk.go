@@ -25,6 +25,7 @@ type Disk struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	space   func() (vfs.Space, bool, error) // statfs; tests swap it
+	onSync  func(time.Duration)             // ObserveSync's; nil: none
 
 	mu      sync.Mutex
 	full    string    // why appends are refused or failing; empty while there is room
@@ -69,6 +70,22 @@ func NewDisk(fs vfs.FS, dir string, reserve int64, logger *slog.Logger) *Disk {
 	d.reserve = max(d.reserve, 0)
 	d.logger.Info("appends leave a reserve of free space on the disk", "dir", dir, "reserve", units.FormatBytes(d.reserve))
 	return d
+}
+
+// ObserveSync makes every fdatasync of a segment of the directory's logs
+// report how long it took to fn, which must be cheap and safe for
+// concurrent use (a metric). Call it before the Disk is used.
+func (d *Disk) ObserveSync(fn func(time.Duration)) { d.onSync = fn }
+
+// sync syncs w, and reports how long it took to the observer.
+func (d *Disk) sync(w interface{ Sync() error }) error {
+	if d == nil || d.onSync == nil {
+		return w.Sync()
+	}
+	start := time.Now()
+	err := w.Sync()
+	d.onSync(time.Since(start))
+	return err
 }
 
 // Full returns the data directory while appends to its logs are refused or
