@@ -4,6 +4,15 @@
 DURATION ?= 10m
 SEED ?=
 
+.PHONY: install
+# install puts tern into $(go env GOBIN), else $(go env GOPATH)/bin, as
+# go install ./cmd/tern does, and says where, and whether that is on PATH.
+install:
+	go install ./cmd/tern
+	@bin=$$(go env GOBIN); bin=$${bin:-$$(go env GOPATH)/bin}; \
+	echo "installed $$bin/tern"; \
+	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "$$bin is not on your PATH: add it (export PATH=\"$$bin:\$$PATH\"), or run $$bin/tern";; esac
+
 .PHONY: torture
 torture:
 	scripts/install
