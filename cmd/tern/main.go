@@ -324,9 +324,26 @@ func (a *app) storageOptions() (tern.StorageOptions, error) {
 // server ADDR".
 func (a *app) where() string {
 	if a.server != "" {
-		return "on server " + a.server
+		return "on server " + a.serverShown()
 	}
 	return "in " + a.dir
+}
+
+// serverShown is --server as dialed, for messages: each node's host:port,
+// with the port that was left out (127.0.0.1 is 127.0.0.1:7070).
+func (a *app) serverShown() string {
+	nodes := strings.Split(a.server, ",")
+	for i, n := range nodes {
+		addr, https, err := serverAddr(n)
+		if err != nil {
+			return a.server
+		}
+		if https {
+			addr = "https://" + addr
+		}
+		nodes[i] = addr
+	}
+	return strings.Join(nodes, ",")
 }
 
 // serverErr explains an error that says the server cannot be reached
@@ -337,7 +354,7 @@ func (a *app) serverErr(err error) error {
 	if a.server == "" || st == nil || st.Code() != codes.Unavailable {
 		return err
 	}
-	return fmt.Errorf("cannot reach the tern server at %s (%s): is \"tern serve\" running there? check --server (or $TERN_SERVER)", a.server, st.Message())
+	return fmt.Errorf("cannot reach the tern server at %s (%s): is \"tern serve\" running there? check --server (or $TERN_SERVER)", a.serverShown(), st.Message())
 }
 
 // grpcStatus is the gRPC status err wraps, or nil: the status itself, not
