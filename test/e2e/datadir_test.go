@@ -166,3 +166,17 @@ func checkPrivate(t *testing.T, root string) {
 		t.Fatalf("walked %d paths under %s: the data directory is not what it should be", n, root)
 	}
 }
+
+// The CLI finds a stopped server's metadata under the etcd root the server
+// used (--etcd-root), which the directory's mark names.
+func TestCLIOnStoppedServerWithEtcdRoot(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	s := startServer(t, data, "--etcd-root", "/custom/root/")
+	if code, out := runTern(t, "--server", s.addr, "log", "create", "rooted"); code != 0 {
+		t.Fatalf("log create through the server: exit %d\n%s", code, out)
+	}
+	s.stop()
+	if code, out := runTern(t, "--data", data, "log", "list"); code != 0 || !strings.Contains(out, "rooted") {
+		t.Fatalf("log list on the stopped server's directory: exit %d, want rooted listed\n%s", code, out)
+	}
+}
