@@ -4,30 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a strings.Builder safe for the handler's writes and the
-// test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The server logs one line per change of what /readyz answers, not one per
 // look: ready at start, not ready with the reason, ready again, and a
@@ -46,7 +26,7 @@ func TestReadinessWatchLogsChanges(t *testing.T) {
 		}
 		return fail.Load().(string), notes
 	})
-	var out lockedBuffer
+	var out logBuffer
 	logger := slog.New(slog.NewTextHandler(&out, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
