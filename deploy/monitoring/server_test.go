@@ -81,6 +81,24 @@ func startServer(t *testing.T, name string, env []string, httpTLS *tls.Config, a
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A port freeAddr found free may be taken (by a connection of another
+	// test's process) before the server binds it: start again on others.
+	for attempt := 1; ; attempt++ {
+		s, taken := tryStart(t, bin, name, env, httpTLS, args)
+		if !taken || attempt == 3 {
+			if taken {
+				t.Fatalf("%s: its ports were taken before it bound them, 3 times:\n%s", name, s.stderr.tail(8<<10))
+			}
+			return s
+		}
+		t.Logf("%s: a port was taken before tern serve bound it; starting it again on others", name)
+	}
+}
+
+// tryStart is one attempt of startServer: it reports taken, with the
+// server exited, when a port it was given was in use.
+func tryStart(t *testing.T, bin, name string, env []string, httpTLS *tls.Config, args []string) (_ *server, taken bool) {
+	t.Helper()
 	s := &server{t: t, name: name, addr: freeAddr(t), httpAddr: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{}),
 		http: &http.Client{Timeout: 10 * time.Second}, scheme: "http"}
 	if httpTLS != nil {
@@ -108,13 +126,16 @@ func startServer(t *testing.T, name string, env []string, httpTLS *tls.Config, a
 	for {
 		select {
 		case <-s.exited:
+			if strings.Contains(s.stderr.tail(8<<10), "address already in use") {
+				return s, true
+			}
 			t.Fatalf("%s (tern serve %s) exited at start:\n%s", name, strings.Join(args, " "), s.stderr.tail(8<<10))
 		default:
 		}
 		if resp, err := s.http.Get(s.url("/readyz")); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return s, false
 			}
 		}
 		if time.Now().After(deadline) {
