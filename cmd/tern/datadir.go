@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/internal/meta"
@@ -87,8 +88,8 @@ func (a *app) lockedErr(err error) error {
 		return err
 	}
 	info, ok := server.ReadServeFile(a.dir)
-	if !ok {
-		return err
+	if !ok || syscall.Kill(info.PID, 0) != nil {
+		return err // no server's file, or a killed server's: another process has it
 	}
 	hint := ""
 	if info.TLS {
