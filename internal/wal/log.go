@@ -69,6 +69,12 @@ type Log struct {
 	tail     uint64          // the next offset to assign
 	dirty    bool            // the active segment has unsynced writes
 	syncs    atomic.Uint64   // fdatasync calls, for Stats
+	// The pipeline (pipeline.go).
+	written  []*round      // rounds written and waiting for a flight, oldest first
+	flight   *flight       // the fdatasync in the air; nil if none
+	lastSync time.Duration // how long the last flight's fdatasync took
+	acked    int           // appends the last flight acknowledged, until a gather waits for them
+	ackTime  time.Time     // when it acknowledged them
 
 	// mu guards the state below, which readers and appenders see.
 	mu    sync.Mutex
@@ -85,6 +91,8 @@ type Log struct {
 	advanced  chan struct{}  // closed when end moves, ticks arrive, or the log closes
 	owned     func() bool    // the current writer's claim check; nil: always owned
 	closed    bool
+	ackedAt   uint64 // queue.Added() when the last rounds were acknowledged
+	want      uint64 // wake the committer when queue.Added() reaches this; 0: no one waits
 
 	readers engine.Readers
 	failed  error
