@@ -24,7 +24,7 @@ type Group struct {
 	// committed at those offsets or not at all (see Queue.Rewind).
 	Conditional bool
 	Appends     int // the appends encoded in B
-	Outcome     // Base: for a tick, its position, the tail when its turn came
+	Outcome         // Base: for a tick, its position, the tail when its turn came
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
