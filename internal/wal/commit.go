@@ -116,7 +116,7 @@ func (l *Log) commit(groups []*engine.Group) {
 	if failed == nil && l.owned != nil && !l.owned() {
 		failed = engine.NotOwned()
 	}
-	r := &round{groups: groups[:0:0]}
+	r := l.newRound()
 	for _, g := range groups {
 		switch {
 		case failed != nil:

@@ -75,6 +75,10 @@ type Log struct {
 	lastSync time.Duration // how long the last flight's fdatasync took
 	acked    int           // appends the last flight acknowledged, until a gather waits for them
 	ackTime  time.Time     // when it acknowledged them
+	spare    []*round      // settled rounds, to be used again
+
+	flights    chan *flight // to the syncer goroutine, with SyncAlways
+	syncerDone chan struct{}
 
 	// mu guards the state below, which readers and appenders see.
 	mu    sync.Mutex
@@ -124,6 +128,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	l.readers = engine.NewReaders(&l.mu)
 	if err := l.recover(); err != nil {
 		return nil, err
+	}
+	if opts.Sync == SyncAlways {
+		l.flights, l.syncerDone = make(chan *flight, 1), make(chan struct{})
+		go l.syncer()
 	}
 	go l.run()
 	if opts.Sync == SyncInterval {
@@ -279,6 +287,10 @@ func (l *Log) Close() error {
 	}
 	engine.Wake(l.wake)
 	<-l.finished
+	if l.flights != nil {
+		close(l.flights)
+		<-l.syncerDone
+	}
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone

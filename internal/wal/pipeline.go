@@ -35,6 +35,7 @@ type round struct {
 // err and took are set before done is closed.
 type flight struct {
 	rounds []*round
+	w      *segment.Writer // the segment synced
 	done   chan struct{}
 	err    error
 	took   time.Duration
@@ -78,16 +79,30 @@ func (l *Log) startFlight() {
 		l.settle(rounds, last.tail, last.info)
 		return
 	}
-	f := &flight{rounds: rounds, done: make(chan struct{})}
+	f := &flight{rounds: rounds, w: l.w, done: make(chan struct{})}
 	l.flight = f
 	l.syncs.Add(1)
-	w := l.w
-	go func() {
+	l.flights <- f
+}
+
+// syncer runs the flights sent on l.flights, one at a time, until the
+// channel is closed. When a flight returns it settles it at once if
+// commitMu is free (saving the committer's wake-up on the path of every
+// acknowledgement); otherwise the holder of commitMu settles it.
+func (l *Log) syncer() {
+	defer close(l.syncerDone)
+	for f := range l.flights {
 		start := time.Now()
-		f.err = l.opts.Disk.sync(writtenSyncer{w})
+		f.err = l.opts.Disk.sync(writtenSyncer{f.w})
 		f.took = time.Since(start)
 		close(f.done)
-	}()
+		if l.commitMu.TryLock() {
+			if l.flight == f {
+				l.settleFlight()
+			}
+			l.commitMu.Unlock()
+		}
+	}
 }
 
 // settleFlight waits for the flight in the air, if any, and acknowledges
@@ -191,6 +206,35 @@ func (l *Log) settle(rounds []*round, end uint64, info segment.Info) {
 			g.Finish(nil)
 		}
 	}
+	l.recycle(rounds)
+}
+
+// newRound returns an empty round, recycled if one is spare. The caller
+// holds commitMu.
+func (l *Log) newRound() *round {
+	if n := len(l.spare); n > 0 {
+		r := l.spare[n-1]
+		l.spare = l.spare[:n-1]
+		return r
+	}
+	return new(round)
+}
+
+// recycle keeps the settled rounds, and the slice that held them, for the
+// next rounds: a round per fdatasync is otherwise garbage. The caller holds
+// commitMu and has no other reference to them.
+func (l *Log) recycle(rounds []*round) {
+	for _, r := range rounds {
+		clear(r.groups)
+		*r = round{groups: r.groups[:0]}
+		if len(l.spare) < 64 {
+			l.spare = append(l.spare, r)
+		}
+	}
+	clear(rounds)
+	if l.written == nil {
+		l.written = rounds[:0]
+	}
 }
 
 // gather, called before a flight starts, gives the producers the last
@@ -206,9 +250,12 @@ func (l *Log) gather() {
 	}
 	target := l.ackedAt + uint64(l.acked)
 	l.acked = 0
+	l.mu.Lock()
+	ready := l.queue.Added() >= target
+	l.mu.Unlock()
 	wait := time.Until(l.ackTime.Add(min(l.lastSync/2, gatherMax)))
 	var timeout <-chan time.Time
-	if wait > 0 {
+	if wait > 0 && !ready {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		timeout = t.C
