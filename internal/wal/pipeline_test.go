@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
@@ -137,5 +139,77 @@ func checkHolds(t *testing.T, fs vfs.FS, acked map[uint64]string, what string) {
 		if off >= end || string(got[off].Payload) != p {
 			t.Fatalf("%s: the log ends at %d and lost %q, acknowledged at offset %d", what, end, p, off)
 		}
+	}
+}
+
+// A fence while a flight is in the air and rounds are written behind it:
+// once Fence returns, an append of the old writer that was not answered by
+// then is never acknowledged, and the new writer's appends follow every
+// acknowledged one.
+func TestFenceSettlesThePipeline(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := vfs.WithErrors(mem, func(o vfs.Op, _ string) error {
+		if o == vfs.OpSync {
+			time.Sleep(200 * time.Microsecond)
+		}
+		return nil
+	})
+	l, err := Open(t.Context(), Options{FS: fs, Dir: "/data/log", Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var pending []engine.Pending
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pend, err := l.Append(1, []record.Entry{{Payload: fmt.Appendf(nil, "p%d-%d", p, i)}}, engine.AppendOptions{})
+				if err != nil {
+					return // fenced
+				}
+				mu.Lock()
+				pending = append(pending, pend)
+				mu.Unlock()
+				time.Sleep(time.Duration(i%3) * 50 * time.Microsecond)
+			}
+		})
+	}
+	for l.Stats().End < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Fence(t.Context(), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	seen := slices.Clone(pending)
+	mu.Unlock()
+	answered := make([]bool, len(seen))
+	for i, p := range seen {
+		answered[i] = isClosed(p.Done())
+	}
+	close(stop)
+	wg.Wait()
+	var last uint64
+	for i, p := range seen {
+		off, err := p.Wait(t.Context())
+		switch {
+		case err == nil && !answered[i]:
+			t.Fatalf("an append of the fenced writer, unanswered when Fence returned, was acknowledged at offset %d", off)
+		case err == nil:
+			last = max(last, off+1)
+		case !errors.Is(err, rpcerr.ErrFenced):
+			t.Fatalf("an append of the fenced writer failed with %v, want ErrFenced", err)
+		}
+	}
+	if off := appendWait(t, l, 2, "new writer"); off != last {
+		t.Fatalf("the new writer's first append got offset %d, want %d, after the last acknowledged", off, last)
 	}
 }
