@@ -1,6 +1,7 @@
 // Package wal is the local engine: the write path and read path of one log
-// kept in local segment files. It owns the committer (one write and one
-// fdatasync a round), writer fencing, segment rolling, recovery, the closed
+// kept in local segment files. It owns the committer (one write a round,
+// and one fdatasync in flight at a time, covering the rounds written before
+// it started), writer fencing, segment rolling, recovery, the closed
 // record, and reading segment files. It meets engine.Engine; the
 // group-commit queue, the reader set-up (where a reader may start, what it
 // does at the tail, tick delivery) and the retention policy it applies are
