@@ -93,11 +93,28 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
+// SyncWritten makes durable every batch whose Append returned before the
+// call. Unlike the Writer's other methods it may run in another goroutine
+// while one goroutine goes on appending (the batches appended meanwhile may
+// or may not be covered); it must not overlap Sync, Rewind, Seal or Close.
+// A failure does not mark the Writer broken: the caller must not count on
+// anything appended since its last good sync, and must Rewind to a state
+// synced before appending again.
+func (w *Writer) SyncWritten() error {
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
 // Mark is a point a Writer can be rewound to.
 type Mark struct {
 	info    Info
 	indexed int64
 }
+
+// Info describes the segment as it was at the mark.
+func (m Mark) Info() Info { return m.info }
 
 // Mark records the writer's current state.
 func (w *Writer) Mark() Mark { return Mark{info: w.info, indexed: w.indexed} }

@@ -69,6 +69,16 @@ type Log struct {
 	tail     uint64          // the next offset to assign
 	dirty    bool            // the active segment has unsynced writes
 	syncs    atomic.Uint64   // fdatasync calls, for Stats
+	// The pipeline (pipeline.go).
+	written  []*round      // rounds written and waiting for a flight, oldest first
+	flight   *flight       // the fdatasync in the air; nil if none
+	lastSync time.Duration // how long the last flight's fdatasync took
+	acked    int           // appends the last flight acknowledged, until a gather waits for them
+	ackTime  time.Time     // when it acknowledged them
+	spare    []*round      // settled rounds, to be used again
+
+	flights    chan *flight // to the syncer goroutine, with SyncAlways
+	syncerDone chan struct{}
 
 	// mu guards the state below, which readers and appenders see.
 	mu    sync.Mutex
@@ -85,6 +95,8 @@ type Log struct {
 	advanced  chan struct{}  // closed when end moves, ticks arrive, or the log closes
 	owned     func() bool    // the current writer's claim check; nil: always owned
 	closed    bool
+	ackedAt   uint64 // queue.Added() when the last rounds were acknowledged
+	want      uint64 // wake the committer when queue.Added() reaches this; 0: no one waits
 
 	readers engine.Readers
 	failed  error
@@ -116,6 +128,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	l.readers = engine.NewReaders(&l.mu)
 	if err := l.recover(); err != nil {
 		return nil, err
+	}
+	if opts.Sync == SyncAlways {
+		l.flights, l.syncerDone = make(chan *flight, 1), make(chan struct{})
+		go l.syncer()
 	}
 	go l.run()
 	if opts.Sync == SyncInterval {
@@ -271,6 +287,10 @@ func (l *Log) Close() error {
 	}
 	engine.Wake(l.wake)
 	<-l.finished
+	if l.flights != nil {
+		close(l.flights)
+		<-l.syncerDone
+	}
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone
