@@ -50,7 +50,10 @@ type LogInfo struct {
 	Options  LogOptions
 	Start    Offset // the first offset that can be read
 	End      Offset // the offset the next append gets
-	Bytes    int64  // bytes of its segments, in files or objects
+	Bytes    int64  // bytes of its segments, in files or objects: as stored, compressed
+	// LogicalBytes is what Bytes would be uncompressed: the bytes of the
+	// batches as appended. It equals Bytes for a log without compression.
+	LogicalBytes int64
 	Segments int
 	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
 	// Objects is the number of objects holding a log in object mode: one
