@@ -244,3 +244,22 @@ func TestCompressionCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestCompressionEveryClient: a compressed log is created, appended to,
+// read and described the same through the embedded and the remote client,
+// local and object logs alike.
+func TestCompressionEveryClient(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *tern.Client) {
+		l, w := mustCreate(t, c, "z", tern.LogOptions{Compression: tern.CompressionZstd})
+		want := appendJSON(t, w)
+		checkEntries(t, l, want)
+		info, err := l.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSizes(t, info, tern.CompressionZstd)
+		if got := l.Options().Compression; got != tern.CompressionZstd {
+			t.Fatalf("Options().Compression = %q", got)
+		}
+	})
+}
