@@ -429,7 +429,9 @@ func (l *load) produce(ctx context.Context, p int) {
 // entry returns the payload of entry number i.
 func (l *load) entry(i uint64, intended time.Time) []byte {
 	size := l.spec.EntryBytes
-	off := int(i*4099) % (len(l.pool) - size + 1)
+	// Consecutive entries do not overlap in the pool, or a compressor
+	// would find each entry in the one before.
+	off := int(i*uint64(size+4099)) % (len(l.pool) - size + 1)
 	e := l.pool[off : off+size]
 	if !l.stamp {
 		return e
