@@ -172,8 +172,9 @@ type LogOptions struct {
 	Ensemble  int `json:"ensemble,omitempty"`
 	AckQuorum int `json:"ack_quorum,omitempty"`
 
-	// Compression of the log's batches; "" is CompressionNone. A reader
-	// that predates compression refuses a compressed log's batches.
+	// Compression of the log's batches; "" is CompressionNone, and
+	// WithDefaults makes CompressionNone "". A reader that predates
+	// compression refuses a compressed log's batches.
 	Compression Compression `json:"compression,omitempty"`
 }
 
@@ -205,6 +206,9 @@ func (o LogOptions) WithDefaults() (LogOptions, error) {
 	}
 	if _, err := ParseCompression(string(o.Compression)); err != nil {
 		return o, err
+	}
+	if o.Compression == CompressionNone {
+		o.Compression = "" // one value for none, as logs from before compression have
 	}
 	if o.Mode == ModeQuorum {
 		switch {
