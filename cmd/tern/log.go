@@ -316,8 +316,8 @@ type logJSON struct {
 		RetentionBytes   int64  `json:"retention_bytes"`
 		RetentionEntries int64  `json:"retention_entries"`
 		MaxEntryBytes    int    `json:"max_entry_bytes"`
-		Mode             string `json:"mode"`
 		Compression      string `json:"compression"`
+		Mode             string `json:"mode"`
 		FlushBytes       int    `json:"flush_bytes,omitempty"`
 		FlushInterval    string `json:"flush_interval,omitempty"`
 		UploadsInFlight  int    `json:"uploads_in_flight,omitempty"`
