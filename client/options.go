@@ -98,6 +98,32 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("%w: mode %q: use local, object or quorum", ErrInvalid, s)
 }
 
+// Compression is how a log's batches are compressed, chosen when it is
+// created. Each batch is compressed once, by the writer, and stored,
+// replicated and uploaded as compressed; readers decompress it. A batch
+// that does not get shorter, or is over 64 MiB, is stored as it is.
+type Compression string
+
+const (
+	CompressionNone Compression = "none" // the default ("" too)
+	// CompressionZstd is Zstandard at its fastest level: the smaller
+	// logs, for more CPU per byte.
+	CompressionZstd Compression = "zstd"
+	// CompressionLZ4 is LZ4: less CPU per byte than zstd, and a larger log.
+	CompressionLZ4 Compression = "lz4"
+)
+
+// ParseCompression parses a compression's name; "" is CompressionNone.
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case "":
+		return CompressionNone, nil
+	case CompressionNone, CompressionZstd, CompressionLZ4:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: compression %q: use none, zstd or lz4", ErrInvalid, s)
+}
+
 // Defaults of LogOptions' zero fields.
 const (
 	DefaultSegmentBytes  = 256 << 20
@@ -145,6 +171,11 @@ type LogOptions struct {
 	// 2; 5 and 3 survive two failures.
 	Ensemble  int `json:"ensemble,omitempty"`
 	AckQuorum int `json:"ack_quorum,omitempty"`
+
+	// Compression of the log's batches; "" is CompressionNone, and
+	// WithDefaults makes CompressionNone "". A reader that predates
+	// compression refuses a compressed log's batches.
+	Compression Compression `json:"compression,omitempty"`
 }
 
 // WithDefaults fills o's zero fields with the defaults and checks the
@@ -172,6 +203,12 @@ func (o LogOptions) WithDefaults() (LogOptions, error) {
 	}
 	if _, err := ParseMode(string(o.Mode)); err != nil {
 		return o, err
+	}
+	if _, err := ParseCompression(string(o.Compression)); err != nil {
+		return o, err
+	}
+	if o.Compression == CompressionNone {
+		o.Compression = "" // one value for none, as logs from before compression have
 	}
 	if o.Mode == ModeQuorum {
 		switch {

@@ -70,6 +70,7 @@ type AppendOptions struct {
 // failed and did not take their offsets. And it holds the log's Dedup.
 type Queue struct {
 	MaxBatchBytes int
+	Codec         record.Codec // of every group's batch
 	Dedup         Dedup
 	groups        []*Group
 	bytes         int    // the encoded bytes of the queued entries
@@ -117,6 +118,7 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 		g = q.groups[n-1]
 	} else {
 		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
+		g.B.SetCodec(q.Codec)
 		q.groups = append(q.groups, g)
 		started = true
 	}

@@ -21,6 +21,7 @@ type frag struct {
 	epoch   uint64
 	groups  []*engine.Group
 	data    []byte
+	saved   int64 // bytes compression saved
 	base    uint64
 	end     uint64
 	maxTime int64
@@ -257,6 +258,7 @@ func (f *frag) join() {
 	for _, g := range f.groups {
 		if !g.IsTick {
 			batches = append(batches, g.B.FinishUnsummed(g.Base, g.Epoch))
+			f.saved += int64(g.B.Bytes() - len(batches[len(batches)-1]))
 		}
 	}
 	// Join copies them into a buffer it does not zero first; each batch is
@@ -437,6 +439,7 @@ func (l *Log) publish(f *frag) {
 		s.objs = append(s.objs, object{key: fragKey(f.n), base: f.base, end: f.end, bytes: int64(len(f.data))})
 		s.end = f.end
 		s.bytes += int64(len(f.data))
+		s.saved += f.saved
 		s.maxTime = max(s.maxTime, f.maxTime)
 		l.end = f.end
 		l.cache = append(l.cache, cached{base: f.base, end: f.end, data: f.data})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/engine"
+	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -38,6 +39,7 @@ type Options struct {
 	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
 	SegmentAge    time.Duration // roll a segment this old at the next append; 0: never
 	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
+	Codec         record.Codec  // compresses each batch
 	Epoch         uint64        // the newest writer epoch, from metadata
 	Start         uint64        // the truncation point, from metadata
 	Disk          *Disk         // the data directory's disk, shared by its logs; nil: no reserve
@@ -98,6 +100,7 @@ type Log struct {
 	ackedAt   uint64 // queue.Added() when the last rounds were acknowledged
 	want      uint64 // wake the committer when queue.Added() reaches this; 0: no one waits
 
+	logical logicalCache // for LogicalBytes
 	readers engine.Readers
 	failed  error
 	damage  *Damage // the open segment's damage, while the log is degraded
@@ -124,7 +127,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		wake:     make(chan struct{}, 1),
 		finished: make(chan struct{}),
 	}
-	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.queue.MaxBatchBytes, l.queue.Codec = opts.MaxBatchBytes, opts.Codec
 	l.readers = engine.NewReaders(&l.mu)
 	if err := l.recover(); err != nil {
 		return nil, err
