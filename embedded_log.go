@@ -117,19 +117,18 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 	switch opts.Mode {
 	case ModeObject, ModeQuorum:
 		oo := objlog.Options{
-			Bucket:        c.bucket,
-			Meta:          objlog.StoreMeta(c.meta, m.Name),
-			Prefix:        objectPrefix(m),
-			FlushBytes:    opts.FlushBytes,
-			FlushInterval: opts.FlushInterval,
-			MaxInFlight:   opts.UploadsInFlight,
-			SegmentBytes:  opts.SegmentBytes,
-			SegmentAge:    opts.SegmentAge,
-			Codec:         codecOf(opts.Compression),
-			SharedCache:   c.cache,
-			Epoch:         m.Epoch,
-			Start:         m.Start,
-			Logger:        c.opts.Logger.With("log", m.Name),
+			Bucket:       c.bucket,
+			Meta:         objlog.StoreMeta(c.meta, m.Name),
+			Prefix:       objectPrefix(m),
+			FlushBytes:   opts.FlushBytes,
+			MaxInFlight:  opts.UploadsInFlight,
+			SegmentBytes: opts.SegmentBytes,
+			SegmentAge:   opts.SegmentAge,
+			Codec:        codecOf(opts.Compression),
+			SharedCache:  c.cache,
+			Epoch:        m.Epoch,
+			Start:        m.Start,
+			Logger:       c.opts.Logger.With("log", m.Name),
 		}
 		var ol *objlog.Log
 		var err error

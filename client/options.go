@@ -80,7 +80,7 @@ const (
 	// ModeObject keeps the entries in the client's object store
 	// (Options.Storage) and nothing on local disk: appends are buffered in
 	// memory and uploaded together as one object, and each is acknowledged
-	// once its object is stored. See FlushBytes and FlushInterval.
+	// once its object is stored. See FlushBytes and UploadsInFlight.
 	ModeObject Mode = "object"
 	// ModeQuorum keeps the open segment on an ensemble of the cluster's
 	// nodes (Ensemble, 3 by default): an append is acknowledged once
@@ -157,11 +157,13 @@ type LogOptions struct {
 	RetentionEntries int64         `json:"retention_entries"` // keep at least this many entries, deleting older segments
 	MaxEntryBytes    int           `json:"max_entry_bytes"`   // payload plus property keys and values
 
-	// Object mode: the appends queued are uploaded as one object once they
-	// reach FlushBytes or the oldest has waited FlushInterval, with up to
-	// UploadsInFlight uploads at once. Every upload is a PUT request: a
-	// shorter interval lowers the latency of a lightly loaded log and
-	// raises its request count.
+	// Object mode: the appends queued are uploaded as one object as soon
+	// as fewer than UploadsInFlight uploads are under way, up to FlushBytes
+	// an object (more wait for the next). Every upload is a PUT request: a
+	// log makes at most UploadsInFlight of them per PUT latency, and fewer
+	// uploads in flight trade latency for requests. FlushInterval no longer
+	// delays an upload; it is kept, stored and shown for the logs and
+	// programs that set it.
 	FlushBytes      int           `json:"flush_bytes,omitempty"`
 	FlushInterval   time.Duration `json:"flush_interval,omitempty"`
 	UploadsInFlight int           `json:"uploads_in_flight,omitempty"`

@@ -147,8 +147,9 @@ var Presets = map[string]Spec{
 	// fragment fills to the flush size: throughput against raw PUTs of 4 MiB,
 	// 4 at a time.
 	"obj-put": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 1, InFlight: 512},
-	// 1 KiB at a steady 1,000 entries/s: a fragment of about 20 KiB per 20 ms
-	// flush interval; latency against a raw PUT of that size, one at a time.
+	// 1 KiB at a steady 1,000 entries/s: a log below its uploads in flight
+	// uploads each append as it comes; latency against a raw PUT of one
+	// append, one at a time.
 	"obj-1k": {Kind: KindAppend, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
 	// Logs in quorum mode, on a cluster of tern serve nodes on this machine
 	// (tern bench --cluster): one 1 KiB append in flight, the latency of

@@ -427,8 +427,9 @@ bench --storage, default flush settings) is held against, and label the
 result with its name, as "tern bench disk" does:
 
   catchup-1g      GETs of 4MiB, 4 at once, as a catch-up reader does
-  with a --rate   PUTs of the fragment one flush interval gathers (obj-1k:
-                  20KiB), one at a time
+  with a --rate   PUTs of one append's entries, the fragment an append to a
+                  log below its uploads in flight goes in (obj-1k: 1KiB),
+                  one at a time
   others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
 
 --size and --concurrency override these.`,

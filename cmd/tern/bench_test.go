@@ -260,7 +260,7 @@ func TestBenchS3(t *testing.T) {
 	if len(rs) != 2 {
 		t.Fatalf("%d results, want a PUT and a GET: %+v", len(rs), rs)
 	}
-	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 20<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
+	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 1<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
 		t.Errorf("obj-1k limit %+v", r)
 	}
 	// A catch-up's limit reads distinct objects once, cold: 1 MiB of 64 KiB.

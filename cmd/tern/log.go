@@ -47,8 +47,8 @@ separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB,
 A local log keeps its segments in the data directory, and --fsync says when
 an append is acknowledged. An object log keeps them in the object store
 (--storage, or the server's): the appends are queued and uploaded together
-as one object, and acknowledged once it is stored; --flush-bytes,
---flush-interval and --uploads-in-flight tune the uploads. A quorum log, on
+as one object, and acknowledged once it is stored; --flush-bytes and
+--uploads-in-flight tune the uploads. A quorum log, on
 a cluster of tern serve nodes, sends each append to the --ensemble nodes of
 its open segment and acknowledges it once --ack-quorum of them have it on
 disk; sealed segments move to the object store.`,
@@ -102,8 +102,8 @@ disk; sealed segments move to the object store.`,
 	f := cmd.Flags()
 	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory), object (the object store) or quorum (the nodes of a cluster, then the object store) (default: the server's --mode, or local)")
 	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
-	durationVar(f, &opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
-	numberVar(f, &opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	durationVar(f, &opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: no longer used (appends are uploaded as soon as fewer than --uploads-in-flight uploads are under way); kept for the scripts that set it (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	numberVar(f, &opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("object mode: upload at most `N` objects at once; the queued appends go as soon as fewer are under way, so fewer cost fewer PUT requests and more latency (default %d)", tern.DefaultUploadsInFlight))
 	numberVar(f, &opts.Ensemble, "ensemble", 0, 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
 	numberVar(f, &opts.AckQuorum, "ack-quorum", 0, 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
 	f.Var(compressionFlag{&opts.Compression}, "compression", "compress each batch of appends with zstd (smallest) or lz4 (least CPU), once, for disk, replicas and objects alike; none stores them as appended (default none)")

@@ -56,8 +56,10 @@ type Options struct {
 	// Prefix starts the keys of the log's objects; it ends in "/".
 	Prefix string
 
-	FlushBytes    int           // cut a fragment once this many bytes are queued; default 4 MiB
-	FlushInterval time.Duration // or once the oldest queued append waited this long; default 20ms
+	// A fragment is cut from what is queued as soon as fewer than
+	// MaxInFlight uploads are under way, and takes at most FlushBytes and
+	// the rest of the batch that crosses it.
+	FlushBytes    int           // default 4 MiB
 	MaxInFlight   int           // fragment uploads at once; default 4
 	RetryTimeout  time.Duration // an upload retried this long fails the log; default 30s
 	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
@@ -97,9 +99,6 @@ func (o *Options) setDefaults() {
 	def(&o.MaxBatchBytes, max(o.FlushBytes/16, 64<<10))
 	def(&o.ChunkBytes, 4<<20)
 	def(&o.ReadAhead, 4)
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = 20 * time.Millisecond
-	}
 	if o.RetryTimeout <= 0 {
 		o.RetryTimeout = 30 * time.Second
 	}
