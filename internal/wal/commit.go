@@ -221,7 +221,7 @@ func (l *Log) write(r *round) error {
 		return err
 	}
 	epoch := r.groups[0].Epoch
-	if l.w == nil || l.rollDue(epoch, incoming) {
+	if l.w == nil || l.rollDue(incoming) {
 		l.settleAll()
 		if err := l.roll(epoch, incoming); err != nil {
 			return l.opts.Disk.Failed(l.opts.Dir, err)
@@ -249,23 +249,50 @@ func (l *Log) write(r *round) error {
 }
 
 // rollDue reports whether the active segment must be sealed before a batch
-// of incoming bytes of the writer of epoch: it is full, too old, or was
-// created by another writer.
-func (l *Log) rollDue(epoch uint64, incoming int) bool {
+// of incoming bytes: it is full or too old. A new writer goes on in the
+// segment of the one before it (each batch carries its writer's epoch, and
+// Fence has settled every round of the old writer before the new one's
+// first is written).
+func (l *Log) rollDue(incoming int) bool {
 	if l.w == nil {
 		return false
 	}
 	info := l.w.Info()
-	nonEmpty := info.Next > info.Base
-	full := info.End+int64(incoming) > l.opts.SegmentBytes
-	old := l.opts.SegmentAge > 0 && l.opts.Now().Sub(info.Created) >= l.opts.SegmentAge
-	return nonEmpty && (full || old || info.Epoch != epoch)
+	return info.Next > info.Base && l.due(info, incoming)
 }
 
-// roll seals the active segment if rollDue says so, and creates a new one
-// if there is none. Nothing written may be waiting for a sync.
+// due reports whether the segment info is full for a batch of incoming
+// bytes, or too old to take one.
+func (l *Log) due(info segment.Info, incoming int) bool {
+	full := info.End+int64(incoming) > l.opts.SegmentBytes
+	old := l.opts.SegmentAge > 0 && l.opts.Now().Sub(info.Created) >= l.opts.SegmentAge
+	return full || old
+}
+
+// reopenable returns the newest sealed segment if the next append may go
+// on in it instead of in a new file: the log was closed cleanly right after
+// it (the closed record says so: it was sealed by Close, not by a roll that
+// a crash interrupted), and it is neither full nor too old. The caller holds
+// commitMu and has no active segment.
+func (l *Log) reopenable(incoming int) (segment.Info, bool) {
+	n := len(l.sealed)
+	if n == 0 || l.damage != nil {
+		return segment.Info{}, false
+	}
+	last := l.sealed[n-1]
+	if last.Next != l.tail || l.closedAt != last.Next || last.Next <= last.Base || l.due(last, incoming) {
+		return segment.Info{}, false
+	}
+	return last, true
+}
+
+// roll seals the active segment if rollDue says so and, if there is then
+// none, reopens the newest sealed segment if reopenable says so, or creates
+// a new one. Nothing written may be waiting for a sync. A failed reopen
+// fails the log: whether the footer is still there is unknown until
+// recovery reads the file again.
 func (l *Log) roll(epoch uint64, incoming int) error {
-	if l.rollDue(epoch, incoming) {
+	if l.rollDue(incoming) {
 		mark := l.w.Mark()
 		sealed, err := l.w.Seal()
 		if err != nil {
@@ -278,6 +305,18 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		l.mu.Lock()
 		l.sealed = append(l.sealed, sealed)
 		l.active = segment.Info{}
+		l.mu.Unlock()
+	}
+	if last, ok := l.reopenable(incoming); ok && l.w == nil {
+		w, err := segment.Reopen(l.opts.FS, last)
+		if err != nil {
+			l.fail(err)
+			return err
+		}
+		l.w = w
+		l.mu.Lock()
+		l.sealed = l.sealed[:len(l.sealed)-1]
+		l.active = w.Info()
 		l.mu.Unlock()
 	}
 	if l.w == nil {

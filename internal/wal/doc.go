@@ -69,7 +69,24 @@
 // rounds written have settled (the flight in the air returned, and the rounds
 // written since synced) and fails every queued append of an older
 // epoch, so once Fence returns no append of an older epoch is acknowledged.
-// The new writer's first append starts a new segment.
+// The new writer goes on in the active segment: each batch carries its
+// writer's epoch, and nothing of the old writer is written after Fence.
+//
+// # Segments
+//
+// A segment is sealed when it is full (SegmentBytes), too old (SegmentAge)
+// or the log closed. A writer change does not roll it, and after a clean
+// close the next Open's first append reopens the newest segment rather than
+// creating a file (segment.Reopen: its footer is cut off and the cut
+// synced before any batch is appended to it), if the closed record ends
+// where that segment ends (it was sealed by Close, not by a roll a crash
+// interrupted) and the segment is neither full nor too old. So many short
+// writers, one after another on an open log or each in a process of its
+// own, fill one file; a crash at any point leaves the segment sealed as it
+// was, or open and ending at its last whole batch, never below the closed
+// record. Sealed segments are not merged: with continuation the only small
+// sealed segments left are those of a log that was closed small and then
+// rolled by age, which the age setting asks for.
 //
 // # The closed record
 //
