@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -92,4 +93,12 @@ func (c *embeddedClient) closedExtent(info *LogInfo) {
 		return
 	}
 	info.End, info.Bytes, info.Segments, info.ExtentUnknown = Offset(x.End), x.Bytes, x.Segments, false
+	info.LogicalBytes = x.Bytes
+	if codecOf(info.Options.Compression) != record.None {
+		saved, err := wal.SavedBytes(c.fs, c.logDir(info.ID))
+		if err != nil {
+			c.opts.Logger.Warn("reading a closed log's batch headers failed", "log", info.Name, "err", err)
+		}
+		info.LogicalBytes += saved
+	}
 }

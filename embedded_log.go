@@ -15,6 +15,7 @@ import (
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/quorum"
 	"github.com/ternwal/tern/internal/quorumlog"
+	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/wal"
 )
 
@@ -116,18 +117,18 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 	switch opts.Mode {
 	case ModeObject, ModeQuorum:
 		oo := objlog.Options{
-			Bucket:        c.bucket,
-			Meta:          objlog.StoreMeta(c.meta, m.Name),
-			Prefix:        objectPrefix(m),
-			FlushBytes:    opts.FlushBytes,
-			FlushInterval: opts.FlushInterval,
-			MaxInFlight:   opts.UploadsInFlight,
-			SegmentBytes:  opts.SegmentBytes,
-			SegmentAge:    opts.SegmentAge,
-			SharedCache:   c.cache,
-			Epoch:         m.Epoch,
-			Start:         m.Start,
-			Logger:        c.opts.Logger.With("log", m.Name),
+			Bucket:       c.bucket,
+			Meta:         objlog.StoreMeta(c.meta, m.Name),
+			Prefix:       objectPrefix(m),
+			FlushBytes:   opts.FlushBytes,
+			MaxInFlight:  opts.UploadsInFlight,
+			SegmentBytes: opts.SegmentBytes,
+			SegmentAge:   opts.SegmentAge,
+			Codec:        codecOf(opts.Compression),
+			SharedCache:  c.cache,
+			Epoch:        m.Epoch,
+			Start:        m.Start,
+			Logger:       c.opts.Logger.With("log", m.Name),
 		}
 		var ol *objlog.Log
 		var err error
@@ -155,6 +156,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 			SyncEvery:    opts.Fsync.Interval,
 			SegmentBytes: opts.SegmentBytes,
 			SegmentAge:   opts.SegmentAge,
+			Codec:        codecOf(opts.Compression),
 			Epoch:        m.Epoch,
 			Start:        m.Start,
 			Disk:         c.disk,
@@ -221,7 +223,9 @@ func (l *embeddedLog) Info(ctx context.Context) (LogInfo, error) {
 		return LogInfo{}, err
 	}
 	defer release()
-	return l.info(eng.Stats()), nil
+	info := l.info(eng.Stats())
+	info.LogicalBytes = eng.LogicalBytes()
+	return info, nil
 }
 
 func (l *embeddedLog) info(s engine.Stats) LogInfo {
@@ -230,6 +234,13 @@ func (l *embeddedLog) info(s engine.Stats) LogInfo {
 		Start: Offset(s.Start), End: Offset(s.End), Bytes: s.Bytes, Segments: s.Segments, Epoch: l.session.Load(),
 		Objects: s.Objects,
 	}
+}
+
+// codecOf is the record codec of a compression that LogOptions.WithDefaults
+// has checked; one it does not know is none.
+func codecOf(c Compression) record.Codec {
+	codec, _ := record.ParseCodec(string(c))
+	return codec
 }
 
 // freshInfo describes the log if it is fresh: empty.
@@ -250,7 +261,9 @@ func (l *embeddedLog) infoIfOpen() (LogInfo, bool) {
 	if l.eng == nil {
 		return LogInfo{}, false
 	}
-	return l.info(l.eng.Stats()), true
+	info := l.info(l.eng.Stats())
+	info.LogicalBytes = l.eng.LogicalBytes()
+	return info, true
 }
 
 // OpenWriter claims the session o asks for in the metadata store, with a

@@ -25,6 +25,8 @@ type (
 	FsyncMode = client.FsyncMode
 	// Mode is where a log keeps its entries, chosen when it is created.
 	Mode = client.Mode
+	// Compression is how a log's batches are compressed.
+	Compression = client.Compression
 	// SubOptions configure a new subscription.
 	SubOptions = client.SubOptions
 	// SubInfo describes a subscription.
@@ -47,6 +49,10 @@ const (
 	ModeLocal  = client.ModeLocal
 	ModeObject = client.ModeObject
 	ModeQuorum = client.ModeQuorum
+
+	CompressionNone = client.CompressionNone
+	CompressionZstd = client.CompressionZstd
+	CompressionLZ4  = client.CompressionLZ4
 
 	DefaultSegmentBytes    = client.DefaultSegmentBytes
 	DefaultSegmentAge      = client.DefaultSegmentAge
@@ -71,6 +77,9 @@ func ParseFsync(s string) (Fsync, error) { return client.ParseFsync(s) }
 
 // ParseMode parses a mode's name; "" is the client's default.
 func ParseMode(s string) (Mode, error) { return client.ParseMode(s) }
+
+// ParseCompression parses a compression's name; "" is CompressionNone.
+func ParseCompression(s string) (Compression, error) { return client.ParseCompression(s) }
 
 // ValidateName reports whether name can name a log.
 func ValidateName(name string) error { return client.ValidateName(name) }

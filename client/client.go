@@ -571,6 +571,7 @@ func logInfoFromProto(p *ternpb.LogInfo) (LogInfo, error) {
 		Name: p.GetName(), ID: p.GetId(), Created: unixNano(p.GetCreatedUnixNano()), Options: opts,
 		Start: Offset(p.GetStart()), End: Offset(p.GetEnd()), Bytes: p.GetBytes(), Segments: int(p.GetSegments()),
 		Epoch: p.GetEpoch(), Objects: int(p.GetObjects()), ExtentUnknown: p.GetExtentUnknown(),
+		LogicalBytes: p.GetLogicalBytes(),
 	}, nil
 }
 

@@ -80,7 +80,7 @@ const (
 	// ModeObject keeps the entries in the client's object store
 	// (Options.Storage) and nothing on local disk: appends are buffered in
 	// memory and uploaded together as one object, and each is acknowledged
-	// once its object is stored. See FlushBytes and FlushInterval.
+	// once its object is stored. See FlushBytes and UploadsInFlight.
 	ModeObject Mode = "object"
 	// ModeQuorum keeps the open segment on an ensemble of the cluster's
 	// nodes (Ensemble, 3 by default): an append is acknowledged once
@@ -96,6 +96,32 @@ func ParseMode(s string) (Mode, error) {
 		return m, nil
 	}
 	return "", fmt.Errorf("%w: mode %q: use local, object or quorum", ErrInvalid, s)
+}
+
+// Compression is how a log's batches are compressed, chosen when it is
+// created. Each batch is compressed once, by the writer, and stored,
+// replicated and uploaded as compressed; readers decompress it. A batch
+// that does not get shorter, or is over 64 MiB, is stored as it is.
+type Compression string
+
+const (
+	CompressionNone Compression = "none" // the default ("" too)
+	// CompressionZstd is Zstandard at its fastest level: the smaller
+	// logs, for more CPU per byte.
+	CompressionZstd Compression = "zstd"
+	// CompressionLZ4 is LZ4: less CPU per byte than zstd, and a larger log.
+	CompressionLZ4 Compression = "lz4"
+)
+
+// ParseCompression parses a compression's name; "" is CompressionNone.
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case "":
+		return CompressionNone, nil
+	case CompressionNone, CompressionZstd, CompressionLZ4:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: compression %q: use none, zstd or lz4", ErrInvalid, s)
 }
 
 // Defaults of LogOptions' zero fields.
@@ -131,11 +157,13 @@ type LogOptions struct {
 	RetentionEntries int64         `json:"retention_entries"` // keep at least this many entries, deleting older segments
 	MaxEntryBytes    int           `json:"max_entry_bytes"`   // payload plus property keys and values
 
-	// Object mode: the appends queued are uploaded as one object once they
-	// reach FlushBytes or the oldest has waited FlushInterval, with up to
-	// UploadsInFlight uploads at once. Every upload is a PUT request: a
-	// shorter interval lowers the latency of a lightly loaded log and
-	// raises its request count.
+	// Object mode: the appends queued are uploaded as one object as soon
+	// as fewer than UploadsInFlight uploads are under way, up to FlushBytes
+	// an object (more wait for the next). Every upload is a PUT request: a
+	// log makes at most UploadsInFlight of them per PUT latency, and fewer
+	// uploads in flight trade latency for requests. FlushInterval no longer
+	// delays an upload; it is kept, stored and shown for the logs and
+	// programs that set it.
 	FlushBytes      int           `json:"flush_bytes,omitempty"`
 	FlushInterval   time.Duration `json:"flush_interval,omitempty"`
 	UploadsInFlight int           `json:"uploads_in_flight,omitempty"`
@@ -145,6 +173,11 @@ type LogOptions struct {
 	// 2; 5 and 3 survive two failures.
 	Ensemble  int `json:"ensemble,omitempty"`
 	AckQuorum int `json:"ack_quorum,omitempty"`
+
+	// Compression of the log's batches; "" is CompressionNone, and
+	// WithDefaults makes CompressionNone "". A reader that predates
+	// compression refuses a compressed log's batches.
+	Compression Compression `json:"compression,omitempty"`
 }
 
 // WithDefaults fills o's zero fields with the defaults and checks the
@@ -172,6 +205,12 @@ func (o LogOptions) WithDefaults() (LogOptions, error) {
 	}
 	if _, err := ParseMode(string(o.Mode)); err != nil {
 		return o, err
+	}
+	if _, err := ParseCompression(string(o.Compression)); err != nil {
+		return o, err
+	}
+	if o.Compression == CompressionNone {
+		o.Compression = "" // one value for none, as logs from before compression have
 	}
 	if o.Mode == ModeQuorum {
 		switch {

@@ -26,6 +26,7 @@ func (o LogOptions) Proto() *ternpb.LogOptions {
 		UploadsInFlight:  int64(o.UploadsInFlight),
 		Ensemble:         int32(o.Ensemble),
 		AckQuorum:        int32(o.AckQuorum),
+		Compression:      string(o.Compression),
 	}
 }
 
@@ -44,6 +45,10 @@ func LogOptionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 	if err != nil {
 		return LogOptions{}, err
 	}
+	compression, err := ParseCompression(p.GetCompression())
+	if err != nil {
+		return LogOptions{}, err
+	}
 	o := LogOptions{
 		Mode:             mode,
 		Fsync:            fsync,
@@ -55,6 +60,7 @@ func LogOptionsFromProto(p *ternpb.LogOptions) (LogOptions, error) {
 		UploadsInFlight:  int(p.GetUploadsInFlight()),
 		Ensemble:         int(p.GetEnsemble()),
 		AckQuorum:        int(p.GetAckQuorum()),
+		Compression:      compression,
 	}
 	for _, d := range []struct {
 		field string

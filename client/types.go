@@ -44,15 +44,18 @@ type Entry struct {
 
 // LogInfo describes a log.
 type LogInfo struct {
-	Name     string
-	ID       uint64
-	Created  time.Time
-	Options  LogOptions
-	Start    Offset // the first offset that can be read
-	End      Offset // the offset the next append gets
-	Bytes    int64  // bytes of its segments, in files or objects
-	Segments int
-	Epoch    uint64 // the newest writer's epoch; 0 before the first writer
+	Name    string
+	ID      uint64
+	Created time.Time
+	Options LogOptions
+	Start   Offset // the first offset that can be read
+	End     Offset // the offset the next append gets
+	Bytes   int64  // bytes of its segments, in files or objects: as stored, compressed
+	// LogicalBytes is what Bytes would be uncompressed: the bytes of the
+	// batches as appended. It equals Bytes for a log without compression.
+	LogicalBytes int64
+	Segments     int
+	Epoch        uint64 // the newest writer's epoch; 0 before the first writer
 	// Objects is the number of objects holding a log in object mode: one
 	// per upload until compaction rewrites a sealed segment's into a few
 	// large ones. 0 for a local log.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -157,8 +156,9 @@ func ObjectLimit(s loadgen.Spec) (size int64, concurrency int, get bool) {
 		// (docs/object-storage.md, "Reads").
 		return 4 << 20, 4, true
 	case s.Rate > 0:
-		entries := math.Round(s.Rate*tern.DefaultFlushInterval.Seconds()) * float64(s.Batch)
-		size := min(max(int64(entries), 1)*int64(s.EntryBytes), tern.DefaultFlushBytes)
+		// A log below its uploads in flight uploads each append as it
+		// comes: a fragment of one append's entries.
+		size := min(int64(max(s.Batch, 1))*int64(s.EntryBytes), tern.DefaultFlushBytes)
 		return max(size, 1), 1, false
 	}
 	return tern.DefaultFlushBytes, tern.DefaultUploadsInFlight, false

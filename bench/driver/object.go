@@ -34,7 +34,7 @@ func (o ObjectLogs) Variant() string {
 	return fmt.Sprintf("object %s/%s x%d",
 		units.FormatBytes(int64(cmp.Or(o.Log.FlushBytes, tern.DefaultFlushBytes))),
 		units.FormatDuration(cmp.Or(o.Log.FlushInterval, tern.DefaultFlushInterval)),
-		cmp.Or(o.Log.UploadsInFlight, tern.DefaultUploadsInFlight))
+		cmp.Or(o.Log.UploadsInFlight, tern.DefaultUploadsInFlight)) + compressed(o.Log.Compression)
 }
 
 // Objects runs spec on object logs kept in the store o names, under a
@@ -62,6 +62,9 @@ func Objects(ctx context.Context, env Env, spec loadgen.Spec, o ObjectLogs) (*lo
 	var r *loadgen.Result
 	if err == nil {
 		r, err = loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress})
+		if err == nil {
+			err = t.sizes(ctx, r)
+		}
 		// Closing the client seals the open segments.
 		if cerr := t.Close(); err == nil && cerr != nil {
 			err = cerr

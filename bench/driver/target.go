@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ternwal/tern"
+	"github.com/ternwal/tern/bench/loadgen"
 )
 
 // ternTarget is Tern as tern bench measures it: logs <prefix>0, <prefix>1,
@@ -124,4 +125,35 @@ func (t *ternTarget) Close() error {
 		}
 	}
 	return errors.Join(append(errs, t.c.Close())...)
+}
+
+// sizes records in r the bytes the logs store and the bytes appended to
+// them, before compression: Extra "stored_bytes", "logical_bytes" and
+// "stored_per_logical".
+func (t *ternTarget) sizes(ctx context.Context, r *loadgen.Result) error {
+	var stored, logical int64
+	for _, l := range t.logs {
+		info, err := l.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("describe %s after the run: %w", l.Name(), err)
+		}
+		stored, logical = stored+info.Bytes, logical+info.LogicalBytes
+	}
+	if logical == 0 {
+		return nil
+	}
+	if r.Extra == nil {
+		r.Extra = make(map[string]float64)
+	}
+	r.Extra["stored_bytes"], r.Extra["logical_bytes"] = float64(stored), float64(logical)
+	r.Extra["stored_per_logical"] = float64(stored) / float64(logical)
+	return nil
+}
+
+// compressed is what a variant adds for logs with compression c.
+func compressed(c tern.Compression) string {
+	if c == "" || c == tern.CompressionNone {
+		return ""
+	}
+	return ", " + string(c)
 }

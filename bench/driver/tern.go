@@ -34,8 +34,10 @@ var (
 // TLS and token), on logs created for the run and deleted afterwards.
 func ServerAt(opts tern.Options) Mode { return Mode{server: &opts} }
 
-// Tern measures spec on Tern in mode, with its data in env.Dir.
-func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mode Mode) (*loadgen.Result, error) {
+// Tern measures spec on Tern in mode, with its data in env.Dir, on logs
+// created with log's Fsync and Compression.
+func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, mode Mode) (*loadgen.Result, error) {
+	fsync := log.Fsync
 	dir := env.Dir
 	copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
 	storage := dir
@@ -54,11 +56,14 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mod
 		copts, variant, storage = *mode.server, "gRPC, server "+mode.server.Server, ""
 		prefix = fmt.Sprintf("bench-%d-%d-", os.Getpid(), time.Now().UnixNano())
 	}
-	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync})
+	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync, Compression: log.Compression})
 	if err != nil {
 		return nil, err
 	}
 	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress, StorageDir: storage})
+	if err == nil {
+		err = t.sizes(ctx, r)
+	}
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -73,6 +78,7 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mod
 			r.Variant = variant + ", " + r.Variant
 		}
 	}
+	r.Variant += compressed(log.Compression)
 	return r, nil
 }
 
@@ -83,7 +89,7 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, mod
 // say little about what test costs against base; the median of several
 // says more. It returns the median pair (see medianPair), base's run
 // first, with every pair's ratio and steal in its notes.
-func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n int, base, test Mode) ([]*loadgen.Result, error) {
+func Pairs(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, n int, base, test Mode) ([]*loadgen.Result, error) {
 	within := base.loopback && test.loopback
 	ps := make([]pair, n)
 	described := make([]string, n) // each pair's ratio and steal, in order
@@ -99,7 +105,7 @@ func Pairs(ctx context.Context, env Env, spec loadgen.Spec, fsync tern.Fsync, n 
 			}
 			runEnv := env
 			runEnv.Dir = run
-			r, err := Tern(ctx, runEnv, spec, fsync, m)
+			r, err := Tern(ctx, runEnv, spec, log, m)
 			if err != nil {
 				return nil, err
 			}

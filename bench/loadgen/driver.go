@@ -142,6 +142,7 @@ func AddSpecFlags(fs *flag.FlagSet, s *Spec) {
 	fs.IntVar(&s.InFlight, "in-flight", 0, "asynchronous entries in flight per producer (0: synchronous)")
 	fs.Float64Var(&s.Rate, "rate", 0, "open-loop rate, appends per second over all producers (0: closed loop)")
 	fs.IntVar(&s.Logs, "logs", 0, "logs the producers are spread over")
+	fs.StringVar(&s.Payload, "payload", "", "what the payloads hold: random (bytes nothing compresses) or json (JSON-like text, which compresses about 5:1) (default random)")
 	fs.DurationVar(&s.Duration, "duration", 0, "measured time of append and e2e workloads")
 	fs.DurationVar(&s.Warmup, "warmup", 0, "unmeasured time before it")
 	fs.Int64Var(&s.TotalBytes, "total-bytes", 0, "bytes a catch-up workload writes and reads")
@@ -180,6 +181,9 @@ func MergeSpec(base, over Spec, set func(flag string) bool) Spec {
 	}
 	if set("total-bytes") {
 		base.TotalBytes = over.TotalBytes
+	}
+	if set("payload") {
+		base.Payload = over.Payload
 	}
 	return base
 }

@@ -297,10 +297,15 @@ func newLoad(spec Spec, t Target) (*load, error) {
 		l.async = a
 	}
 	// Entries are windows on a pool of random bytes, each at a different
-	// place, so no two neighbours are alike and nothing compresses.
+	// place, so no two neighbours are alike and nothing compresses; or on
+	// a pool of JSON-like records.
 	l.pool = make([]byte, max(8<<20, 2*spec.EntryBytes))
 	rng := rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'})
-	rng.Read(l.pool)
+	if spec.Payload == PayloadJSON {
+		fillJSON(l.pool, rand.New(rng))
+	} else {
+		rng.Read(l.pool)
+	}
 	return l, nil
 }
 
@@ -424,7 +429,9 @@ func (l *load) produce(ctx context.Context, p int) {
 // entry returns the payload of entry number i.
 func (l *load) entry(i uint64, intended time.Time) []byte {
 	size := l.spec.EntryBytes
-	off := int(i*4099) % (len(l.pool) - size + 1)
+	// Consecutive entries do not overlap in the pool, or a compressor
+	// would find each entry in the one before.
+	off := int(i*uint64(size+4099)) % (len(l.pool) - size + 1)
 	e := l.pool[off : off+size]
 	if !l.stamp {
 		return e

@@ -19,6 +19,7 @@ package loadgen
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -53,6 +54,9 @@ type Spec struct {
 	Kind Kind   `json:"kind"`
 	// EntryBytes is the payload size of every entry.
 	EntryBytes int `json:"entry_bytes"`
+	// Payload is what the payloads hold: PayloadRandom ("" too), bytes
+	// no compression shrinks, or PayloadJSON, JSON-like text.
+	Payload string `json:"payload,omitempty"`
 	// Batch is the number of entries per Append call (default 1).
 	Batch int `json:"batch"`
 	// Producers is the number of goroutines appending (default 1). Closed-loop
@@ -98,6 +102,8 @@ func (s Spec) Normalize() (Spec, error) {
 	switch {
 	case !slices.Contains([]Kind{KindAppend, KindEndToEnd, KindCatchUp, KindPubSub, KindFailover}, s.Kind):
 		return s, fmt.Errorf("loadgen: unknown workload kind %q (want append, e2e, catchup, pubsub or failover)", s.Kind)
+	case s.Payload != "" && s.Payload != PayloadRandom && s.Payload != PayloadJSON:
+		return s, fmt.Errorf("loadgen: payload %q: use random or json", s.Payload)
 	case s.EntryBytes < 0 || s.InFlight < 0 || s.Rate < 0 || s.Duration < 0 || s.Warmup < 0:
 		return s, fmt.Errorf("loadgen: negative figures in workload %q", s.Name)
 	case s.Kind == KindEndToEnd && s.Rate == 0:
@@ -141,8 +147,9 @@ var Presets = map[string]Spec{
 	// fragment fills to the flush size: throughput against raw PUTs of 4 MiB,
 	// 4 at a time.
 	"obj-put": {Kind: KindAppend, EntryBytes: 64 << 10, Producers: 1, InFlight: 512},
-	// 1 KiB at a steady 1,000 entries/s: a fragment of about 20 KiB per 20 ms
-	// flush interval; latency against a raw PUT of that size, one at a time.
+	// 1 KiB at a steady 1,000 entries/s: a log below its uploads in flight
+	// uploads each append as it comes; latency against a raw PUT of one
+	// append, one at a time.
 	"obj-1k": {Kind: KindAppend, EntryBytes: 1 << 10, Rate: 1000, InFlight: 64},
 	// Logs in quorum mode, on a cluster of tern serve nodes on this machine
 	// (tern bench --cluster): one 1 KiB append in flight, the latency of
@@ -176,4 +183,24 @@ func PresetNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// The payloads a workload may append (Spec.Payload).
+const (
+	PayloadRandom = "random"
+	PayloadJSON   = "json"
+)
+
+// fillJSON fills p with JSON-like records, one after the other: the kind
+// of text many logs carry (field names repeat, values vary), which
+// general-purpose compressors shrink about 3 to 6 times.
+func fillJSON(p []byte, r *rand.Rand) {
+	ops := []string{"insert", "upsert", "delete", "flush"}
+	var buf []byte
+	for i := 0; len(buf) < len(p); i++ {
+		buf = fmt.Appendf(buf, `{"id":%d,"collection":"c%d","op":%q,"ts":%d,"user":"user-%04d","vector":[%.4f,%.4f,%.4f,%.4f],"tags":["t%d","t%d"]}`+"\n",
+			i, r.IntN(8), ops[r.IntN(len(ops))], 1_700_000_000_000+i*37, r.IntN(5000),
+			r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.IntN(20), r.IntN(20))
+	}
+	copy(p, buf)
 }

@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/ternwal/tern/client v0.0.0 // indirect
 )
 

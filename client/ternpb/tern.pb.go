@@ -71,8 +71,10 @@ type LogOptions struct {
 	UploadsInFlight int64                `protobuf:"varint,11,opt,name=uploads_in_flight,json=uploadsInFlight,proto3" json:"uploads_in_flight,omitempty"`
 	// Quorum mode: each segment on `ensemble` nodes, an append acknowledged
 	// once `ack_quorum` of them hold it durably (3 and 2 when 0).
-	Ensemble      int32 `protobuf:"varint,12,opt,name=ensemble,proto3" json:"ensemble,omitempty"`
-	AckQuorum     int32 `protobuf:"varint,13,opt,name=ack_quorum,json=ackQuorum,proto3" json:"ack_quorum,omitempty"`
+	Ensemble  int32 `protobuf:"varint,12,opt,name=ensemble,proto3" json:"ensemble,omitempty"`
+	AckQuorum int32 `protobuf:"varint,13,opt,name=ack_quorum,json=ackQuorum,proto3" json:"ack_quorum,omitempty"`
+	// How each batch is compressed: "none" (or empty), "zstd" or "lz4".
+	Compression   string `protobuf:"bytes,14,opt,name=compression,proto3" json:"compression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +200,13 @@ func (x *LogOptions) GetAckQuorum() int32 {
 	return 0
 }
 
+func (x *LogOptions) GetCompression() string {
+	if x != nil {
+		return x.Compression
+	}
+	return ""
+}
+
 type LogInfo struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -206,7 +215,7 @@ type LogInfo struct {
 	Options         *LogOptions            `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
 	Start           uint64                 `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"` // the first offset that can be read
 	End             uint64                 `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`     // the offset the next append gets
-	Bytes           int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Bytes           int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"` // bytes stored, after compression
 	Segments        int64                  `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	Epoch           uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The objects holding a log in object mode; 0 for a local log.
@@ -215,6 +224,9 @@ type LogInfo struct {
 	// log the server does not have open): end is start, and bytes, segments
 	// and objects are 0, as they are not known.
 	ExtentUnknown bool `protobuf:"varint,11,opt,name=extent_unknown,json=extentUnknown,proto3" json:"extent_unknown,omitempty"`
+	// The bytes appended, before compression: bytes for a log whose batches
+	// are not compressed.
+	LogicalBytes  int64 `protobuf:"varint,12,opt,name=logical_bytes,json=logicalBytes,proto3" json:"logical_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +336,13 @@ func (x *LogInfo) GetExtentUnknown() bool {
 		return x.ExtentUnknown
 	}
 	return false
+}
+
+func (x *LogInfo) GetLogicalBytes() int64 {
+	if x != nil {
+		return x.LogicalBytes
+	}
+	return 0
 }
 
 type Entry struct {
@@ -2592,7 +2611,7 @@ var File_tern_proto protoreflect.FileDescriptor
 const file_tern_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9f\x04\n" +
+	"tern.proto\x12\atern.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc1\x04\n" +
 	"\n" +
 	"LogOptions\x12\x14\n" +
 	"\x05fsync\x18\x01 \x01(\tR\x05fsync\x12#\n" +
@@ -2611,7 +2630,8 @@ const file_tern_proto_rawDesc = "" +
 	"\x11uploads_in_flight\x18\v \x01(\x03R\x0fuploadsInFlight\x12\x1a\n" +
 	"\bensemble\x18\f \x01(\x05R\bensemble\x12\x1d\n" +
 	"\n" +
-	"ack_quorum\x18\r \x01(\x05R\tackQuorum\"\xb9\x02\n" +
+	"ack_quorum\x18\r \x01(\x05R\tackQuorum\x12 \n" +
+	"\vcompression\x18\x0e \x01(\tR\vcompression\"\xde\x02\n" +
 	"\aLogInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
@@ -2624,7 +2644,8 @@ const file_tern_proto_rawDesc = "" +
 	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aobjects\x18\n" +
 	" \x01(\x03R\aobjects\x12%\n" +
-	"\x0eextent_unknown\x18\v \x01(\bR\rextentUnknown\"\xde\x01\n" +
+	"\x0eextent_unknown\x18\v \x01(\bR\rextentUnknown\x12#\n" +
+	"\rlogical_bytes\x18\f \x01(\x03R\flogicalBytes\"\xde\x01\n" +
 	"\x05Entry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12>\n" +

@@ -36,6 +36,7 @@ func (a *app) benchCmd() *cobra.Command {
 		sec          driver.Security
 		pairs        int
 		dedupCost    bool
+		compression  tern.Compression
 		obj          objectFlags
 		cl           clusterFlags
 	)
@@ -69,6 +70,11 @@ With --grpc --pairs N --dedup-cost, the pairs compare the server as it runs
 (each append carries its producer's numbers and the log deduplicates them)
 with the same server applying the appends without them (unsafe: a retried
 append could be applied twice): what exactly-once retries cost.
+
+With --compression zstd or lz4, the logs compress each batch, and --payload
+json makes the entries JSON-like text (the default, random bytes, does not
+compress): the result's extra figures stored_bytes, logical_bytes and
+stored_per_logical say what the logs store per byte appended.
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -124,7 +130,7 @@ peers and writes docs/benchmarks.md.`,
 					changedFlag(cmd, "tls", "auth"))
 			}
 			if cl.nodes > 0 || strings.HasPrefix(spec.Name, "quorum-") {
-				if flag := changedFlag(cmd, "grpc", "tls", "auth", "pairs", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight"); flag != "" {
+				if flag := changedFlag(cmd, "grpc", "tls", "auth", "pairs", "fsync", "flush-bytes", "flush-interval", "uploads-in-flight", "compression"); flag != "" {
 					return usagef(cmd, "--%s does not apply to quorum logs on a --cluster", flag)
 				}
 				if a.server != "" {
@@ -156,6 +162,7 @@ peers and writes docs/benchmarks.md.`,
 				if err != nil {
 					return err
 				}
+				logs.Log.Compression = compression
 				return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
 					if err := describeBench(cmd, spec, fmt.Sprintf("on Tern embedded in this process, object logs in %s (metadata in %s)", obj.storage, env.Dir)); err != nil {
 						return nil, err
@@ -190,7 +197,7 @@ peers and writes docs/benchmarks.md.`,
 					if err := describeBench(cmd, spec, what+fmt.Sprintf(", local logs (fsync %s) in %s", fsync, env.Dir)); err != nil {
 						return nil, err
 					}
-					return driver.Pairs(ctx, env, spec, fsync, pairs, base, test)
+					return driver.Pairs(ctx, env, spec, tern.LogOptions{Fsync: fsync, Compression: compression}, pairs, base, test)
 				})
 			}
 			mode := driver.Embedded
@@ -223,12 +230,13 @@ peers and writes docs/benchmarks.md.`,
 				if err := describeBench(cmd, spec, what); err != nil {
 					return nil, err
 				}
-				return single(driver.Tern(ctx, env, spec, fsync, mode))
+				return single(driver.Tern(ctx, env, spec, tern.LogOptions{Fsync: fsync, Compression: compression}, mode))
 			})
 		},
 	}
 	f.addFlags(cmd)
 	cmd.Flags().StringVar(&f.fsync, "fsync", "always", "durability of the logs: always, interval:DURATION (unsafe) or never (unsafe)")
+	cmd.Flags().Var(compressionFlag{&compression}, "compression", "compression of the logs' batches: none, zstd or lz4 (default none); the result's extra figures give the bytes stored per byte appended")
 	cmd.Flags().BoolVar(&grpcLoopback, "grpc", false, "measure through a server in this process (embedded etcd, gRPC on loopback), as tern serve runs")
 	numberVar(cmd.Flags(), &pairs, "pairs", 0, 0, "with --grpc: measure embedded and through the server `N` times each, alternating, and record the median pair of those the host left alone (steal under 5%); with --tls or --auth, the server in plaintext and secured")
 	cmd.Flags().BoolVar(&sec.TLS, "tls", false, "with --grpc: the server serves TLS, with a certificate made for the run")
@@ -419,8 +427,9 @@ bench --storage, default flush settings) is held against, and label the
 result with its name, as "tern bench disk" does:
 
   catchup-1g      GETs of 4MiB, 4 at once, as a catch-up reader does
-  with a --rate   PUTs of the fragment one flush interval gathers (obj-1k:
-                  20KiB), one at a time
+  with a --rate   PUTs of one append's entries, the fragment an append to a
+                  log below its uploads in flight goes in (obj-1k: 1KiB),
+                  one at a time
   others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
 
 --size and --concurrency override these.`,

@@ -25,7 +25,7 @@ type objectFlags struct {
 func (o *objectFlags) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.Var(sizeFlag{&o.flushBytes}, "flush-bytes", fmt.Sprintf("with --storage: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
-	durationVar(f, &o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: upload the queued appends once the oldest has waited this long (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	durationVar(f, &o.opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("with --storage: no longer used (appends are uploaded as soon as fewer than --uploads-in-flight uploads are under way) (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
 	numberVar(f, &o.opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("with --storage: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
 }
 

@@ -46,9 +46,15 @@ func TestBench(t *testing.T) {
 		t.Errorf("first line %q, want what is measured", first)
 	}
 	must(t, dir, "", "bench", "--entry-bytes", "100", "--in-flight", "64", "--duration", "200ms", "--fsync", "never", "--json", out)
+	must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "200ms", "--payload", "json", "--compression", "lz4", "--json", out)
 	rs := readResults(t, out)
-	if len(rs) != 2 {
-		t.Fatalf("%d results, want 2", len(rs))
+	if len(rs) != 3 {
+		t.Fatalf("%d results, want 3", len(rs))
+	}
+	// Compressed JSON: the logs store fewer bytes than were appended.
+	if r := rs[2]; r.Variant != "durable, lz4" || r.Spec.Payload != "json" || r.Extra["stored_per_logical"] <= 0 ||
+		r.Extra["stored_per_logical"] > 0.6 || r.Extra["logical_bytes"] < float64(r.Bytes) {
+		t.Fatalf("compressed result: variant %q, payload %q, extra %v, %d bytes", r.Variant, r.Spec.Payload, r.Extra, r.Bytes)
 	}
 	r := rs[0]
 	if r.System != "tern" || r.Variant != "durable" || r.Workload != "conc-4k" || r.Spec.Producers != 8 || r.Spec.EntryBytes != 4096 {
@@ -254,7 +260,7 @@ func TestBenchS3(t *testing.T) {
 	if len(rs) != 2 {
 		t.Fatalf("%d results, want a PUT and a GET: %+v", len(rs), rs)
 	}
-	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 20<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
+	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 1<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
 		t.Errorf("obj-1k limit %+v", r)
 	}
 	// A catch-up's limit reads distinct objects once, cold: 1 MiB of 64 KiB.

@@ -97,7 +97,7 @@ func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
 	fs.IntVar(&f.MaxStreamsPerConnection, "max-streams-per-connection", d.MaxStreamsPerConnection, "the most streams (reads, subscriptions, append streams) open at once on one client connection (0: no limit); $TERN_MAX_STREAMS_PER_CONNECTION")
 	fs.StringVar(&f.MaxStreams, "max-streams", d.MaxStreams, "the most streams open at once on the server, all connections together (auto: a quarter of --memory-limit at 2 MiB a stream, at least 64; 0: no limit); $TERN_MAX_STREAMS")
 	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
-	fs.StringVar(&f.LogIdleTimeout, "log-idle-timeout", d.LogIdleTimeout, "close a log's engine (its open segment, its goroutines) after this `duration` with no call, writer, reader or subscriber; it opens again at its next use, and a local log starts a new segment then; $TERN_LOG_IDLE_TIMEOUT")
+	fs.StringVar(&f.LogIdleTimeout, "log-idle-timeout", d.LogIdleTimeout, "close a log's engine (its open segment, its goroutines) after this `duration` with no call, writer, reader or subscriber; it opens again at its next use, and a local log goes on in its segment if it is neither full nor too old; $TERN_LOG_IDLE_TIMEOUT")
 	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
 }
 

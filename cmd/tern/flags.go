@@ -82,6 +82,27 @@ func (f modeFlag) Set(s string) error {
 func (modeFlag) Type() string { return "local|object|quorum" }
 func (modeFlag) form() string { return "local, object or quorum" }
 
+type compressionFlag struct{ c *tern.Compression }
+
+func (f compressionFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return string(*f.c)
+}
+
+func (f compressionFlag) Set(s string) error {
+	v, err := tern.ParseCompression(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "tern: "))
+	}
+	*f.c = v
+	return nil
+}
+
+func (compressionFlag) Type() string { return "none|zstd|lz4" }
+func (compressionFlag) form() string { return "none, zstd or lz4" }
+
 // flagMessage is an error of a flag's Value that says all there is to say
 // after the flag's name.
 type flagMessage string

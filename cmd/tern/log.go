@@ -47,8 +47,8 @@ separates namespace parts: "tenant/db/channel". Sizes take a unit: 64MiB,
 A local log keeps its segments in the data directory, and --fsync says when
 an append is acknowledged. An object log keeps them in the object store
 (--storage, or the server's): the appends are queued and uploaded together
-as one object, and acknowledged once it is stored; --flush-bytes,
---flush-interval and --uploads-in-flight tune the uploads. A quorum log, on
+as one object, and acknowledged once it is stored; --flush-bytes and
+--uploads-in-flight tune the uploads. A quorum log, on
 a cluster of tern serve nodes, sends each append to the --ensemble nodes of
 its open segment and acknowledges it once --ack-quorum of them have it on
 disk; sealed segments move to the object store.`,
@@ -102,10 +102,11 @@ disk; sealed segments move to the object store.`,
 	f := cmd.Flags()
 	f.Var(modeFlag{&opts.Mode}, "mode", "where the log keeps its entries: local (the data directory), object (the object store) or quorum (the nodes of a cluster, then the object store) (default: the server's --mode, or local)")
 	f.Var(sizeFlag{&flushBytes}, "flush-bytes", fmt.Sprintf("object mode: upload the queued appends once they reach this size (default %s)", units.FormatBytes(tern.DefaultFlushBytes)))
-	durationVar(f, &opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: upload the queued appends once the oldest has waited this long; a shorter interval lowers the latency of a lightly loaded log and costs more PUT requests (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
-	numberVar(f, &opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("object mode: upload at most `N` objects at once (default %d)", tern.DefaultUploadsInFlight))
+	durationVar(f, &opts.FlushInterval, "flush-interval", 0, fmt.Sprintf("object mode: no longer used (appends are uploaded as soon as fewer than --uploads-in-flight uploads are under way); kept for the scripts that set it (default %s)", units.FormatDuration(tern.DefaultFlushInterval)))
+	numberVar(f, &opts.UploadsInFlight, "uploads-in-flight", 0, 0, fmt.Sprintf("object mode: upload at most `N` objects at once; the queued appends go as soon as fewer are under way, so fewer cost fewer PUT requests and more latency (default %d)", tern.DefaultUploadsInFlight))
 	numberVar(f, &opts.Ensemble, "ensemble", 0, 0, "quorum mode: the `N` nodes each segment is written to (default 3)")
 	numberVar(f, &opts.AckQuorum, "ack-quorum", 0, 0, "quorum mode: acknowledge an append once `N` nodes of the ensemble have it on disk (default 2)")
+	f.Var(compressionFlag{&opts.Compression}, "compression", "compress each batch of appends with zstd (smallest) or lz4 (least CPU), once, for disk, replicas and objects alike; none stores them as appended (default none)")
 	f.Var(fsyncFlag{&opts.Fsync}, "fsync", "local mode: when an append is acknowledged: always (after fdatasync), interval:DURATION or never; the last two can lose acknowledged entries on power failure")
 	f.Var(sizeFlag{&opts.SegmentBytes}, "segment-bytes", fmt.Sprintf("seal a segment once it reaches this size (default %s)", units.FormatBytes(tern.DefaultSegmentBytes)))
 	durationVar(f, &opts.SegmentAge, "segment-age", 0, fmt.Sprintf("seal a segment this old at the next append (default %s)", units.FormatDuration(tern.DefaultSegmentAge)))
@@ -255,9 +256,11 @@ func describe(w io.Writer, i tern.LogInfo) error {
 	fmt.Fprintf(tw, "End:\t%d\n", i.End)
 	fmt.Fprintf(tw, "Entries:\t%d\n", i.End-i.Start)
 	fmt.Fprintf(tw, "Bytes:\t%d (%s)\n", i.Bytes, units.FormatBytes(i.Bytes))
+	fmt.Fprintf(tw, "Logical bytes:\t%d (%s)\n", i.LogicalBytes, units.FormatBytes(i.LogicalBytes))
 	fmt.Fprintf(tw, "Segments:\t%d\n", i.Segments)
 	fmt.Fprintf(tw, "Writer epoch:\t%d\n", i.Epoch)
 	fmt.Fprintf(tw, "Mode:\t%s\n", modeOf(o))
+	fmt.Fprintf(tw, "Compression:\t%s\n", compressionOf(o))
 	if modeOf(o) == tern.ModeObject {
 		fmt.Fprintf(tw, "Flush bytes:\t%s\n", units.FormatBytes(int64(o.FlushBytes)))
 		fmt.Fprintf(tw, "Flush interval:\t%s\n", units.FormatDuration(o.FlushInterval))
@@ -280,20 +283,28 @@ func modeOf(o tern.LogOptions) tern.Mode {
 	return cmp.Or(o.Mode, tern.ModeLocal)
 }
 
+// compressionOf is the compression of a log with options o: none if it
+// has none.
+func compressionOf(o tern.LogOptions) tern.Compression {
+	return cmp.Or(o.Compression, tern.CompressionNone)
+}
+
 // logJSON is a LogInfo as list --json and describe --json print it. Sizes
 // are bytes; durations are Go duration strings ("1h", "72h"); zero
-// retention limits keep everything. The flush fields are an object log's
-// only.
+// retention limits keep everything. Bytes are as stored (compressed),
+// logical bytes as appended. The flush fields are an object log's only.
 type logJSON struct {
-	Name     string      `json:"name"`
-	ID       uint64      `json:"id"`
-	Created  time.Time   `json:"created"`
-	Start    tern.Offset `json:"start"`
-	End      tern.Offset `json:"end"`
-	Entries  uint64      `json:"entries"`
-	Bytes    int64       `json:"bytes"`
-	Segments int         `json:"segments"`
-	Epoch    uint64      `json:"epoch"`
+	Name    string      `json:"name"`
+	ID      uint64      `json:"id"`
+	Created time.Time   `json:"created"`
+	Start   tern.Offset `json:"start"`
+	End     tern.Offset `json:"end"`
+	Entries uint64      `json:"entries"`
+	Bytes   int64       `json:"bytes"`
+	// LogicalBytes: bytes before compression (equal to bytes without).
+	LogicalBytes int64  `json:"logical_bytes"`
+	Segments     int    `json:"segments"`
+	Epoch        uint64 `json:"epoch"`
 	// ExtentUnknown: listed from the metadata, unopened; end, entries,
 	// bytes and segments are not known.
 	ExtentUnknown bool `json:"extent_unknown,omitempty"`
@@ -305,6 +316,7 @@ type logJSON struct {
 		RetentionBytes   int64  `json:"retention_bytes"`
 		RetentionEntries int64  `json:"retention_entries"`
 		MaxEntryBytes    int    `json:"max_entry_bytes"`
+		Compression      string `json:"compression"`
 		Mode             string `json:"mode"`
 		FlushBytes       int    `json:"flush_bytes,omitempty"`
 		FlushInterval    string `json:"flush_interval,omitempty"`
@@ -315,7 +327,7 @@ type logJSON struct {
 func infoJSON(i tern.LogInfo) logJSON {
 	j := logJSON{
 		Name: i.Name, ID: i.ID, Created: i.Created, Start: i.Start, End: i.End,
-		Entries: uint64(i.End - i.Start), Bytes: i.Bytes, Segments: i.Segments, Epoch: i.Epoch,
+		Entries: uint64(i.End - i.Start), Bytes: i.Bytes, LogicalBytes: i.LogicalBytes, Segments: i.Segments, Epoch: i.Epoch,
 		ExtentUnknown: i.ExtentUnknown,
 	}
 	o := i.Options
@@ -327,6 +339,7 @@ func infoJSON(i tern.LogInfo) logJSON {
 	j.Options.RetentionEntries = o.RetentionEntries
 	j.Options.MaxEntryBytes = o.MaxEntryBytes
 	j.Options.Mode = string(modeOf(o))
+	j.Options.Compression = string(compressionOf(o))
 	if modeOf(o) == tern.ModeObject {
 		j.Options.FlushBytes = o.FlushBytes
 		j.Options.FlushInterval = units.FormatDuration(o.FlushInterval)

@@ -119,7 +119,7 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("tern log create --help printed:\n%s", out)
 	}
 	out := must(t, dir, "", "log", "create", "--help")
-	for _, want := range []string{"--mode local|object", "--flush-bytes size", "(default 4MiB)", "more PUT requests (default 20ms)", "--uploads-in-flight N", "at once (default 4)"} {
+	for _, want := range []string{"--mode local|object", "--flush-bytes size", "(default 4MiB)", "kept for the scripts that set it (default 20ms)", "--uploads-in-flight N", "more latency (default 4)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tern log create --help lacks %q:\n%s", want, out)
 		}

@@ -38,6 +38,10 @@ import (
 // no append of an older epoch is acknowledged; a Reader never returns an
 // entry that was not acknowledged.
 type Engine interface {
+	// LogicalBytes is Stats' Bytes with each batch counted at its size
+	// uncompressed (record.Header.LogicalBytes): the bytes appended. It
+	// may read the log's storage, so is not for hot paths.
+	LogicalBytes() int64
 	// Append queues entries of the writer of epoch, to be committed
 	// together, and returns at once. It fails at once with
 	// rpcerr.ErrFenced if epoch is not the log's, and with
@@ -115,7 +119,7 @@ type Tick struct {
 type Stats struct {
 	Start    uint64 // the first offset that can be read
 	End      uint64 // the offset the next append gets
-	Bytes    int64  // bytes of the segments
+	Bytes    int64  // bytes of the segments, as stored (compressed)
 	Segments int
 	Epoch    uint64
 	// Syncs counts the fdatasync calls on local segment files since the

@@ -23,7 +23,8 @@ type Group struct {
 	// checked against the offsets the queue predicted. It must be
 	// committed at those offsets or not at all (see Queue.Rewind).
 	Conditional bool
-	Outcome     // Base: for a tick, its position, the tail when its turn came
+	Appends     int // the appends encoded in B
+	Outcome         // Base: for a tick, its position, the tail when its turn came
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
@@ -69,11 +70,13 @@ type AppendOptions struct {
 // failed and did not take their offsets. And it holds the log's Dedup.
 type Queue struct {
 	MaxBatchBytes int
+	Codec         record.Codec // of every group's batch
 	Dedup         Dedup
 	groups        []*Group
 	bytes         int    // the encoded bytes of the queued entries
 	taken         uint64 // the end of the groups taken, if they all commit
 	queued        uint64 // the entries queued
+	added         uint64 // the appends ever added, duplicates not counted
 }
 
 // Add encodes entries, of the writer of epoch, into the newest group, or a
@@ -115,6 +118,7 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 		g = q.groups[n-1]
 	} else {
 		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
+		g.B.SetCodec(q.Codec)
 		q.groups = append(q.groups, g)
 		started = true
 	}
@@ -130,6 +134,8 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 		g.MaxTime = max(g.MaxTime, e.Time)
 	}
 	g.Conditional = g.Conditional || o.IfEnd
+	g.Appends++
+	q.added++
 	q.bytes += g.B.Bytes() - before
 	q.queued += uint64(len(entries))
 	if o.Producer != 0 {
@@ -177,6 +183,11 @@ func (q *Queue) AddTick(epoch, t uint64, now time.Time) Pending {
 	q.groups = append(q.groups, g)
 	return g.Pending(0)
 }
+
+// Added is how many appends the queue has taken since it was made
+// (duplicates answered from the Dedup not counted): a committer that waits
+// for a number of appends compares two readings.
+func (q *Queue) Added() uint64 { return q.added }
 
 // Len is the number of queued groups.
 func (q *Queue) Len() int { return len(q.groups) }

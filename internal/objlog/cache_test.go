@@ -2,7 +2,6 @@ package objlog
 
 import (
 	"testing"
-	"time"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
@@ -17,7 +16,7 @@ func TestSharedCache(t *testing.T) {
 	var logs []*Log
 	for range 3 {
 		e := newEnv(t, blob.NewMem())
-		l := e.open(Options{FlushBytes: flush, MaxBatchBytes: 100, FlushInterval: time.Millisecond, SharedCache: shared})
+		l := e.open(Options{FlushBytes: flush, MaxBatchBytes: 100, SharedCache: shared})
 		logs = append(logs, l)
 		epoch := e.Writer(l)
 		objlogtest.AppendN(t, l, epoch, "a", n)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/blob"
@@ -23,7 +22,7 @@ func TestCompactSkipsDamagedFragment(t *testing.T) {
 		t.Run(damage, func(t *testing.T) {
 			b := blob.NewMem()
 			e := newEnv(t, b)
-			l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CompactBytes: 600})
+			l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 5, CompactBytes: 600})
 			defer l.Close()
 			epoch := e.Writer(l)
 			for i := range 10 {

@@ -20,7 +20,7 @@ import (
 func TestDedupAcrossWriters(t *testing.T) {
 	faulty := blob.NewFaulty(blob.NewMem(), nil)
 	e := newEnv(t, faulty)
-	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 4, RetryTimeout: 50 * time.Millisecond}
+	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 4, RetryTimeout: 50 * time.Millisecond}
 	l1 := e.open(tuning)
 	e1 := e.Writer(l1)
 	keys := objlogtest.Keys(3, 30)
@@ -71,7 +71,7 @@ func TestDedupAcrossWriters(t *testing.T) {
 // it, and fails with the end elsewhere.
 func TestIfEndObject(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond})
+	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100})
 	defer l.Close()
 	epoch := e.Writer(l)
 	objlogtest.AppendN(t, l, epoch, "a", 3)
@@ -102,7 +102,7 @@ func TestDedupReachInCompactedObject(t *testing.T) {
 	defer func(r int64) { dedupReach = r }(dedupReach)
 	dedupReach = 700
 	e := newEnv(t, blob.NewMem())
-	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 4, CompactBytes: 1 << 20}
+	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 4, CompactBytes: 1 << 20}
 	l := e.open(tuning)
 	epoch := e.Writer(l)
 	keys := objlogtest.Keys(2, 40)
@@ -166,7 +166,7 @@ func TestBatchesAfter(t *testing.T) {
 // writer's appends are deduplicated too.
 func TestDedupReloadAfterAnotherWriter(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond}
+	tuning := Options{FlushBytes: 200, MaxBatchBytes: 100}
 	a := e.open(tuning)
 	defer a.Close()
 	keys := objlogtest.Keys(2, 20)
@@ -199,7 +199,7 @@ func TestDedupReloadAfterAnotherWriter(t *testing.T) {
 // back deeper, and is answered with the original's offset.
 func TestDedupDeepWhenShallowMisses(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	tuning := Options{FlushBytes: 1, MaxBatchBytes: 100, FlushInterval: time.Millisecond}
+	tuning := Options{FlushBytes: 1, MaxBatchBytes: 100}
 	a := e.open(tuning)
 	old := objlogtest.Keys(1, 20) // producer 1
 	at, err := objlogtest.AppendKeys(a, e.Writer(a), old)

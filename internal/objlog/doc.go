@@ -35,10 +35,13 @@
 // # Write path
 //
 // Appenders encode their entries into batches (groups) as the local write
-// path does. A flusher cuts the queued batches into a fragment when they reach
-// FlushBytes, when the oldest has waited FlushInterval, or at Close, gives
-// them their offsets, and uploads it with a conditional PUT (If-None-Match:
-// *), with up to MaxInFlight uploads at once. It copies the batches into the
+// path does. A flusher cuts the queued batches into a fragment as soon as
+// fewer than MaxInFlight uploads are under way, however few they are, so a
+// lightly loaded log acknowledges an append one PUT after it arrives; while
+// every upload is under way the queue fills, and a fragment takes up to
+// FlushBytes of it, so a log at full load uploads full fragments. It gives
+// them their offsets and uploads the fragment with a conditional PUT
+// (If-None-Match: *). It copies the batches into the
 // fragment after it has released the log's lock, so appends go on meanwhile,
 // and computes each batch's CRC on the copy, which the copy has just brought
 // into the CPU's cache. A fragment is acknowledged when

@@ -12,6 +12,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/engine"
 	"github.com/ternwal/tern/internal/meta"
+	"github.com/ternwal/tern/internal/record"
 )
 
 // Meta is the metadata of one log's segments: meta.Store's segment methods
@@ -55,14 +56,17 @@ type Options struct {
 	// Prefix starts the keys of the log's objects; it ends in "/".
 	Prefix string
 
-	FlushBytes    int           // cut a fragment once this many bytes are queued; default 4 MiB
-	FlushInterval time.Duration // or once the oldest queued append waited this long; default 20ms
+	// A fragment is cut from what is queued as soon as fewer than
+	// MaxInFlight uploads are under way, and takes at most FlushBytes and
+	// the rest of the batch that crosses it.
+	FlushBytes    int           // default 4 MiB
 	MaxInFlight   int           // fragment uploads at once; default 4
 	RetryTimeout  time.Duration // an upload retried this long fails the log; default 30s
 	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
 	MaxFragments  int           // or that has this many fragments; default 1000, 8192 in quorum mode
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
 	MaxBatchBytes int           // a group of appends stops growing at this size; default FlushBytes/16, at least 64 KiB
+	Codec         record.Codec  // compresses each batch; FlushBytes counts the bytes before compression
 	CacheBytes    int64         // acknowledged fragments kept in memory for tail readers; default 16 MiB
 	// SharedCache, if set, also bounds those of every log that shares it.
 	SharedCache  *CacheBudget
@@ -95,9 +99,6 @@ func (o *Options) setDefaults() {
 	def(&o.MaxBatchBytes, max(o.FlushBytes/16, 64<<10))
 	def(&o.ChunkBytes, 4<<20)
 	def(&o.ReadAhead, 4)
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = 20 * time.Millisecond
-	}
 	if o.RetryTimeout <= 0 {
 		o.RetryTimeout = 30 * time.Second
 	}
@@ -135,6 +136,7 @@ type seg struct {
 	objs    []object     // the objects holding its entries, in order
 	end     uint64       // offset after its last known entry
 	bytes   int64
+	saved   int64 // by compression, in the batches this process wrote
 	maxTime int64
 	frags   int    // fragments written: the next fragment's number, for the open segment
 	stream  Stream // where the current epoch's open segment goes, when placed
@@ -233,7 +235,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		offloadWake: make(chan struct{}, 1),
 		offloaded:   make(chan struct{}),
 	}
-	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.queue.MaxBatchBytes, l.queue.Codec = opts.MaxBatchBytes, opts.Codec
 	l.readers = engine.NewReaders(&l.mu)
 	if err := l.load(ctx, false); err != nil {
 		return nil, err
@@ -344,6 +346,19 @@ func (l *Log) Stats() engine.Stats {
 		s.Objects += len(sg.objs)
 	}
 	return s
+}
+
+// LogicalBytes is engine.Engine's: the bytes of the segments with the
+// batches this process wrote counted uncompressed; batches written before
+// it opened the log count as stored.
+func (l *Log) LogicalBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, sg := range l.segs {
+		n += sg.bytes + sg.saved
+	}
+	return n
 }
 
 // Close uploads what is queued, waits for the uploads, seals the open segment

@@ -67,7 +67,7 @@ func TestAppendReadFromMemoryAndBucket(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
 		// Tiny fragments and cache: most reads go to the bucket.
-		l := e.open(Options{FlushBytes: 512, MaxBatchBytes: 100, FlushInterval: time.Millisecond, CacheBytes: 1, ChunkBytes: 300, ReadAhead: 3})
+		l := e.open(Options{FlushBytes: 512, MaxBatchBytes: 100, CacheBytes: 1, ChunkBytes: 300, ReadAhead: 3})
 		defer l.Close()
 		epoch := e.Writer(l)
 		offs := objlogtest.AppendN(t, l, epoch, "a", 500)
@@ -95,7 +95,7 @@ func TestAppendReadFromMemoryAndBucket(t *testing.T) {
 
 func TestTailReaderFollows(t *testing.T) {
 	e := newEnv(t, blob.NewMem())
-	l := e.open(Options{FlushInterval: time.Millisecond})
+	l := e.open(Options{})
 	defer l.Close()
 	epoch := e.Writer(l)
 	r, err := l.NewReader(0, true)
@@ -143,7 +143,7 @@ func TestAcksInOrder(t *testing.T) {
 	release := make(chan struct{})
 	f := blob.NewFaulty(blob.NewMem(), nil)
 	e := newEnv(t, f)
-	l := e.open(Options{FlushBytes: 1, FlushInterval: time.Millisecond, MaxInFlight: 4})
+	l := e.open(Options{FlushBytes: 1, MaxInFlight: 4})
 	defer l.Close()
 	epoch := e.Writer(l)
 	f.SetDecide(func(op blob.Op, key string) blob.Fault {
@@ -185,7 +185,7 @@ func TestFaultyUploads(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		f := blob.NewFaulty(b, nil)
 		e := newEnv(t, f)
-		l := e.open(Options{FlushBytes: 256, MaxBatchBytes: 100, FlushInterval: time.Millisecond, CacheBytes: 1})
+		l := e.open(Options{FlushBytes: 256, MaxBatchBytes: 100, CacheBytes: 1})
 		defer l.Close()
 		epoch := e.Writer(l)
 		decide := blob.Random(1, 0.3, 0.5)
@@ -219,7 +219,7 @@ func TestFaultyUploads(t *testing.T) {
 func TestUploadFailsForGood(t *testing.T) {
 	f := blob.NewFaulty(blob.NewMem(), nil)
 	e := newEnv(t, f)
-	l := e.open(Options{FlushInterval: time.Millisecond, RetryTimeout: 50 * time.Millisecond})
+	l := e.open(Options{RetryTimeout: 50 * time.Millisecond})
 	defer l.Close()
 	epoch := e.Writer(l)
 	objlogtest.AppendN(t, l, epoch, "ok", 10)
@@ -253,7 +253,7 @@ func TestUploadFailsForGood(t *testing.T) {
 func TestTwoWriters(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
-		opts := Options{FlushInterval: time.Millisecond}
+		opts := Options{}
 		l1 := e.open(opts)
 		defer l1.Close()
 		e1 := e.Writer(l1)
@@ -294,7 +294,7 @@ func TestTwoWriters(t *testing.T) {
 func TestCrashedWriterRecovered(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
-		l1 := e.open(Options{FlushBytes: 300, MaxBatchBytes: 100, FlushInterval: time.Millisecond})
+		l1 := e.open(Options{FlushBytes: 300, MaxBatchBytes: 100})
 		e1 := e.Writer(l1)
 		objlogtest.AppendN(t, l1, e1, "c", 100)
 		// l1 is abandoned, not closed.
@@ -318,7 +318,7 @@ func TestSegmentsRollCompactAndTruncate(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		mem := b
 		e := newEnv(t, mem)
-		l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
+		l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
 		defer l.Close()
 		epoch := e.Writer(l)
 		for i := range 10 {
@@ -422,7 +422,7 @@ func TestMinIORestartDuringAppends(t *testing.T) {
 	}
 	defer b.Close()
 	e := newEnv(t, b)
-	l := e.open(Options{FlushInterval: 2 * time.Millisecond, RetryTimeout: time.Minute})
+	l := e.open(Options{RetryTimeout: time.Minute})
 	defer l.Close()
 	epoch := e.Writer(l)
 
@@ -497,7 +497,7 @@ func TestFencedByEpoch(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b blob.Bucket) {
 		e := newEnv(t, b)
 		// One fragment per segment: every flush seals and starts one.
-		l1 := e.open(Options{FlushInterval: time.Millisecond, MaxFragments: 1})
+		l1 := e.open(Options{MaxFragments: 1})
 		defer l1.Close()
 		e1 := e.Writer(l1)
 		objlogtest.AppendN(t, l1, e1, "one", 3)
@@ -538,7 +538,7 @@ func TestFencedByEpoch(t *testing.T) {
 func TestTruncateRetriedAndStartKept(t *testing.T) {
 	f := blob.NewFaulty(blob.NewMem(), nil)
 	e := newEnv(t, f)
-	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1})
+	l := e.open(Options{FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 5, CacheBytes: 1})
 	defer l.Close()
 	epoch := e.Writer(l)
 	for i := range 12 {
@@ -627,7 +627,7 @@ func TestCompactWhileFenced(t *testing.T) {
 	}
 	rm := &replaceHook{Meta: StoreMeta(e.Store, "l")}
 	l, err := Open(context.Background(), Options{Bucket: e.Bucket, Meta: rm, Prefix: "7/", Epoch: ml.Epoch,
-		FlushBytes: 200, MaxBatchBytes: 100, FlushInterval: time.Millisecond, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
+		FlushBytes: 200, MaxBatchBytes: 100, MaxFragments: 5, CacheBytes: 1, CompactBytes: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -655,7 +655,7 @@ func TestFenceWaitsForCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	bm := &blockCreate{Meta: StoreMeta(e.Store, "l"), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	l, err := Open(context.Background(), Options{Bucket: e.Bucket, Meta: bm, Prefix: "7/", Epoch: ml.Epoch, FlushInterval: time.Millisecond})
+	l, err := Open(context.Background(), Options{Bucket: e.Bucket, Meta: bm, Prefix: "7/", Epoch: ml.Epoch})
 	if err != nil {
 		t.Fatal(err)
 	}

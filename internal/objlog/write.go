@@ -21,6 +21,7 @@ type frag struct {
 	epoch   uint64
 	groups  []*engine.Group
 	data    []byte
+	saved   int64 // bytes compression saved
 	base    uint64
 	end     uint64
 	maxTime int64
@@ -95,11 +96,9 @@ const (
 // queue empty.
 func (l *Log) flusher() {
 	defer close(l.flushed)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	for {
 		l.mu.Lock()
-		kind, f, wait := l.step()
+		kind, f := l.step()
 		open := l.open
 		l.busy = kind == stepCreate || kind == stepSeal
 		l.mu.Unlock()
@@ -107,14 +106,7 @@ func (l *Log) flusher() {
 		case stepExit:
 			return
 		case stepWait:
-			if wait > 0 {
-				timer.Reset(wait)
-			}
-			select {
-			case <-l.wake:
-			case <-timer.C:
-			}
-			timer.Stop()
+			<-l.wake
 		case stepCreate:
 			l.create()
 			l.idle()
@@ -161,46 +153,47 @@ func (l *Log) idle() {
 
 // step decides the flusher's next move. The caller holds mu. For stepUpload
 // it has cut the fragment and queued it in inflight, with l.uploads counted.
-func (l *Log) step() (stepKind, *frag, time.Duration) {
+//
+// An upload slot free cuts what is queued at once, however little: waiting
+// for more would only add to the appends' latency. With every slot taken
+// the queue fills meanwhile, and the next fragment takes up to FlushBytes of
+// it, so a log at full load still uploads full fragments. A log thus makes
+// at most MaxInFlight PUTs per PUT latency.
+func (l *Log) step() (stepKind, *frag) {
 	if l.queue.Len() == 0 {
 		if l.closed {
-			return stepExit, nil, 0
+			return stepExit, nil
 		}
-		return stepWait, nil, 0
+		return stepWait, nil
 	}
 	if l.fencing {
-		return stepWait, nil, 0
+		return stepWait, nil
 	}
 	ticks := l.queue.Groups()[0].IsTick
 	if !ticks {
 		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.stream != nil && o.stream.Degraded()) {
 			if len(l.inflight) > 0 {
-				return stepWait, nil, 0
+				return stepWait, nil
 			}
-			return stepSeal, nil, 0
+			return stepSeal, nil
 		}
 		if l.open == nil {
-			return stepCreate, nil, 0
-		}
-	}
-	if !ticks && !l.closed && l.queue.Bytes() < l.opts.FlushBytes {
-		if wait := l.opts.FlushInterval - l.opts.Now().Sub(l.queue.Groups()[0].Queued); wait > 0 {
-			return stepWait, nil, wait
+			return stepCreate, nil
 		}
 	}
 	if len(l.inflight) >= l.opts.MaxInFlight {
-		return stepWait, nil, 0
+		return stepWait, nil
 	}
 	if !ticks && l.owned != nil && !l.owned() {
 		l.failLog(engine.NotOwned())
-		return stepWait, nil, 0
+		return stepWait, nil
 	}
 	f := l.cut()
 	l.inflight = append(l.inflight, f)
 	if f.seg != nil {
 		l.uploads.Add(1)
 	}
-	return stepUpload, f, 0
+	return stepUpload, f
 }
 
 // mustRoll reports whether the open segment o is full or old. The caller
@@ -257,6 +250,7 @@ func (f *frag) join() {
 	for _, g := range f.groups {
 		if !g.IsTick {
 			batches = append(batches, g.B.FinishUnsummed(g.Base, g.Epoch))
+			f.saved += int64(g.B.Bytes() - len(batches[len(batches)-1]))
 		}
 	}
 	// Join copies them into a buffer it does not zero first; each batch is
@@ -437,6 +431,7 @@ func (l *Log) publish(f *frag) {
 		s.objs = append(s.objs, object{key: fragKey(f.n), base: f.base, end: f.end, bytes: int64(len(f.data))})
 		s.end = f.end
 		s.bytes += int64(len(f.data))
+		s.saved += f.saved
 		s.maxTime = max(s.maxTime, f.maxTime)
 		l.end = f.end
 		l.cache = append(l.cache, cached{base: f.base, end: f.end, data: f.data})

@@ -8,6 +8,7 @@ import (
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/objlog"
 	"github.com/ternwal/tern/internal/objlog/objlogtest"
+	"github.com/ternwal/tern/internal/record"
 )
 
 // env is a bucket and a metadata store holding one log, "l".
@@ -24,6 +25,7 @@ type Options struct {
 	MaxBatchBytes int
 	MaxInFlight   int
 	CacheBytes    int64
+	Codec         record.Codec
 	Logger        *slog.Logger
 }
 
@@ -38,7 +40,7 @@ func (e *env) open(o Options) *objlog.Log {
 	opts := objlog.Options{
 		Bucket: e.Bucket, Meta: objlog.StoreMeta(e.Store, "l"), Prefix: "7/", Epoch: ml.Epoch, Start: ml.Start,
 		SegmentBytes: o.SegmentBytes, FlushBytes: o.FlushBytes, MaxBatchBytes: o.MaxBatchBytes,
-		MaxInFlight: o.MaxInFlight, CacheBytes: o.CacheBytes, Logger: o.Logger,
+		MaxInFlight: o.MaxInFlight, CacheBytes: o.CacheBytes, Logger: o.Logger, Codec: o.Codec,
 	}
 	var l *objlog.Log
 	if o.Replicas != nil {

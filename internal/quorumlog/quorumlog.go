@@ -88,9 +88,6 @@ func Open(ctx context.Context, o objlog.Options, r Replicas) (*objlog.Log, error
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 8
 	}
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = time.Nanosecond
-	}
 	// A fragment is a journal record on the replicas, not an object, and
 	// short segments cost a create and a seal in etcd each and reset the
 	// lag rule before it sees a replica lag. But the seal writes the list

@@ -14,7 +14,10 @@ import (
 // Wire-format constants: changing any of them changes the bytes on disk.
 const (
 	HeaderBytes = 48
-	Version     = 1
+	// Version is that of an uncompressed batch; a compressed one is
+	// VersionCompressed, which readers before compression refuse.
+	Version           = 1
+	VersionCompressed = 2
 	// Magic starts every batch; recovery searches for it past damage.
 	Magic    = "TRNB"
 	magic    = uint32('T') | uint32('R')<<8 | uint32('N')<<16 | uint32('B')<<24
@@ -45,7 +48,18 @@ type Header struct {
 	FirstTime  int64
 	Count      uint32
 	Flags      uint8
+	// BodyBytes is the size of the body (entries and appends section)
+	// uncompressed: Length - HeaderBytes for an uncompressed batch, the
+	// size the header declares for a compressed one.
+	BodyBytes uint32
 }
+
+// Codec is how the batch's body is compressed.
+func (h Header) Codec() Codec { return Codec(h.Flags & codecMask) }
+
+// LogicalBytes is the size the batch has uncompressed: what it counts for
+// as the bytes appended, whatever it takes stored.
+func (h Header) LogicalBytes() int64 { return HeaderBytes + int64(h.BodyBytes) }
 
 // NextOffset is the offset that follows the batch's last entry.
 func (h Header) NextOffset() uint64 { return h.BaseOffset + uint64(h.Count) }
@@ -63,15 +77,19 @@ func EncodedBytes(e Entry) int {
 // Builder is not safe for concurrent use.
 type Builder struct {
 	buf   []byte // the header and the entries; Finish adds the appends section
+	zbuf  []byte // the compressed batch Finish returned, if it did
+	codec Codec
 	count uint32
 	first int64
 	keys  []string
 	as    appendsSection
 }
 
-// Reset empties the builder and keeps its buffers.
+// Reset empties the builder and keeps its buffers. It sets the codec
+// back to None.
 func (b *Builder) Reset() {
 	b.buf = b.buf[:0]
+	b.codec = None
 	b.count = 0
 	b.as.reset()
 }
@@ -86,10 +104,21 @@ func (b *Builder) StartAppend(producer, seq uint64) {
 	b.as.start(producer, seq)
 }
 
+// SetCodec makes Finish compress the batch's body with c, unless the body
+// is over MaxBodyBytes or does not get shorter. c must be a Codec this
+// package defines.
+func (b *Builder) SetCodec(c Codec) {
+	if !c.valid() {
+		panic(fmt.Sprintf("record: unknown codec %d", c))
+	}
+	b.codec = c
+}
+
 // Count is the number of entries added since the last Reset.
 func (b *Builder) Count() int { return int(b.count) }
 
-// Bytes is the size the batch will have if finished now.
+// Bytes is the size the batch will have if finished now without
+// compression: with a codec, Finish returns at most this many bytes.
 func (b *Builder) Bytes() int {
 	if b.count == 0 {
 		return HeaderBytes
@@ -127,7 +156,8 @@ func (b *Builder) Add(e Entry) {
 }
 
 // Finish writes the header for a batch whose first entry has offset base and
-// returns the batch's bytes. They stay valid until the next Reset or Add. It
+// returns the batch's bytes, compressed if the builder has a codec and
+// that makes them shorter. They stay valid until the next Reset or Add. It
 // panics if no entry was added or the batch exceeds 4 GiB, which callers
 // prevent by bounding batch sizes.
 func (b *Builder) Finish(base, epoch uint64) []byte {
@@ -149,9 +179,18 @@ func (b *Builder) FinishUnsummed(base, epoch uint64) []byte {
 	}
 	out := b.buf
 	b.buf = b.buf[:entries] // a later Add or Finish starts from the entries again
+	version, bodyBytes := byte(Version), uint32(0)
+	if body := out[HeaderBytes:]; b.codec != None && len(body) <= MaxBodyBytes {
+		z, ok := compress(b.codec, append(b.zbuf[:0], out[:HeaderBytes]...), body)
+		b.zbuf = z
+		if ok {
+			out, version, bodyBytes = z, VersionCompressed, uint32(len(body))
+			flags |= byte(b.codec)
+		}
+	}
 	h := out[:HeaderBytes]
 	binary.LittleEndian.PutUint32(h[0:], magic)
-	h[4] = Version
+	h[4] = version
 	h[5] = flags
 	binary.LittleEndian.PutUint16(h[6:], 0)
 	binary.LittleEndian.PutUint32(h[8:], uint32(len(out)))
@@ -159,7 +198,7 @@ func (b *Builder) FinishUnsummed(base, epoch uint64) []byte {
 	binary.LittleEndian.PutUint64(h[24:], epoch)
 	binary.LittleEndian.PutUint64(h[32:], uint64(b.first))
 	binary.LittleEndian.PutUint32(h[40:], b.count)
-	binary.LittleEndian.PutUint32(h[44:], 0)
+	binary.LittleEndian.PutUint32(h[44:], bodyBytes)
 	binary.LittleEndian.PutUint32(h[12:], 0)
 	return out
 }
@@ -212,13 +251,15 @@ func ParseHeader(p []byte) (Header, error) {
 	if m := binary.LittleEndian.Uint32(p[0:]); m != magic {
 		return Header{}, fmt.Errorf("%w: bad magic %#08x", ErrCorrupt, m)
 	}
-	if p[4] != Version {
-		return Header{}, fmt.Errorf("%w: unknown version %d", ErrCorrupt, p[4])
-	}
-	if p[5]&^FlagAppends != 0 { // no codec is defined yet, and bits 4-7 must be zero
+	version, codec := p[4], Codec(p[5]&codecMask)
+	switch {
+	case version != Version && version != VersionCompressed:
+		return Header{}, fmt.Errorf("%w: unknown version %d (written by a newer tern?)", ErrCorrupt, p[4])
+	case p[5]&^(FlagAppends|codecMask) != 0 || !codec.valid():
 		return Header{}, fmt.Errorf("%w: unsupported flags %#02x", ErrCorrupt, p[5])
-	}
-	if binary.LittleEndian.Uint16(p[6:]) != 0 || binary.LittleEndian.Uint32(p[44:]) != 0 {
+	case (version == VersionCompressed) != (codec != None):
+		return Header{}, fmt.Errorf("%w: version %d with compression %s", ErrCorrupt, version, codec)
+	case binary.LittleEndian.Uint16(p[6:]) != 0 || (version == Version && binary.LittleEndian.Uint32(p[44:]) != 0):
 		return Header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrCorrupt)
 	}
 	h := Header{
@@ -233,9 +274,20 @@ func ParseHeader(p []byte) (Header, error) {
 	if h.Count == 0 {
 		return Header{}, fmt.Errorf("%w: no entries", ErrCorrupt)
 	}
-	// Each entry takes at least 3 bytes.
-	if h.Length < HeaderBytes || uint64(h.Length-HeaderBytes) < 3*uint64(h.Count) {
+	if h.Length <= HeaderBytes {
 		return Header{}, fmt.Errorf("%w: length %d too small for %d entries", ErrCorrupt, h.Length, h.Count)
+	}
+	h.BodyBytes = h.Length - HeaderBytes
+	if codec != None {
+		// Checked before anything is allocated for the body.
+		h.BodyBytes = binary.LittleEndian.Uint32(p[44:])
+		if h.BodyBytes > MaxBodyBytes {
+			return Header{}, fmt.Errorf("%w: compressed body of %d bytes declared, over the %d a batch may have", ErrCorrupt, h.BodyBytes, MaxBodyBytes)
+		}
+	}
+	// Each entry takes at least 3 bytes.
+	if uint64(h.BodyBytes) < 3*uint64(h.Count) {
+		return Header{}, fmt.Errorf("%w: body of %d bytes too small for %d entries", ErrCorrupt, h.BodyBytes, h.Count)
 	}
 	if h.BaseOffset+uint64(h.Count) < h.BaseOffset {
 		return Header{}, fmt.Errorf("%w: offsets overflow", ErrCorrupt)
@@ -244,17 +296,21 @@ func ParseHeader(p []byte) (Header, error) {
 }
 
 // Batch is a batch whose header and CRC have been checked. Its entries alias
-// the bytes it was decoded from.
+// the bytes it was decoded from, or for a compressed batch a buffer of its
+// own that Decode allocated.
 type Batch struct {
 	Header
 	body    []byte
 	entries int // where the entries end in body, and the appends section starts
 }
 
-// Decode checks the batch at the start of p (header and CRC) and returns it.
-// p may hold more bytes after the batch. It returns io.ErrUnexpectedEOF if p
-// ends before the batch does, and an error wrapping ErrCorrupt if the bytes are
-// not a valid batch.
+// Decode checks the batch at the start of p (header and CRC) and returns it,
+// decompressing its body if it is compressed (into a new buffer of at most
+// MaxBodyBytes). p may hold more bytes after the batch. It returns
+// io.ErrUnexpectedEOF if p ends before the batch does, and an error wrapping
+// ErrCorrupt if the bytes are not a valid batch, compressed bytes that do
+// not decompress to the size declared included. It is safe for concurrent
+// use.
 func Decode(p []byte) (Batch, error) {
 	h, err := ParseHeader(p)
 	if err != nil {
@@ -267,6 +323,11 @@ func Decode(p []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: crc %#08x, header says %#08x", ErrCorrupt, crc, h.CRC)
 	}
 	b := Batch{Header: h, body: p[HeaderBytes:h.Length]}
+	if c := h.Codec(); c != None {
+		if b.body, err = decompress(c, b.body, int(h.BodyBytes)); err != nil {
+			return Batch{}, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+		}
+	}
 	// Walk the entries once so that a batch that decodes is fully valid.
 	rest, err := b.walk(b.body, func(uint64, Entry) error { return nil })
 	if err != nil {

@@ -92,6 +92,7 @@ func checkRoundTrip(t *testing.T, base, epoch uint64, entries []record.Entry) {
 		Epoch:      epoch,
 		FirstTime:  entries[0].Time,
 		Count:      uint32(len(entries)),
+		BodyBytes:  uint32(len(p) - record.HeaderBytes),
 	}
 	if h != want {
 		t.Fatalf("header %+v, want %+v", h, want)
@@ -235,6 +236,7 @@ func TestGolden(t *testing.T) {
 		Epoch:      goldenEpoch,
 		FirstTime:  1000,
 		Count:      3,
+		BodyBytes:  uint32(len(want) - record.HeaderBytes),
 	}
 	if h != wantHeader {
 		t.Fatalf("header %+v, want %+v", h, wantHeader)

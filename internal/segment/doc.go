@@ -2,8 +2,10 @@
 // append-only file.
 //
 // A segment is open while its writer appends to it and sealed once a footer
-// has been written after its last batch; a sealed segment is never modified
-// again, only deleted whole.
+// has been written after its last batch. A sealed segment is modified again
+// only when Reopen makes the newest segment of a log open again for a new
+// writer (its footer cut off, the cut synced before any batch follows);
+// otherwise it is only deleted whole.
 //
 // # File naming
 //
@@ -19,6 +21,8 @@
 //	     5    3 reserved    zero
 //	     8    8 base offset offset of the segment's first entry
 //	    16    8 epoch       epoch of the writer that created the segment
+//	                        (later writers may append: each batch has
+//	                        its own epoch)
 //	    24    8 created     Unix nanoseconds
 //	    32    4 crc         CRC-32C of bytes [0, 32)
 //	    36    4 reserved    zero

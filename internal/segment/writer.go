@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ternwal/tern/internal/record"
@@ -93,11 +94,28 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
+// SyncWritten makes durable every batch whose Append returned before the
+// call. Unlike the Writer's other methods it may run in another goroutine
+// while one goroutine goes on appending (the batches appended meanwhile may
+// or may not be covered); it must not overlap Sync, Rewind, Seal or Close.
+// A failure does not mark the Writer broken: the caller must not count on
+// anything appended since its last good sync, and must Rewind to a state
+// synced before appending again.
+func (w *Writer) SyncWritten() error {
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
 // Mark is a point a Writer can be rewound to.
 type Mark struct {
 	info    Info
 	indexed int64
 }
+
+// Info describes the segment as it was at the mark.
+func (m Mark) Info() Info { return m.info }
 
 // Mark records the writer's current state.
 func (w *Writer) Mark() Mark { return Mark{info: w.info, indexed: w.indexed} }
@@ -151,4 +169,36 @@ func (w *Writer) Seal() (Info, error) {
 func (w *Writer) Close() error {
 	w.broken = errors.New("segment: writer is closed")
 	return w.f.Close()
+}
+
+// Reopen makes the sealed segment info (as ReadSealed or Seal returned it)
+// open again, so that a new writer appends to it instead of creating a file:
+// it cuts the footer off and syncs before returning, so no batch appended
+// later can land before a footer that a crash leaves behind. A crash at any
+// point leaves the segment sealed as it was, or open and ending exactly at
+// its last batch, which recovery scans to info.End. The index continues
+// where the footer's left off, as recovery would rebuild it.
+//
+// If Reopen fails after opening the file, whether the footer is still there
+// is unknown: the caller must recover the segment (reopen the log) before
+// trusting either.
+func Reopen(fs vfs.FS, info Info) (*Writer, error) {
+	if !info.Sealed || info.Next <= info.Base {
+		panic(fmt.Sprintf("segment: reopen of %s, which is not a sealed segment holding entries", info.Path))
+	}
+	f, err := fs.OpenRW(info.Path)
+	if err != nil {
+		return nil, fmt.Errorf("segment: reopen %s: %w", info.Path, err)
+	}
+	if err := truncateTail(f, info.End); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("segment: reopen %s, cutting its footer at byte %d: %w", info.Path, info.End, err)
+	}
+	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes}
+	w.info.Index = slices.Clone(info.Index)
+	if n := len(info.Index); n > 0 {
+		w.indexed = info.Index[n-1].Pos
+	}
+	w.info.Size, w.info.Sealed = info.End, false
+	return w, nil
 }

@@ -106,5 +106,6 @@ func logInfoProto(info tern.LogInfo) *ternpb.LogInfo {
 		Epoch:           info.Epoch,
 		Objects:         int64(info.Objects),
 		ExtentUnknown:   info.ExtentUnknown,
+		LogicalBytes:    info.LogicalBytes,
 	}
 }

@@ -17,8 +17,11 @@
 //     sectors survive), and the sector after the tear may hold garbage;
 //   - a Truncate that was not synced may or may not survive.
 //
-// A File is safe for concurrent ReadAt calls with one goroutine writing; the
-// other methods need the caller's serialisation.
+// A File is safe for concurrent ReadAt calls with one goroutine writing, and
+// for one goroutine calling Sync while another writes (Sync then makes
+// durable at least what was written before it was called: the local
+// engine's pipelined group commit relies on it); the other methods need the
+// caller's serialisation.
 package vfs
 
 import (

@@ -27,9 +27,13 @@ func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOption
 		return engine.Pending{}, err
 	}
 	p, started, err := l.queue.Add(epoch, entries, o, time.Time{})
-	wasIdle := started && l.queue.Len() == 1
+	wake := started && l.queue.Len() == 1
+	if l.want != 0 && l.queue.Added() >= l.want {
+		// The committer is gathering a round and has what it waits for.
+		l.want, wake = 0, true
+	}
 	l.mu.Unlock()
-	if wasIdle {
+	if wake {
 		engine.Wake(l.wake)
 	}
 	return p, err
@@ -56,31 +60,55 @@ func (l *Log) AppendTick(epoch, t uint64) (engine.Pending, error) {
 	return p, nil
 }
 
-// run is the committer: it takes every queued group and commits them in one
-// round, until the log is closed and nothing is queued.
+// run is the committer: it takes every queued group and writes them in one
+// round; with SyncAlways it starts the round's fdatasync in the background
+// (pipeline.go) and writes the next rounds while it runs. It returns once
+// the log is closed, nothing is queued and every round has settled.
 func (l *Log) run() {
 	defer close(l.finished)
+	var done <-chan struct{} // the end of the flight last seen in the air
 	for {
 		l.mu.Lock()
-		for l.queue.Len() == 0 && !l.closed {
+		for l.queue.Len() == 0 && !l.closed && !isClosed(done) {
 			l.mu.Unlock()
-			<-l.wake
+			select {
+			case <-l.wake:
+			case <-done:
+			}
 			l.mu.Lock()
 		}
 		groups := l.queue.Take(l.queue.Len())
+		closed := l.closed
 		l.mu.Unlock()
-		if len(groups) == 0 {
+		l.commitMu.Lock()
+		if len(groups) > 0 {
+			l.commit(groups)
+		}
+		if l.flight != nil && isClosed(l.flight.done) {
+			l.settleFlight()
+		}
+		if closed && len(groups) == 0 {
+			l.settleAll()
+			l.commitMu.Unlock()
 			return
 		}
-		l.commit(groups)
+		if l.flight == nil && len(l.written) > 0 {
+			l.gather()
+			l.startFlight()
+		}
+		done = nil
+		if l.flight != nil {
+			done = l.flight.done
+		}
+		l.commitMu.Unlock()
 	}
 }
 
-// commit writes groups, syncs as the log's mode asks, and acknowledges them.
-// When some fail, the queue learns where the log really ends.
+// commit writes groups as one round. With SyncAlways the round waits in
+// l.written for a flight to sync it; otherwise it is acknowledged at once.
+// When some fail, the queue learns where the log really ends. The caller
+// holds commitMu.
 func (l *Log) commit(groups []*engine.Group) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
 	defer l.rewindQueue(groups)
 	l.mu.Lock()
 	epoch, failed := l.epoch, l.failed
@@ -88,8 +116,7 @@ func (l *Log) commit(groups []*engine.Group) {
 	if failed == nil && l.owned != nil && !l.owned() {
 		failed = engine.NotOwned()
 	}
-	live := groups[:0]
-	entries := false
+	r := l.newRound()
 	for _, g := range groups {
 		switch {
 		case failed != nil:
@@ -97,40 +124,60 @@ func (l *Log) commit(groups []*engine.Group) {
 		case g.Epoch != epoch:
 			g.Finish(rpcerr.ErrFenced)
 		default:
-			live = append(live, g)
-			entries = entries || !g.IsTick
+			r.groups = append(r.groups, g)
+			if !g.IsTick {
+				r.entries = true
+				r.appends += g.Appends
+			}
 		}
 	}
-	if len(live) == 0 {
+	if len(r.groups) == 0 {
 		return
 	}
-	if entries {
-		if err := l.write(live); err != nil {
-			// The ticks of the round are still delivered, at the tail the
-			// failed entries leave.
-			for _, g := range live {
+	if r.entries {
+		if err := l.write(r); err != nil {
+			if r.wrote {
+				// The flight in the air may still succeed: its rounds
+				// are then acknowledged, and only what was written
+				// since it is cut off.
+				if l.settleFlight() {
+					r.wrote = false
+				}
+				rounds := append(l.written, r)
+				l.written = nil
+				l.settleFailed(rounds, err)
+				return
+			}
+			// Refused before anything was written: the round's ticks
+			// still take their place.
+			ticks := r.groups[:0]
+			for _, g := range r.groups {
 				if g.IsTick {
-					g.Base = l.tail
+					ticks = append(ticks, g)
 				} else {
 					g.Finish(err)
 				}
 			}
-			l.publish(live)
-			for _, g := range live {
-				if g.IsTick {
-					g.Finish(nil)
-				}
+			r.groups, r.entries, r.appends = ticks, false, 0
+			if len(ticks) == 0 {
+				return
 			}
-			return
 		}
-	} else {
-		for _, g := range live {
+	}
+	if !r.entries {
+		for _, g := range r.groups {
 			g.Base = l.tail
 		}
 	}
-	l.publish(live)
-	for _, g := range live {
-		g.Finish(nil)
+	r.tail = l.tail
+	if l.w != nil {
+		r.info = l.w.Info()
+	}
+	l.written = append(l.written, r)
+	if l.opts.Sync != SyncAlways || (l.flight == nil && !hasEntries(l.written)) {
+		rounds := l.written
+		l.written = nil
+		l.settle(rounds, r.tail, r.info)
 	}
 }
 
@@ -153,15 +200,16 @@ func (l *Log) rewindQueue(groups []*engine.Group) {
 	l.mu.Unlock()
 }
 
-// write appends the groups to the active segment, rolling it first if it is
-// due, and syncs in SyncAlways mode. On failure it restores the segment to
-// its state before the round, or marks the log failed. A round that would
-// eat into the disk's reserve is refused before anything is written, and a
-// full disk (ENOSPC, EDQUOT) fails it with rpcerr.ErrNoSpace: either way
-// the next round tries again, and succeeds once space has been freed.
-func (l *Log) write(groups []*engine.Group) error {
+// write appends the batches of r to the active segment, rolling it first
+// if it is due (after the flight in the air has settled: a roll seals the
+// file it syncs). It does not sync. A round that would eat into the disk's
+// reserve is refused before anything is written, and a full disk (ENOSPC,
+// EDQUOT) fails it with rpcerr.ErrNoSpace: either way the next round tries
+// again, and succeeds once space has been freed. r.wrote says whether the
+// segment was touched; the caller cuts it back after a failure.
+func (l *Log) write(r *round) error {
 	incoming, total := 0, int64(0)
-	for _, g := range groups {
+	for _, g := range r.groups {
 		if !g.IsTick {
 			if incoming == 0 {
 				incoming = g.B.Bytes()
@@ -172,71 +220,104 @@ func (l *Log) write(groups []*engine.Group) error {
 	if err := l.opts.Disk.admit(total + segment.HeaderBytes); err != nil {
 		return err
 	}
-	if err := l.roll(groups[0].Epoch, incoming); err != nil {
-		return l.opts.Disk.Failed(l.opts.Dir, err)
+	epoch := r.groups[0].Epoch
+	if l.w == nil || l.rollDue(incoming) {
+		l.settleAll()
+		if err := l.roll(epoch, incoming); err != nil {
+			return l.opts.Disk.Failed(l.opts.Dir, err)
+		}
 	}
-	mark, tail := l.w.Mark(), l.tail
-	err := func() error {
-		for _, g := range groups {
-			if g.IsTick {
-				g.Base = l.tail
-				continue
-			}
-			batch := g.B.Finish(l.tail, g.Epoch)
-			h := record.Header{BaseOffset: l.tail, Count: uint32(g.B.Count())}
-			if err := l.w.Append(batch, h, g.MaxTime); err != nil {
-				return err
-			}
-			g.Base, l.tail = l.tail, h.NextOffset()
+	r.before, r.beforeTail, r.wrote = l.w.Mark(), l.tail, true
+	for _, g := range r.groups {
+		if g.IsTick {
+			g.Base = l.tail
+			continue
 		}
-		if l.opts.Sync == SyncAlways {
-			l.syncs.Add(1)
-			return l.opts.Disk.sync(l.w)
+		batch := g.B.Finish(l.tail, g.Epoch)
+		h := record.Header{BaseOffset: l.tail, Count: uint32(g.B.Count())}
+		if err := l.w.Append(batch, h, g.MaxTime); err != nil {
+			return l.opts.Disk.Failed(l.opts.Dir, err)
 		}
+		g.Base, l.tail = l.tail, h.NextOffset()
+		g.Release()
+	}
+	if l.opts.Sync != SyncAlways {
 		l.dirty = true
-		return nil
-	}()
-	if err != nil {
-		l.tail = tail
-		// Cut back to the last synced end: a write the disk could not
-		// take whole leaves no partial batch behind it, and the segment
-		// takes the next round from there. A failed fdatasync is not
-		// retried: its round's data is cut off, and the sync after the
-		// cut covers only what earlier syncs had.
-		if rerr := l.w.Rewind(mark); rerr != nil {
-			l.fail(rerr)
-		} else {
-			l.opts.Logger.Warn("append failed; segment cut back to its last good size", "path", l.w.Info().Path, "err", err)
-		}
-		return l.opts.Disk.Failed(l.opts.Dir, err)
 	}
 	l.opts.Disk.wrote(total)
 	return nil
 }
 
-// roll seals the active segment if it is full, too old, or was created by
-// another writer, and creates a new one if there is none.
+// rollDue reports whether the active segment must be sealed before a batch
+// of incoming bytes: it is full or too old. A new writer goes on in the
+// segment of the one before it (each batch carries its writer's epoch, and
+// Fence has settled every round of the old writer before the new one's
+// first is written).
+func (l *Log) rollDue(incoming int) bool {
+	if l.w == nil {
+		return false
+	}
+	info := l.w.Info()
+	return info.Next > info.Base && l.due(info, incoming)
+}
+
+// due reports whether the segment info is full for a batch of incoming
+// bytes, or too old to take one.
+func (l *Log) due(info segment.Info, incoming int) bool {
+	full := info.End+int64(incoming) > l.opts.SegmentBytes
+	old := l.opts.SegmentAge > 0 && l.opts.Now().Sub(info.Created) >= l.opts.SegmentAge
+	return full || old
+}
+
+// reopenable returns the newest sealed segment if the next append may go
+// on in it instead of in a new file: the log was closed cleanly right after
+// it (the closed record says so: it was sealed by Close, not by a roll that
+// a crash interrupted), and it is neither full nor too old. The caller holds
+// commitMu and has no active segment.
+func (l *Log) reopenable(incoming int) (segment.Info, bool) {
+	n := len(l.sealed)
+	if n == 0 || l.damage != nil {
+		return segment.Info{}, false
+	}
+	last := l.sealed[n-1]
+	if last.Next != l.tail || l.closedAt != last.Next || last.Next <= last.Base || l.due(last, incoming) {
+		return segment.Info{}, false
+	}
+	return last, true
+}
+
+// roll seals the active segment if rollDue says so and, if there is then
+// none, reopens the newest sealed segment if reopenable says so, or creates
+// a new one. Nothing written may be waiting for a sync. A failed reopen
+// fails the log: whether the footer is still there is unknown until
+// recovery reads the file again.
 func (l *Log) roll(epoch uint64, incoming int) error {
-	if l.w != nil {
-		info := l.w.Info()
-		nonEmpty := info.Next > info.Base
-		full := info.End+int64(incoming) > l.opts.SegmentBytes
-		old := l.opts.SegmentAge > 0 && l.opts.Now().Sub(info.Created) >= l.opts.SegmentAge
-		if nonEmpty && (full || old || info.Epoch != epoch) {
-			mark := l.w.Mark()
-			sealed, err := l.w.Seal()
-			if err != nil {
-				if rerr := l.w.Rewind(mark); rerr != nil {
-					l.fail(rerr)
-				}
-				return err
+	if l.rollDue(incoming) {
+		mark := l.w.Mark()
+		sealed, err := l.w.Seal()
+		if err != nil {
+			if rerr := l.w.Rewind(mark); rerr != nil {
+				l.fail(rerr)
 			}
-			l.w, l.dirty = nil, false
-			l.mu.Lock()
-			l.sealed = append(l.sealed, sealed)
-			l.active = segment.Info{}
-			l.mu.Unlock()
+			return err
 		}
+		l.w, l.dirty = nil, false
+		l.mu.Lock()
+		l.sealed = append(l.sealed, sealed)
+		l.active = segment.Info{}
+		l.mu.Unlock()
+	}
+	if last, ok := l.reopenable(incoming); ok && l.w == nil {
+		w, err := segment.Reopen(l.opts.FS, last)
+		if err != nil {
+			l.fail(err)
+			return err
+		}
+		l.w = w
+		l.mu.Lock()
+		l.sealed = l.sealed[:len(l.sealed)-1]
+		l.active = w.Info()
+		l.mu.Unlock()
 	}
 	if l.w == nil {
 		w, err := segment.Create(l.opts.FS, l.opts.Dir, l.tail, epoch, l.opts.Now())
@@ -249,24 +330,6 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		l.mu.Unlock()
 	}
 	return nil
-}
-
-// publish makes the committed appends visible to readers, hands the round's
-// ticks to the readers that take them, and wakes the readers.
-func (l *Log) publish(round []*engine.Group) {
-	l.mu.Lock()
-	l.end = l.tail
-	if l.w != nil {
-		l.active = l.w.Info()
-	}
-	for _, g := range round {
-		if g.IsTick && !g.Failed() {
-			l.readers.Tick(engine.Tick{Time: g.Tick, Offset: g.Base})
-		}
-	}
-	close(l.advanced)
-	l.advanced = make(chan struct{})
-	l.mu.Unlock()
 }
 
 // fail makes every later append fail with err until the log is reopened.
@@ -321,6 +384,9 @@ func (l *Log) Sync() error {
 func (l *Log) Fence(_ context.Context, epoch uint64, owned func() bool) error {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
+	// The rounds written are of the old epoch: they are acknowledged, or
+	// fail, before the fence returns.
+	l.settleAll()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -1,6 +1,7 @@
 // Package wal is the local engine: the write path and read path of one log
-// kept in local segment files. It owns the committer (one write and one
-// fdatasync a round), writer fencing, segment rolling, recovery, the closed
+// kept in local segment files. It owns the committer (one write a round,
+// and one fdatasync in flight at a time, covering the rounds written before
+// it started), writer fencing, segment rolling, recovery, the closed
 // record, and reading segment files. It meets engine.Engine; the
 // group-commit queue, the reader set-up (where a reader may start, what it
 // does at the tail, tick delivery) and the retention policy it applies are
@@ -10,11 +11,28 @@
 //
 // Appenders encode their entries, under the log's mutex, straight into the
 // batch that the next commit will write (a group). One committer goroutine
-// per log takes every group queued since its last round, writes them with one
-// write call each (usually one: a group grows until MaxBatchBytes), calls
-// fdatasync once, and only then acknowledges every append in the round and
-// wakes the readers. An AppendBatch call never spans two groups, so it is
-// atomic across crashes: its entries share one checksummed batch.
+// per log takes every group queued since its last round and writes them with
+// one write call each (usually one: a group grows until MaxBatchBytes). An
+// AppendBatch call never spans two groups, so it is atomic across crashes:
+// its entries share one checksummed batch.
+//
+// With SyncAlways the commit is pipelined (pipeline.go). A round written is
+// not synced at once: the committer starts one fdatasync (a flight) in a
+// goroutine of its own, covering every round written so far, and while it is
+// in the air writes the rounds queued meanwhile, which wait for the next
+// flight. At most one flight is in the air, and the next starts only after
+// it has returned. When a flight returns successfully, its rounds' appends
+// are acknowledged and the readers woken; then, before the next flight, the
+// committer waits for the producers it acknowledged to append again (until
+// as many appends as it acknowledged are queued, for at most half the last
+// fdatasync's time and gatherMax), so that a closed loop of N producers puts
+// about N appends in a flight rather than alternating N/2 between two. A
+// round of ticks only is settled with the rounds written before it, or at
+// once if there are none.
+//
+// Lock order: commitMu, then mu. Only a holder of commitMu starts, waits for
+// or settles a flight. A roll (which seals the file the flight syncs), Fence
+// and Close first settle every round written (settleAll).
 //
 // # Durability
 //
@@ -23,7 +41,9 @@
 // acknowledge after the write(2) and sync later; they can lose acknowledged
 // entries at a power loss or kernel crash and exist only as opt-ins.
 //
-// When a write or fdatasync fails, no append of that round is acknowledged:
+// When a write or fdatasync fails, no append of that round, nor of any round
+// written after it, is acknowledged (a write that fails while a flight is in
+// the air first waits for it: if it succeeds its rounds are acknowledged):
 // the committer cuts the segment back to its last synced size and syncs that;
 // if that works the log goes on from there (the failed entries' offsets are
 // reused), and if it does not the log refuses every later append with the
@@ -46,9 +66,27 @@
 // # Fencing
 //
 // A log has one writer epoch at a time. Fence raises it after the committer's
-// round in flight has finished and fails every queued append of an older
+// rounds written have settled (the flight in the air returned, and the rounds
+// written since synced) and fails every queued append of an older
 // epoch, so once Fence returns no append of an older epoch is acknowledged.
-// The new writer's first append starts a new segment.
+// The new writer goes on in the active segment: each batch carries its
+// writer's epoch, and nothing of the old writer is written after Fence.
+//
+// # Segments
+//
+// A segment is sealed when it is full (SegmentBytes), too old (SegmentAge)
+// or the log closed. A writer change does not roll it, and after a clean
+// close the next Open's first append reopens the newest segment rather than
+// creating a file (segment.Reopen: its footer is cut off and the cut
+// synced before any batch is appended to it), if the closed record ends
+// where that segment ends (it was sealed by Close, not by a roll a crash
+// interrupted) and the segment is neither full nor too old. So many short
+// writers, one after another on an open log or each in a process of its
+// own, fill one file; a crash at any point leaves the segment sealed as it
+// was, or open and ending at its last whole batch, never below the closed
+// record. Sealed segments are not merged: with continuation the only small
+// sealed segments left are those of a log that was closed small and then
+// rolled by age, which the age setting asks for.
 //
 // # The closed record
 //

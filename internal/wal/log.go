@@ -11,6 +11,7 @@ import (
 
 	"github.com/ternwal/tern/client/rpcerr"
 	"github.com/ternwal/tern/internal/engine"
+	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
@@ -38,6 +39,7 @@ type Options struct {
 	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
 	SegmentAge    time.Duration // roll a segment this old at the next append; 0: never
 	MaxBatchBytes int           // a group stops growing at this size; default 4 MiB
+	Codec         record.Codec  // compresses each batch
 	Epoch         uint64        // the newest writer epoch, from metadata
 	Start         uint64        // the truncation point, from metadata
 	Disk          *Disk         // the data directory's disk, shared by its logs; nil: no reserve
@@ -69,6 +71,16 @@ type Log struct {
 	tail     uint64          // the next offset to assign
 	dirty    bool            // the active segment has unsynced writes
 	syncs    atomic.Uint64   // fdatasync calls, for Stats
+	// The pipeline (pipeline.go).
+	written  []*round      // rounds written and waiting for a flight, oldest first
+	flight   *flight       // the fdatasync in the air; nil if none
+	lastSync time.Duration // how long the last flight's fdatasync took
+	acked    int           // appends the last flight acknowledged, until a gather waits for them
+	ackTime  time.Time     // when it acknowledged them
+	spare    []*round      // settled rounds, to be used again
+
+	flights    chan *flight // to the syncer goroutine, with SyncAlways
+	syncerDone chan struct{}
 
 	// mu guards the state below, which readers and appenders see.
 	mu    sync.Mutex
@@ -85,7 +97,10 @@ type Log struct {
 	advanced  chan struct{}  // closed when end moves, ticks arrive, or the log closes
 	owned     func() bool    // the current writer's claim check; nil: always owned
 	closed    bool
+	ackedAt   uint64 // queue.Added() when the last rounds were acknowledged
+	want      uint64 // wake the committer when queue.Added() reaches this; 0: no one waits
 
+	logical logicalCache // for LogicalBytes
 	readers engine.Readers
 	failed  error
 	damage  *Damage // the open segment's damage, while the log is degraded
@@ -112,10 +127,14 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		wake:     make(chan struct{}, 1),
 		finished: make(chan struct{}),
 	}
-	l.queue.MaxBatchBytes = opts.MaxBatchBytes
+	l.queue.MaxBatchBytes, l.queue.Codec = opts.MaxBatchBytes, opts.Codec
 	l.readers = engine.NewReaders(&l.mu)
 	if err := l.recover(); err != nil {
 		return nil, err
+	}
+	if opts.Sync == SyncAlways {
+		l.flights, l.syncerDone = make(chan *flight, 1), make(chan struct{})
+		go l.syncer()
 	}
 	go l.run()
 	if opts.Sync == SyncInterval {
@@ -271,6 +290,10 @@ func (l *Log) Close() error {
 	}
 	engine.Wake(l.wake)
 	<-l.finished
+	if l.flights != nil {
+		close(l.flights)
+		<-l.syncerDone
+	}
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone

@@ -196,3 +196,19 @@ def test_conditional_appends(client, name):
         assert (ei.value.expected, ei.value.end) == (1, 3)
         assert w.append_async(b"d", if_end=3).result() == 3
     assert log.info().end == 4
+
+
+def test_compression(client, name):
+    log = client.create_log(name, mode="local", options=tern.LogOptions(compression="zstd"))
+    assert log.options.compression == "zstd"
+    w = log.open_writer()
+    payloads = [b'{"id":%d,"user":"user-%d","op":"insert","tags":["alpha","beta"]}' % (i, i % 7) for i in range(300)]
+    w.append_batch(payloads)
+    got = []
+    for e in log.open_reader(0):
+        got.append(e.payload)
+    assert got == payloads
+    info = log.info()
+    assert 0 < info.bytes and info.logical_bytes >= 2 * info.bytes
+    with pytest.raises(tern.InvalidArgumentError, match="use none, zstd or lz4"):
+        client.create_log(name + "-x", options=tern.LogOptions(compression="gzip"))

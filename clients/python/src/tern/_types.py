@@ -57,7 +57,9 @@ class TimeTick:
 
 @dataclass(frozen=True)
 class LogOptions:
-    """A log's settings. Durations are in seconds; 0 (or "") is the default."""
+    """A log's settings. Durations are in seconds; 0 (or "") is the default.
+    ``compression`` is "none" (or ""), "zstd" or "lz4": each batch is
+    compressed once by the server and stored, replicated and uploaded so."""
 
     mode: str = ""
     fsync: str = "always"
@@ -72,6 +74,7 @@ class LogOptions:
     uploads_in_flight: int = 0
     ensemble: int = 0
     ack_quorum: int = 0
+    compression: str = ""
 
     def to_proto(self) -> pb.LogOptions:
         p = pb.LogOptions(
@@ -79,6 +82,7 @@ class LogOptions:
             retention_bytes=self.retention_bytes, retention_entries=self.retention_entries,
             max_entry_bytes=self.max_entry_bytes, flush_bytes=self.flush_bytes,
             uploads_in_flight=self.uploads_in_flight, ensemble=self.ensemble, ack_quorum=self.ack_quorum,
+            compression=self.compression,
         )
         for name in ("segment_age", "retention_age", "flush_interval"):
             secs = getattr(self, name)
@@ -94,7 +98,7 @@ class LogOptions:
             retention_bytes=p.retention_bytes, retention_entries=p.retention_entries,
             max_entry_bytes=p.max_entry_bytes, flush_bytes=p.flush_bytes,
             flush_interval=p.flush_interval.ToNanoseconds() / 1e9, uploads_in_flight=p.uploads_in_flight,
-            ensemble=p.ensemble, ack_quorum=p.ack_quorum,
+            ensemble=p.ensemble, ack_quorum=p.ack_quorum, compression=p.compression,
         )
 
 
@@ -104,7 +108,8 @@ class LogInfo:
     can be read, ``end`` the offset the next append gets, ``epoch`` the
     newest writer session (0 before the first). ``extent_unknown``: described
     from metadata alone (list_logs of a log the server does not have open):
-    end is start, and bytes, segments and objects are 0."""
+    end is start, and bytes, segments and objects are 0. ``bytes`` are as
+    stored (compressed), ``logical_bytes`` as appended."""
 
     name: str
     id: int
@@ -117,13 +122,14 @@ class LogInfo:
     epoch: int
     objects: int
     extent_unknown: bool
+    logical_bytes: int = 0
 
     @classmethod
     def from_proto(cls, p: pb.LogInfo) -> LogInfo:
         return cls(
             name=p.name, id=p.id, created=_time(p.created_unix_nano), options=LogOptions.from_proto(p.options),
             start=p.start, end=p.end, bytes=p.bytes, segments=p.segments, epoch=p.epoch,
-            objects=p.objects, extent_unknown=p.extent_unknown,
+            objects=p.objects, extent_unknown=p.extent_unknown, logical_bytes=p.logical_bytes,
         )
 
 

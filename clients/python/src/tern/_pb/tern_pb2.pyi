@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LogOptions(_message.Message):
-    __slots__ = ("fsync", "segment_bytes", "segment_age", "retention_age", "retention_bytes", "retention_entries", "max_entry_bytes", "mode", "flush_bytes", "flush_interval", "uploads_in_flight", "ensemble", "ack_quorum")
+    __slots__ = ("fsync", "segment_bytes", "segment_age", "retention_age", "retention_bytes", "retention_entries", "max_entry_bytes", "mode", "flush_bytes", "flush_interval", "uploads_in_flight", "ensemble", "ack_quorum", "compression")
     FSYNC_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_AGE_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class LogOptions(_message.Message):
     UPLOADS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     ENSEMBLE_FIELD_NUMBER: _ClassVar[int]
     ACK_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
     fsync: str
     segment_bytes: int
     segment_age: _duration_pb2.Duration
@@ -37,10 +38,11 @@ class LogOptions(_message.Message):
     uploads_in_flight: int
     ensemble: int
     ack_quorum: int
-    def __init__(self, fsync: _Optional[str] = ..., segment_bytes: _Optional[int] = ..., segment_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention_bytes: _Optional[int] = ..., retention_entries: _Optional[int] = ..., max_entry_bytes: _Optional[int] = ..., mode: _Optional[str] = ..., flush_bytes: _Optional[int] = ..., flush_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., uploads_in_flight: _Optional[int] = ..., ensemble: _Optional[int] = ..., ack_quorum: _Optional[int] = ...) -> None: ...
+    compression: str
+    def __init__(self, fsync: _Optional[str] = ..., segment_bytes: _Optional[int] = ..., segment_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention_bytes: _Optional[int] = ..., retention_entries: _Optional[int] = ..., max_entry_bytes: _Optional[int] = ..., mode: _Optional[str] = ..., flush_bytes: _Optional[int] = ..., flush_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., uploads_in_flight: _Optional[int] = ..., ensemble: _Optional[int] = ..., ack_quorum: _Optional[int] = ..., compression: _Optional[str] = ...) -> None: ...
 
 class LogInfo(_message.Message):
-    __slots__ = ("name", "id", "created_unix_nano", "options", "start", "end", "bytes", "segments", "epoch", "objects", "extent_unknown")
+    __slots__ = ("name", "id", "created_unix_nano", "options", "start", "end", "bytes", "segments", "epoch", "objects", "extent_unknown", "logical_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +54,7 @@ class LogInfo(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     EXTENT_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: int
     created_unix_nano: int
@@ -63,7 +66,8 @@ class LogInfo(_message.Message):
     epoch: int
     objects: int
     extent_unknown: bool
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., created_unix_nano: _Optional[int] = ..., options: _Optional[_Union[LogOptions, _Mapping]] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., bytes: _Optional[int] = ..., segments: _Optional[int] = ..., epoch: _Optional[int] = ..., objects: _Optional[int] = ..., extent_unknown: _Optional[bool] = ...) -> None: ...
+    logical_bytes: int
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., created_unix_nano: _Optional[int] = ..., options: _Optional[_Union[LogOptions, _Mapping]] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., bytes: _Optional[int] = ..., segments: _Optional[int] = ..., epoch: _Optional[int] = ..., objects: _Optional[int] = ..., extent_unknown: _Optional[bool] = ..., logical_bytes: _Optional[int] = ...) -> None: ...
 
 class Entry(_message.Message):
     __slots__ = ("offset", "payload", "properties", "time_unix_nano")
