@@ -181,23 +181,7 @@ func TestDedupAcrossCrash(t *testing.T) {
 	if len(ref.acked) < 30 {
 		t.Fatalf("reference run acknowledged %d appends in %d operations; the workload is broken", len(ref.acked), total)
 	}
-	seeds := 3
-	if testing.Short() {
-		seeds = 1
-	}
-	for n := 0; n <= total; n++ {
-		for seed := range seeds {
-			mem := vfs.NewMem()
-			mem.CrashAfter(n)
-			var w dedupWork
-			w.run(t, mem)
-			after := mem.Crash(rand.New(rand.NewPCG(uint64(n), uint64(seed))))
-			t.Run(fmt.Sprintf("op%d/seed%d", n, seed), func(t *testing.T) { w.check(t, after) })
-			if t.Failed() {
-				return
-			}
-		}
-	}
+	crashAtEveryPoint(t, total, func() crashWork { return new(dedupWork) })
 }
 
 // Producers appending concurrently, each retrying every append once at
@@ -347,5 +331,37 @@ func TestIfEndBehindAFailedRound(t *testing.T) {
 	}
 	if off, err := p.Wait(t.Context()); err != nil || off != 2 {
 		t.Fatalf("IfEnd at the end after the failure: offset %d, %v; want 2", off, err)
+	}
+}
+
+// crashWork is a workload on a file system, and the check of what a crash
+// during it left.
+type crashWork interface {
+	run(t *testing.T, fs vfs.FS)
+	check(t *testing.T, fs vfs.FS)
+}
+
+// crashAtEveryPoint runs a fresh workload once for every one of the total
+// operations of its reference run, cutting the power after that operation
+// (with 3 seeds for what the crash keeps of unsynced writes; 1 with
+// -short), and checks what each crash left.
+func crashAtEveryPoint(t *testing.T, total int, fresh func() crashWork) {
+	t.Helper()
+	seeds := 3
+	if testing.Short() {
+		seeds = 1
+	}
+	for n := 0; n <= total; n++ {
+		for seed := range seeds {
+			mem := vfs.NewMem()
+			mem.CrashAfter(n)
+			w := fresh()
+			w.run(t, mem)
+			after := mem.Crash(rand.New(rand.NewPCG(uint64(n), uint64(seed))))
+			t.Run(fmt.Sprintf("op%d/seed%d", n, seed), func(t *testing.T) { w.check(t, after) })
+			if t.Failed() {
+				return
+			}
+		}
 	}
 }

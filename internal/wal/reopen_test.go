@@ -3,7 +3,6 @@ package wal
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -133,21 +132,5 @@ func TestReopenCrashAtEveryPoint(t *testing.T) {
 	checkEntries(t, mem, want, "after the writers")
 
 	total := mem.Ops()
-	seeds := 3
-	if testing.Short() {
-		seeds = 1
-	}
-	for n := 0; n <= total; n++ {
-		for seed := range seeds {
-			mem := vfs.NewMem()
-			mem.CrashAfter(n)
-			var w reopenWork
-			w.run(t, mem)
-			after := mem.Crash(rand.New(rand.NewPCG(uint64(n), uint64(seed))))
-			t.Run(fmt.Sprintf("op%d/seed%d", n, seed), func(t *testing.T) { w.check(t, after) })
-			if t.Failed() {
-				return
-			}
-		}
-	}
+	crashAtEveryPoint(t, total, func() crashWork { return new(reopenWork) })
 }
