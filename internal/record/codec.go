@@ -88,6 +88,9 @@ var (
 // whether the compressed bytes are shorter than body; if they are not,
 // the batch is better stored uncompressed.
 func compress(c Codec, dst, body []byte) ([]byte, bool) {
+	if len(body) < 2 {
+		return dst, false // nothing to gain, and no room for an LZ4 block below len(body)
+	}
 	at := len(dst)
 	switch c {
 	case Zstd:
