@@ -13,14 +13,8 @@ import (
 // exported.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
+	if mf := family(t, reg, name); mf != nil {
+		return mf.GetMetric()[0].GetGauge().GetValue()
 	}
 	return -1
 }
@@ -80,14 +74,8 @@ func TestLagMetrics(t *testing.T) {
 // histogramCount is the sample count of the histogram name in reg.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
+	if mf := family(t, reg, name); mf != nil {
+		return mf.GetMetric()[0].GetHistogram().GetSampleCount()
 	}
 	return 0
 }
