@@ -78,6 +78,28 @@ func checkSizes(t *testing.T, info tern.LogInfo, c tern.Compression) {
 	}
 }
 
+// writeCompressed creates the log "j" with lo in a client of opts, appends
+// JSON-like entries, checks that they read back and the sizes describe
+// gives, and closes the client; it returns the entries appended.
+func writeCompressed(t *testing.T, opts tern.Options, lo tern.LogOptions) []tern.Entry {
+	t.Helper()
+	cl, err := tern.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	l, w := mustCreate(t, cl, "j", lo)
+	defer w.Close()
+	want := appendJSON(t, w)
+	checkEntries(t, l, want)
+	info, err := l.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSizes(t, info, lo.Compression)
+	return want
+}
+
 // TestCompressionLocal: each compression round-trips through a local log,
 // read by the writing client and by a new one, and describe gives the
 // bytes stored and the bytes appended, before and after the reopen.
@@ -85,22 +107,8 @@ func TestCompressionLocal(t *testing.T) {
 	for _, c := range compressions {
 		t.Run(string(c), func(t *testing.T) {
 			dir := t.TempDir()
+			want := writeCompressed(t, tern.Options{Dir: dir}, tern.LogOptions{Compression: c})
 			cl, err := tern.Open(t.Context(), tern.Options{Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, w := mustCreate(t, cl, "j", tern.LogOptions{Compression: c})
-			want := appendJSON(t, w)
-			checkEntries(t, l, want)
-			info, err := l.Info(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSizes(t, info, c)
-			w.Close()
-			cl.Close()
-
-			cl, err = tern.Open(t.Context(), tern.Options{Dir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +118,7 @@ func TestCompressionLocal(t *testing.T) {
 				t.Fatalf("ListLogs: %v, %v", infos, err)
 			}
 			checkSizes(t, infos[0], c)
-			l, err = cl.OpenLog(t.Context(), "j")
+			l, err := cl.OpenLog(t.Context(), "j")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,27 +143,13 @@ func TestCompressionObject(t *testing.T) {
 				AccessKey: m.AccessKey, SecretKey: m.SecretKey,
 			}
 			dir := t.TempDir()
+			want := writeCompressed(t, tern.Options{Dir: dir, Storage: st}, tern.LogOptions{Mode: tern.ModeObject, Compression: c})
 			cl, err := tern.Open(t.Context(), tern.Options{Dir: dir, Storage: st})
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, w := mustCreate(t, cl, "j", tern.LogOptions{Mode: tern.ModeObject, Compression: c})
-			want := appendJSON(t, w)
-			checkEntries(t, l, want)
-			info, err := l.Info(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSizes(t, info, c)
-			w.Close()
-			cl.Close()
-
-			cl, err = tern.Open(t.Context(), tern.Options{Dir: dir, Storage: st})
-			if err != nil {
-				t.Fatal(err)
-			}
 			defer cl.Close()
-			l, err = cl.OpenLog(t.Context(), "j")
+			l, err := cl.OpenLog(t.Context(), "j")
 			if err != nil {
 				t.Fatal(err)
 			}
