@@ -5,7 +5,22 @@
 // has been written after its last batch. A sealed segment is modified again
 // only when Reopen makes the newest segment of a log open again for a new
 // writer (its footer cut off, the cut synced before any batch follows);
-// otherwise it is only deleted whole.
+// otherwise it is only deleted whole, or its file kept to be written over
+// by a new segment (CreateOver).
+//
+// # Files written over
+//
+// Appending to a new file makes each fdatasync also commit the blocks the
+// file grew by; writing over blocks a file already has, within its size,
+// does not. So a log keeps the files of some deleted segments, and
+// CreateOver makes a new segment in one: it writes the new header at the
+// start of the file and syncs it before the file takes the segment's name,
+// and the batches then overwrite the old ones. Until they do, the file holds
+// the deleted segment's bytes after the new batches. The caller guarantees
+// that every offset in the old file is below the new segment's base (its
+// footer's next offset is at most the base). Seal writes the footer and cuts
+// the file right after it, before its sync, so that a sealed segment's file
+// always ends with its footer; Rewind cuts the old bytes after its mark too.
 //
 // # File naming
 //
@@ -50,11 +65,19 @@
 //
 // Only the open (last) segment is scanned; sealed segments are trusted after
 // their footer's CRC. Scanning stops at the first position that does not hold
-// a valid batch with the expected base offset. If no valid batch starts at or
-// after that position anywhere in the file, the bytes from it on are a torn
-// tail left by a crash and are truncated. Otherwise the damage is not a torn
-// tail: recovery refuses to guess and returns a *rpcerr.CorruptError naming the file
-// and position. Inspect then describes such a file without changing it (its
+// a valid batch with the expected base offset. A valid batch there whose base
+// offset is at least the segment's base (but not the expected one) is damage.
+// A valid batch whose base offset is below the segment's base is not: it can
+// only be an old batch of the deleted segment whose file the segment was
+// created over, and the segment ends there. From the position where the scan
+// stopped, if no valid batch with a base offset at least the segment's base
+// starts after it anywhere in the file, the bytes from it on are a torn
+// tail left by a crash (and, in a file written over, old bytes) and are
+// truncated. Otherwise the damage is not a torn tail: recovery refuses to
+// guess and returns a *rpcerr.CorruptError naming the file and position.
+// This is exact because the offsets of a segment's own batches are at least
+// its base, and those of the old file's all below it: no old batch passes
+// for a new one, and no new one is taken for old bytes. Inspect then describes such a file without changing it (its
 // valid prefix, and the valid batches after the damage), Cut truncates it
 // at the end of the prefix once a person has accepted the loss, and Verify
 // reads every batch of a sealed segment against its footer.

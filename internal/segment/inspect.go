@@ -25,8 +25,10 @@ type Damage struct {
 	// Prefix.Next the offset after the last valid entry.
 	Prefix Info
 	// Batches and Entries count the whole, valid batches found from Pos on
-	// (one at Pos has an offset out of order): when there are any, the
-	// bytes after Pos are not a torn write.
+	// (one at Pos has an offset out of order) whose offsets are not below
+	// the segment's base (those are old bytes of a deleted segment whose
+	// file this one was created over: see CreateOver): when there are any,
+	// the bytes after Pos are not a torn write.
 	Batches int
 	Entries uint64
 	Err     error // what is wrong at Pos; nil when the file is whole
@@ -64,7 +66,7 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 		base, _ := ParseFileName(path)
 		d.Prefix = Info{Path: path, Base: base, Next: base, End: HeaderBytes, Size: size}
 		d.Pos, d.Err = 0, err
-		if err := countBatches(f, &d, 0); err != nil {
+		if err := countBatches(f, &d, 0, 0); err != nil {
 			return Damage{}, err
 		}
 		return d, nil
@@ -76,7 +78,9 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 		if err == io.EOF {
 			break
 		}
-		if err == nil && b.BaseOffset != w.info.Next {
+		if err == nil && b.BaseOffset < w.info.Base {
+			err = staleBatch(b.BaseOffset, w.info.Base)
+		} else if err == nil && b.BaseOffset != w.info.Next {
 			err = fmt.Errorf("batch has offset %d, expected %d", b.BaseOffset, w.info.Next)
 		} else if err != nil && !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return Damage{}, err
@@ -92,7 +96,7 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 	d.Prefix = w.info
 	d.Prefix.Size = size
 	if d.Damaged() {
-		if err := countBatches(f, &d, d.Pos); err != nil {
+		if err := countBatches(f, &d, d.Pos, d.Prefix.Base); err != nil {
 			return Damage{}, err
 		}
 	}
@@ -100,8 +104,9 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 }
 
 // countBatches counts the whole, valid batches that start at or after
-// position from into d (a valid batch at from is one with the wrong offset).
-func countBatches(f vfs.File, d *Damage, from int64) error {
+// position from, with base offsets of at least min, into d (a valid batch at
+// from is one with the wrong offset).
+func countBatches(f vfs.File, d *Damage, from int64, min uint64) error {
 	if d.Size <= from {
 		return nil
 	}
@@ -117,7 +122,8 @@ func countBatches(f vfs.File, d *Damage, from int64) error {
 		}
 		i += k
 		b, err := record.Decode(rest[i:])
-		if err != nil {
+		if err != nil || b.BaseOffset < min {
+			// Not a batch, or old bytes of a deleted segment.
 			i++
 			continue
 		}

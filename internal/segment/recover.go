@@ -157,7 +157,7 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 		if !errors.Is(err, errBadHeader) {
 			return nil, err
 		}
-		found, ferr := validBatchAfter(f, 0, size)
+		found, ferr := validBatchAfter(f, 0, size, 0)
 		if ferr != nil {
 			return nil, ferr
 		}
@@ -188,15 +188,18 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 			break
 		}
 		if err == nil && b.BaseOffset != w.info.Next {
-			// A whole, valid batch is no torn write.
-			return nil, &rpcerr.CorruptError{Path: path, Pos: pos,
-				Err: fmt.Errorf("batch has offset %d, expected %d", b.BaseOffset, w.info.Next)}
+			if b.BaseOffset >= w.info.Base {
+				// A whole, valid batch of this segment is no torn write.
+				return nil, &rpcerr.CorruptError{Path: path, Pos: pos,
+					Err: fmt.Errorf("batch has offset %d, expected %d", b.BaseOffset, w.info.Next)}
+			}
+			err = staleBatch(b.BaseOffset, w.info.Base)
 		}
 		if err != nil {
-			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			if !errors.Is(err, record.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errStale) {
 				return nil, err
 			}
-			found, ferr := validBatchAfter(f, pos, size)
+			found, ferr := validBatchAfter(f, pos, size, w.info.Base)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -239,9 +242,20 @@ func truncateTail(f vfs.File, pos int64) error {
 	return f.Sync()
 }
 
-// validBatchAfter looks for a valid batch that starts after position from and
-// ends by size, and returns its position, or -1 if there is none.
-func validBatchAfter(f vfs.File, from, size int64) (int64, error) {
+// errStale is wrapped by the error for a valid batch whose offsets are
+// below its segment's base: old bytes of the deleted segment whose file the
+// segment was created over.
+var errStale = errors.New("old bytes of a deleted segment")
+
+func staleBatch(off, base uint64) error {
+	return fmt.Errorf("%w: a batch at offset %d, below the segment's base offset %d", errStale, off, base)
+}
+
+// validBatchAfter looks for a valid batch that starts after position from,
+// ends by size and has a base offset of at least min (the batches below are
+// old bytes of a deleted segment), and returns its position, or -1 if there
+// is none.
+func validBatchAfter(f vfs.File, from, size int64, min uint64) (int64, error) {
 	if size <= from+1 {
 		return -1, nil
 	}
@@ -256,7 +270,7 @@ func validBatchAfter(f vfs.File, from, size int64) (int64, error) {
 			return -1, nil
 		}
 		i += k
-		if _, err := record.Decode(rest[i:]); err == nil {
+		if b, err := record.Decode(rest[i:]); err == nil && b.BaseOffset >= min {
 			return from + 1 + int64(i), nil
 		}
 		i++

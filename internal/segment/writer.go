@@ -24,6 +24,7 @@ type Writer struct {
 	indexed int64 // position of the last indexed batch
 	broken  error
 	cut     int64 // bytes Recover cut from the file's end
+	reused  bool  // the file was written over (CreateOver): old bytes may follow the batches
 }
 
 // Cut returns how many bytes Recover cut from the end of the file after its
@@ -57,6 +58,58 @@ func Create(fs vfs.FS, dir string, base, epoch uint64, now time.Time) (*Writer, 
 		info: Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: now,
 			End: HeaderBytes, Size: HeaderBytes},
 		indexed: -IndexIntervalBytes,
+	}, nil
+}
+
+// CreateOver makes a new, empty segment in dir for offsets from base, as
+// Create does, but in the file free instead of a new one: the file of a
+// deleted segment, kept to be written over so that appends to the new
+// segment overwrite blocks the file already has rather than allocate new
+// ones. Every batch free holds must have offsets below base (the caller
+// knows, from the deleted segment's footer), so that recovery takes the old
+// batches after the new ones for what they are (see the package comment).
+//
+// The new header is written at the start of free and synced, then free is
+// renamed to the segment's name, and free's directory synced before dir: a
+// crash leaves the file under its free name (old batches, perhaps the new
+// header), or under neither name, or as the new segment, never under both,
+// and the segment's name is never on a file whose header is not its own.
+// If CreateOver fails, free may be gone: the caller must not keep it as a
+// file to write over (recovery finds it again if it is still there).
+func CreateOver(fs vfs.FS, dir, free string, base, epoch uint64, now time.Time) (*Writer, error) {
+	path := filepath.Join(dir, FileName(base))
+	f, err := fs.Reuse(free)
+	if err != nil {
+		return nil, fmt.Errorf("segment: create %s over %s: %w", path, free, err)
+	}
+	renamed := false
+	_, err = f.Write(encodeHeader(base, epoch, now))
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		if err = fs.Rename(free, path); err == nil {
+			renamed = true
+			err = fs.SyncDir(filepath.Dir(free))
+		}
+	}
+	if err == nil {
+		err = fs.SyncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		if renamed {
+			// Best effort, as in Create.
+			fs.Remove(path)
+		}
+		return nil, fmt.Errorf("segment: create %s over %s: %w", path, free, err)
+	}
+	return &Writer{
+		fs: fs, f: f,
+		info: Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: now,
+			End: HeaderBytes, Size: HeaderBytes},
+		indexed: -IndexIntervalBytes,
+		reused:  true,
 	}, nil
 }
 
@@ -122,7 +175,9 @@ func (w *Writer) Mark() Mark { return Mark{info: w.info, indexed: w.indexed} }
 
 // Rewind cuts the file back to the state recorded by m, which must be a state
 // that was synced, syncs, and makes the Writer usable again. If Rewind fails,
-// the Writer stays broken.
+// the Writer stays broken. In a file written over (CreateOver) the cut also
+// drops the old bytes after the mark, so that no batch written and cut off
+// stays behind them.
 func (w *Writer) Rewind(m Mark) error {
 	err := w.f.Truncate(m.info.End)
 	if err == nil {
@@ -141,7 +196,9 @@ func (w *Writer) Rewind(m Mark) error {
 }
 
 // Seal writes the footer, syncs and closes the file, and returns the sealed
-// segment's Info. The Writer must not be used afterwards.
+// segment's Info. The Writer must not be used afterwards. In a file written
+// over (CreateOver), the old bytes after the footer are cut off before the
+// sync, so that the footer ends the file, where readers look for it.
 func (w *Writer) Seal() (Info, error) {
 	if w.broken != nil {
 		return Info{}, w.broken
@@ -150,6 +207,13 @@ func (w *Writer) Seal() (Info, error) {
 	if _, err := w.f.Write(footer); err != nil {
 		w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
 		return Info{}, w.broken
+	}
+	if w.reused {
+		// Written first, cut after: the footer takes blocks the file has.
+		if err := w.f.Truncate(w.info.End + int64(len(footer))); err != nil {
+			w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
+			return Info{}, w.broken
+		}
 	}
 	if err := w.f.Sync(); err != nil {
 		w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
