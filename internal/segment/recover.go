@@ -180,7 +180,7 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 		// could truncate its footer.
 		return nil, err
 	}
-	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes}
+	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes, path: path}
 	s := NewScanner(f, HeaderBytes, size)
 	for {
 		b, pos, err := s.Next()

@@ -23,8 +23,9 @@ type Writer struct {
 	info    Info
 	indexed int64 // position of the last indexed batch
 	broken  error
-	cut     int64 // bytes Recover cut from the file's end
-	reused  bool  // the file was written over (CreateOver): old bytes may follow the batches
+	cut     int64  // bytes Recover cut from the file's end
+	reused  bool   // the file was written over (CreateOver): old bytes may follow the batches
+	path    string // info.Path, for SyncWritten, which runs beside Append
 }
 
 // Cut returns how many bytes Recover cut from the end of the file after its
@@ -54,7 +55,7 @@ func Create(fs vfs.FS, dir string, base, epoch uint64, now time.Time) (*Writer, 
 		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	return &Writer{
-		fs: fs, f: f,
+		fs: fs, f: f, path: path,
 		info: Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: now,
 			End: HeaderBytes, Size: HeaderBytes},
 		indexed: -IndexIntervalBytes,
@@ -105,7 +106,7 @@ func CreateOver(fs vfs.FS, dir, free string, base, epoch uint64, now time.Time) 
 		return nil, fmt.Errorf("segment: create %s over %s: %w", path, free, err)
 	}
 	return &Writer{
-		fs: fs, f: f,
+		fs: fs, f: f, path: path,
 		info: Info{Path: path, Base: base, Next: base, Epoch: epoch, Created: now,
 			End: HeaderBytes, Size: HeaderBytes},
 		indexed: -IndexIntervalBytes,
@@ -156,7 +157,7 @@ func (w *Writer) Sync() error {
 // synced before appending again.
 func (w *Writer) SyncWritten() error {
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", w.f.Name(), err)
+		return fmt.Errorf("segment: sync %s: %w", w.path, err)
 	}
 	return nil
 }
@@ -258,7 +259,7 @@ func Reopen(fs vfs.FS, info Info) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("segment: reopen %s, cutting its footer at byte %d: %w", info.Path, info.End, err)
 	}
-	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes}
+	w := &Writer{fs: fs, f: f, info: info, indexed: -IndexIntervalBytes, path: info.Path}
 	w.info.Index = slices.Clone(info.Index)
 	if n := len(info.Index); n > 0 {
 		w.indexed = info.Index[n-1].Pos

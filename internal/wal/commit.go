@@ -320,7 +320,7 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		l.mu.Unlock()
 	}
 	if l.w == nil {
-		w, err := segment.Create(l.opts.FS, l.opts.Dir, l.tail, epoch, l.opts.Now())
+		w, err := l.create(epoch)
 		if err != nil {
 			return err
 		}
@@ -330,6 +330,22 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		l.mu.Unlock()
 	}
 	return nil
+}
+
+// create makes the segment of offsets from the tail: over a deleted
+// segment's file, if one is kept whose batches are all below the tail
+// (takeFree), else in a new file. A file that cannot be written over is
+// left for recovery to find, and a new one created instead.
+func (l *Log) create(epoch uint64) (*segment.Writer, error) {
+	now := l.opts.Now()
+	if free := l.takeFree(l.tail); free != "" {
+		w, err := segment.CreateOver(l.opts.FS, l.opts.Dir, free, l.tail, epoch, now)
+		if err == nil {
+			return w, nil
+		}
+		l.opts.Logger.Warn("could not create a segment over a deleted one's file; creating a new file", "err", err)
+	}
+	return segment.Create(l.opts.FS, l.opts.Dir, l.tail, epoch, now)
 }
 
 // fail makes every later append fail with err until the log is reopened.

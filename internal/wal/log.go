@@ -33,7 +33,7 @@ const (
 // Options configure a Log. Zero values take the defaults noted.
 type Options struct {
 	FS            vfs.FS
-	Dir           string // the log's directory, holding only its segments and the closed record
+	Dir           string // the log's directory, holding only its segments, the closed record, the repairs file and the free directory
 	Sync          SyncMode
 	SyncEvery     time.Duration // with SyncInterval; default 10ms
 	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
@@ -43,6 +43,11 @@ type Options struct {
 	Epoch         uint64        // the newest writer epoch, from metadata
 	Start         uint64        // the truncation point, from metadata
 	Disk          *Disk         // the data directory's disk, shared by its logs; nil: no reserve
+	// ReuseSegments is how many files of segments that retention or a
+	// truncation deletes the log keeps in Dir/free, to create new
+	// segments over (see the package comment): DefaultReuseSegments if
+	// zero, none if negative.
+	ReuseSegments int
 	Now           func() time.Time
 	Logger        *slog.Logger
 }
@@ -78,6 +83,8 @@ type Log struct {
 	acked    int           // appends the last flight acknowledged, until a gather waits for them
 	ackTime  time.Time     // when it acknowledged them
 	spare    []*round      // settled rounds, to be used again
+	free     []freeFile    // deleted segments' files to write over (free.go)
+	freeMade bool          // the free directory exists, durably
 
 	flights    chan *flight // to the syncer goroutine, with SyncAlways
 	syncerDone chan struct{}
@@ -164,6 +171,9 @@ func (l *Log) recover() error {
 		return err
 	}
 	l.closedAt = closedAt
+	if err := l.recoverFree(); err != nil {
+		return err
+	}
 	l.tail = l.opts.Start
 	for i, path := range paths {
 		if i < len(paths)-1 {
@@ -259,7 +269,9 @@ func (l *Log) segments() []segment.Info {
 	return all
 }
 
-// Stats returns the log's current extent.
+// Stats returns the log's current extent. Its Bytes are those of the
+// segments: the files kept in the free directory to be written over hold
+// no entry of the log and are not counted.
 func (l *Log) Stats() engine.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -24,13 +24,17 @@ import (
 // its offset; a failed fdatasync fails its round and every round written
 // after it (their offsets are taken again), never acknowledging them; the
 // log goes on appending after it; and reopened after a close it holds
-// exactly the acknowledged entries.
+// exactly the acknowledged entries. With odd seeds the log is truncated
+// behind the producers, so that new segments are created over the files of
+// dropped ones and a failed fdatasync rewinds a file written over.
 func TestPipelineKeepsThePromise(t *testing.T) {
 	for seed := range uint64(8) {
+		truncate := seed%2 == 1
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			mem := vfs.NewMem()
 			f := &diskFault{err: syscall.EIO, match: func(o vfs.Op, name string) bool {
-				return o == vfs.OpSync && strings.HasSuffix(name, ".seg")
+				// A segment created over a free file keeps the name it was opened with.
+				return o == vfs.OpSync && (strings.HasSuffix(name, ".seg") || strings.HasSuffix(name, ".free"))
 			}}
 			fs := vfs.WithErrors(mem, func(o vfs.Op, name string) error {
 				if o == vfs.OpSync {
@@ -38,7 +42,11 @@ func TestPipelineKeepsThePromise(t *testing.T) {
 				}
 				return f.inject(o, name)
 			})
-			l, err := Open(t.Context(), Options{FS: fs, Dir: "/data/log", Epoch: 1, SegmentBytes: 16 << 10})
+			segBytes := int64(16 << 10)
+			if truncate {
+				segBytes = 2 << 10
+			}
+			l, err := Open(t.Context(), Options{FS: fs, Dir: "/data/log", Epoch: 1, SegmentBytes: segBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,9 +56,11 @@ func TestPipelineKeepsThePromise(t *testing.T) {
 			var mu sync.Mutex
 			acked := map[uint64]string{} // offset -> payload
 			failed := 0
+			var asked uint64 // the highest truncation point asked for
 			type snapshot struct {
 				fs    *vfs.MemFS
 				acked map[uint64]string
+				floor uint64
 			}
 			var snaps []snapshot
 			rng := rand.New(rand.NewPCG(seed, 33))
@@ -76,9 +86,18 @@ func TestPipelineKeepsThePromise(t *testing.T) {
 								case n == producers*each/4:
 									f.set(true, 2) // the next two fdatasyncs fail
 								case n%97 == 0:
-									snaps = append(snaps, snapshot{mem.Crash(rng), maps.Clone(acked)})
+									snaps = append(snaps, snapshot{mem.Crash(rng), maps.Clone(acked), asked})
+								}
+								cut := truncate && n%11 == 0 && off > 40
+								if cut {
+									asked = max(asked, off-40)
 								}
 								mu.Unlock()
+								if cut {
+									if err := l.Truncate(off - 40); err != nil {
+										t.Errorf("Truncate: %v", err)
+									}
+								}
 								continue
 							}
 						}
@@ -102,7 +121,7 @@ func TestPipelineKeepsThePromise(t *testing.T) {
 				t.Fatalf("%d appends acknowledged and %d failed, of %d", len(acked), failed, producers*each)
 			}
 			for i, s := range snaps {
-				checkHolds(t, s.fs, s.acked, fmt.Sprintf("after crash %d", i))
+				checkHolds(t, s.fs, s.acked, s.floor, fmt.Sprintf("after crash %d", i))
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
@@ -114,30 +133,57 @@ func TestPipelineKeepsThePromise(t *testing.T) {
 				}
 				want[off] = p
 			}
+			if truncate {
+				if asked == 0 {
+					t.Fatal("the log was never truncated")
+				}
+				checkHolds(t, mem, acked, asked, "reopened")
+				return
+			}
 			checkEntries(t, mem, want, "reopened")
 		})
 	}
 }
 
-// checkHolds fails unless the log at /data/log on fs opens and holds the
-// acknowledged entries at their offsets.
-func checkHolds(t *testing.T, fs vfs.FS, acked map[uint64]string, what string) {
+// checkHolds fails unless the log at /data/log on fs opens, starts at or
+// below floor (a truncation point asked for), and holds the acknowledged
+// entries from floor on at their offsets, and nothing at an offset it was
+// not acknowledged at.
+func checkHolds(t *testing.T, fs vfs.FS, acked map[uint64]string, floor uint64, what string) {
 	t.Helper()
 	l, err := Open(t.Context(), Options{FS: fs, Dir: "/data/log", Epoch: 1})
 	if err != nil {
 		t.Fatalf("%s: Open: %v", what, err)
 	}
 	defer l.Close()
-	end := l.Stats().End
-	r, err := l.NewReader(0, false)
+	st := l.Stats()
+	if st.Start > floor {
+		t.Fatalf("%s: the log starts at %d, above the truncation point %d", what, st.Start, floor)
+	}
+	r, err := l.NewReader(st.Start, false)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	defer r.Close()
-	got := readN(t, r, int(end), true)
+	at := make(map[string]uint64, len(acked))
 	for off, p := range acked {
-		if off >= end || string(got[off].Payload) != p {
-			t.Fatalf("%s: the log ends at %d and lost %q, acknowledged at offset %d", what, end, p, off)
+		at[p] = off
+	}
+	for i, e := range readN(t, r, int(st.End-st.Start), true) {
+		off := st.Start + uint64(i)
+		if e.Offset != off {
+			t.Fatalf("%s: entry %d read at offset %d, want %d", what, i, e.Offset, off)
+		}
+		if p, ok := acked[off]; ok && p != string(e.Payload) {
+			t.Fatalf("%s: offset %d holds %q, want %q, acknowledged there", what, off, e.Payload, p)
+		}
+		if was, ok := at[string(e.Payload)]; ok && was != off {
+			t.Fatalf("%s: offset %d holds %q, acknowledged at offset %d", what, off, e.Payload, was)
+		}
+	}
+	for off, p := range acked {
+		if off >= floor && off >= st.End {
+			t.Fatalf("%s: the log ends at %d and lost %q, acknowledged at offset %d", what, st.End, p, off)
 		}
 	}
 }

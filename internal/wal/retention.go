@@ -4,11 +4,12 @@ import (
 	"time"
 
 	"github.com/ternwal/tern/internal/engine"
-	"github.com/ternwal/tern/internal/segment"
 )
 
 // ApplyRetention is engine.Engine's. It removes segment files oldest first,
-// each removal synced, so a crash leaves the remaining ones contiguous.
+// each removal synced, so a crash leaves the remaining ones contiguous; up
+// to Options.ReuseSegments of the files go to the free directory, to be
+// written over by new segments (dropSegment).
 func (l *Log) ApplyRetention(now time.Time, r engine.Retention) error {
 	l.commitMu.Lock() // no roll adds a sealed segment meanwhile
 	defer l.commitMu.Unlock()
@@ -24,7 +25,7 @@ func (l *Log) ApplyRetention(now time.Time, r engine.Retention) error {
 	l.start = start
 	l.mu.Unlock()
 	for _, s := range drop {
-		if err := segment.Remove(l.opts.FS, s.Path); err != nil {
+		if err := l.dropSegment(s); err != nil {
 			return err
 		}
 	}
