@@ -16,8 +16,10 @@ import (
 	"github.com/ternwal/tern/internal/vfs"
 )
 
-// crashWorkload creates a log, appends, fences, rolls segments and
-// truncates on fs, and creates, appends to and deletes a second log; it
+// crashWorkload creates a log, appends, fences, rolls segments,
+// truncates (the dropped segments' files are then written over by new
+// segments), closes the log and opens it again for another writer, and
+// creates, appends to and deletes a second log on fs; it
 // records what was attempted and what was acknowledged. It stops at the first
 // error, which is what a crash looks like from inside.
 type crashWorkload struct {
@@ -124,6 +126,22 @@ func (cw *crashWorkload) run(t *testing.T, dir string, fs vfs.FS) {
 	}
 	for i := 22; i < 26; i++ {
 		if !appendN(i, 2) {
+			return
+		}
+	}
+	// Closed cleanly, the log's next writer goes on in its newest segment
+	// (segment.Reopen) instead of a new file.
+	if err := c.CloseLog("crash"); err != nil {
+		return
+	}
+	if l, err = c.OpenLog(t.Context(), "crash"); err != nil {
+		return
+	}
+	if w, err = l.OpenWriter(t.Context()); err != nil {
+		return
+	}
+	for i := 26; i < 29; i++ {
+		if !appendN(i, 1+i%2) {
 			return
 		}
 	}
