@@ -109,6 +109,14 @@ type Options struct {
 	// take does. Zero: 256 MiB, or a tenth of the filesystem if that is
 	// less. Negative: no reserve.
 	DiskReserveBytes int64
+	// ReuseSegments is how many files of deleted segments (dropped by a
+	// truncation or retention) each local log keeps in its directory's
+	// free/ subdirectory, so that its new segments are written over old
+	// files instead of growing new ones: an fdatasync then commits no block
+	// allocation. The kept files hold the deleted segments' bytes until new
+	// segments overwrite them (docs/durability.md). Zero: 2. Negative: none;
+	// deleted segments' files are removed at once.
+	ReuseSegments int
 	// ObjectCacheBytes bounds the acknowledged fragments that the object
 	// and quorum logs keep in memory for their tail readers, all together:
 	// past it, a log that acknowledges a fragment lets go of its own

@@ -150,17 +150,18 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 	default:
 		mode := map[FsyncMode]wal.SyncMode{FsyncAlways: wal.SyncAlways, FsyncInterval: wal.SyncInterval, FsyncNever: wal.SyncNever}
 		w, err := wal.Open(ctx, wal.Options{
-			FS:           c.fs,
-			Dir:          c.logDir(m.ID),
-			Sync:         mode[opts.Fsync.Mode],
-			SyncEvery:    opts.Fsync.Interval,
-			SegmentBytes: opts.SegmentBytes,
-			SegmentAge:   opts.SegmentAge,
-			Codec:        codecOf(opts.Compression),
-			Epoch:        m.Epoch,
-			Start:        m.Start,
-			Disk:         c.disk,
-			Logger:       c.opts.Logger.With("log", m.Name),
+			FS:            c.fs,
+			Dir:           c.logDir(m.ID),
+			Sync:          mode[opts.Fsync.Mode],
+			SyncEvery:     opts.Fsync.Interval,
+			SegmentBytes:  opts.SegmentBytes,
+			SegmentAge:    opts.SegmentAge,
+			Codec:         codecOf(opts.Compression),
+			Epoch:         m.Epoch,
+			Start:         m.Start,
+			Disk:          c.disk,
+			ReuseSegments: c.opts.ReuseSegments,
+			Logger:        c.opts.Logger.With("log", m.Name),
 		})
 		if err != nil {
 			// A new log's directory may not fit on a full disk.

@@ -17,4 +17,12 @@ type Env struct {
 	Progress io.Writer
 	// Version labels the results (loadgen.Result.Version).
 	Version string
+	// KeepBytes, when positive, makes Tern's append runs truncate each log
+	// every 100 ms so that it keeps about this many bytes of entries
+	// behind its end, as a WAL's consumer does: its sealed segments are
+	// deleted as the writers go (a WAL's normal life, with --segment-size).
+	KeepBytes int64
+	// ReuseSegments is tern.Options.ReuseSegments for the logs embedded
+	// in this process.
+	ReuseSegments int
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
@@ -156,4 +157,39 @@ func compressed(c tern.Compression) string {
 		return ""
 	}
 	return ", " + string(c)
+}
+
+// truncateBehind truncates each log every 100 ms so that it keeps about
+// keep bytes of spec's entries behind its end, until the returned function
+// is called; keep <= 0 does nothing. A failed truncation is retried at the
+// next tick: the append figures are what is measured.
+func (t *ternTarget) truncateBehind(spec loadgen.Spec, keep int64) (stop func()) {
+	if keep <= 0 {
+		return func() {}
+	}
+	entries := uint64(max(keep/int64(max(spec.EntryBytes, 1)), 1))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		ctx := context.Background()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			for _, l := range t.logs {
+				info, err := l.Info(ctx)
+				if err == nil && uint64(info.End) > uint64(info.Start)+entries {
+					l.Truncate(ctx, info.End-tern.Offset(entries))
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ternwal/tern"
 	"github.com/ternwal/tern/bench/loadgen"
+	"github.com/ternwal/tern/internal/units"
 )
 
 // Mode is where Tern is measured: embedded (the zero value), through a
@@ -39,7 +40,7 @@ func ServerAt(opts tern.Options) Mode { return Mode{server: &opts} }
 func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, mode Mode) (*loadgen.Result, error) {
 	fsync := log.Fsync
 	dir := env.Dir
-	copts, prefix, variant := tern.Options{Dir: dir}, "bench-", "durable"
+	copts, prefix, variant := tern.Options{Dir: dir, ReuseSegments: env.ReuseSegments}, "bench-", "durable"
 	storage := dir
 	switch {
 	case mode.loopback:
@@ -56,11 +57,13 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, 
 		copts, variant, storage = *mode.server, "gRPC, server "+mode.server.Server, ""
 		prefix = fmt.Sprintf("bench-%d-%d-", os.Getpid(), time.Now().UnixNano())
 	}
-	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync, Compression: log.Compression})
+	t, err := openTernTarget(ctx, copts, prefix, spec.Logs, tern.LogOptions{Fsync: fsync, Compression: log.Compression, SegmentBytes: log.SegmentBytes})
 	if err != nil {
 		return nil, err
 	}
+	stop := t.truncateBehind(spec, env.KeepBytes)
 	r, err := loadgen.Run(ctx, spec, t, loadgen.RunOptions{Progress: env.Progress, StorageDir: storage})
+	stop()
 	if err == nil {
 		err = t.sizes(ctx, r)
 	}
@@ -79,6 +82,15 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, 
 		}
 	}
 	r.Variant += compressed(log.Compression)
+	if log.SegmentBytes > 0 {
+		r.Variant += fmt.Sprintf(", segments of %s", units.FormatBytes(log.SegmentBytes))
+	}
+	if env.KeepBytes > 0 {
+		r.Variant += fmt.Sprintf(", truncated to keep %s", units.FormatBytes(env.KeepBytes))
+		if env.ReuseSegments < 0 {
+			r.Variant += ", no segment reuse"
+		}
+	}
 	return r, nil
 }
 

@@ -39,6 +39,7 @@ func (a *app) benchCmd() *cobra.Command {
 		compression  tern.Compression
 		obj          objectFlags
 		cl           clusterFlags
+		life         walLife
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -75,6 +76,13 @@ With --compression zstd or lz4, the logs compress each batch, and --payload
 json makes the entries JSON-like text (the default, random bytes, does not
 compress): the result's extra figures stored_bytes, logical_bytes and
 stored_per_logical say what the logs store per byte appended.
+
+A WAL's normal life, embedded local logs only: --segment-size rolls segments
+small, and --truncate-behind SIZE truncates each log every 100ms to keep about
+SIZE behind its end, so that sealed segments are deleted while the writers go
+on and new segments are written over their files (--reuse-segments -1: new
+files instead, to compare), as in
+  tern bench --workload conc-4k --segment-size 64MiB --truncate-behind 128MiB
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -154,6 +162,10 @@ peers and writes docs/benchmarks.md.`,
 			if flag := changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"); flag != "" {
 				return usagef(cmd, "--%s applies to quorum logs: add --cluster N", flag)
 			}
+			if flag := changedFlag(cmd, "segment-size", "truncate-behind", "reuse-segments"); flag != "" &&
+				(grpcLoopback || a.server != "" || pairs > 0 || cmd.Root().PersistentFlags().Changed("storage")) {
+				return usagef(cmd, "--%s applies to local logs embedded in this process: leave out --grpc, --server, --pairs and --storage", flag)
+			}
 			if err := obj.check(cmd, a, grpcLoopback); err != nil {
 				return err
 			}
@@ -212,6 +224,7 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
+				env.KeepBytes, env.ReuseSegments = life.keep, life.reuse
 				what := fmt.Sprintf("on Tern embedded in this process, local logs (fsync %s) in %s", fsync, env.Dir)
 				switch {
 				case grpcLoopback:
@@ -230,7 +243,7 @@ peers and writes docs/benchmarks.md.`,
 				if err := describeBench(cmd, spec, what); err != nil {
 					return nil, err
 				}
-				return single(driver.Tern(ctx, env, spec, tern.LogOptions{Fsync: fsync, Compression: compression}, mode))
+				return single(driver.Tern(ctx, env, spec, tern.LogOptions{Fsync: fsync, Compression: compression, SegmentBytes: life.segment}, mode))
 			})
 		},
 	}
@@ -243,6 +256,7 @@ peers and writes docs/benchmarks.md.`,
 	cmd.Flags().BoolVar(&sec.Token, "auth", false, "with --grpc: the server has an auth file, and the client sends a bearer token")
 	cmd.Flags().BoolVar(&dedupCost, "dedup-cost", false, "with --grpc --pairs N: the pairs compare the server applying appends without their producers' numbers (unsafe) and with them, as it always does: what exactly-once retries cost")
 	obj.addFlags(cmd)
+	life.addFlags(cmd)
 	numberVar(cmd.Flags(), &cl.nodes, "cluster", 0, 0, "measure quorum logs on a cluster of `N` tern serve nodes started on this machine (the quorum-* workloads need it)")
 	cl.addFlags(cmd, "")
 	cmd.AddCommand(a.benchDiskCmd(), a.benchS3Cmd(), a.benchFailoverCmd(), a.benchConnectCmd())

@@ -161,3 +161,19 @@ opened after 20ms. None of them was acknowledged.`,
 	cl.addFlags(cmd, " (unless the others evict it sooner, as they do a node killed -9)")
 	return cmd
 }
+
+// walLife are tern bench's flags for a WAL's normal life: local logs
+// truncated behind their writers, so that segments are deleted as they go
+// and new ones are written over their files.
+type walLife struct {
+	segment int64 // LogOptions.SegmentBytes; 0: the default
+	keep    int64 // truncate each log to keep about this many bytes; 0: never
+	reuse   int   // tern.Options.ReuseSegments
+}
+
+func (l *walLife) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Var(sizeFlag{&l.segment}, "segment-size", "local logs embedded: roll segments at this size (default 256MiB)")
+	f.Var(sizeFlag{&l.keep}, "truncate-behind", "local logs embedded: every 100ms, truncate each log to keep about this much behind its end, as a WAL's consumer does, so that its segments are deleted as the writers go (default: never)")
+	numberVar(f, &l.reuse, "reuse-segments", 0, -1, "local logs embedded: the files of deleted segments each log keeps to write new segments over (tern.Options.ReuseSegments; default 2, -1: none)")
+}

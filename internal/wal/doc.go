@@ -88,6 +88,31 @@
 // sealed segments left are those of a log that was closed small and then
 // rolled by age, which the age setting asks for.
 //
+// # Segment files written over
+//
+// Appending to a new file makes every fdatasync also commit the blocks the
+// file grew by. So when retention or Truncate drops sealed segments (oldest
+// first), up to Options.ReuseSegments of their files (DefaultReuseSegments)
+// are kept in the directory "free" of the log's directory instead of being
+// removed (free.go): each is renamed to free/<next>.free, where next is the
+// offset after the segment's last entry, and the log directory is synced
+// before the free one, so that no crash leaves a file under both names.
+// A new segment is created over a kept file whose next is at most its base
+// offset (segment.CreateOver: the new header written and synced before the
+// rename, the free directory synced before the log's), so that its batches
+// overwrite old ones; the old bytes after them are told from damage by
+// their offsets, all below the new base (package segment's Recovery). A
+// log's offsets only grow, so this always holds, except where offsets are
+// taken again: after a failed round (the segment is cut back and synced, so
+// nothing of the failed round stays in the file), after Repair (the cut
+// is within the open segment), and after a crash with SyncNever or
+// SyncInterval lost entries acknowledged before a sync, or dropped segments
+// whose truncation point the metadata did not yet hold: then no kept file
+// qualifies, since its next is above the base, and a new file is created.
+// Open finds the kept files again and removes those beyond the limit.
+// Deleting the log's directory removes them with it. They hold deleted
+// entries until they are overwritten, and are not counted in Stats' Bytes.
+//
 // # The closed record
 //
 // Besides its segments, a log's directory holds the file "closed" once the
