@@ -252,29 +252,59 @@ func staleBatch(off, base uint64) error {
 }
 
 // validBatchAfter looks for a valid batch that starts after position from,
-// ends by size and has a base offset of at least min (the batches below are
+// ends by size and has a base offset of at least floor (the batches below are
 // old bytes of a deleted segment), and returns its position, or -1 if there
-// is none.
-func validBatchAfter(f vfs.File, from, size int64, min uint64) (int64, error) {
-	if size <= from+1 {
-		return -1, nil
-	}
-	rest := make([]byte, size-from-1)
-	if _, err := f.ReadAt(rest, from+1); err != nil && !errors.Is(err, io.EOF) {
-		return -1, fmt.Errorf("segment: read %s: %w", f.Name(), err)
-	}
+// is none. It reads the file a chunk at a time, and each candidate batch
+// whole: after the new batches of a file written over, the rest of the file
+// may be as large as a segment.
+func validBatchAfter(f vfs.File, from, size int64, floor uint64) (int64, error) {
 	magic := []byte(record.Magic)
-	for i := 0; ; {
-		k := bytes.Index(rest[i:], magic)
-		if k < 0 {
-			return -1, nil
+	buf := make([]byte, scanChunkBytes+len(magic)-1)
+	for at := from + 1; at < size; at += scanChunkBytes {
+		b := buf[:int(min(int64(len(buf)), size-at))]
+		if _, err := f.ReadAt(b, at); err != nil && !errors.Is(err, io.EOF) {
+			return -1, fmt.Errorf("segment: read %s: %w", f.Name(), err)
 		}
-		i += k
-		if b, err := record.Decode(rest[i:]); err == nil && b.BaseOffset >= min {
-			return from + 1 + int64(i), nil
+		for i := 0; ; i++ {
+			k := bytes.Index(b[i:], magic)
+			if k < 0 {
+				break
+			}
+			if i += k; i >= scanChunkBytes {
+				break // the next chunk starts there
+			}
+			ok, err := validBatchAt(f, at+int64(i), size, floor)
+			if err != nil || ok {
+				return at + int64(i), err
+			}
 		}
-		i++
 	}
+	return -1, nil
+}
+
+// scanChunkBytes is how much of a file validBatchAfter searches at a time.
+const scanChunkBytes = 1 << 20
+
+// validBatchAt reports whether a valid batch with a base offset of at least
+// floor starts at pos and ends by size.
+func validBatchAt(f vfs.File, pos, size int64, floor uint64) (bool, error) {
+	if size-pos < record.HeaderBytes {
+		return false, nil
+	}
+	hb := make([]byte, record.HeaderBytes)
+	if _, err := f.ReadAt(hb, pos); err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("segment: read %s: %w", f.Name(), err)
+	}
+	h, err := record.ParseHeader(hb)
+	if err != nil || h.BaseOffset < floor || int64(h.Length) > size-pos {
+		return false, nil
+	}
+	b := make([]byte, h.Length)
+	if _, err := f.ReadAt(b, pos); err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("segment: read %s: %w", f.Name(), err)
+	}
+	_, err = record.Decode(b)
+	return err == nil, nil
 }
 
 // Remove deletes a segment file and syncs its directory.

@@ -168,3 +168,25 @@ func TestCreateOverDamageRefused(t *testing.T) {
 		t.Fatalf("Inspect: damage at byte %d with %d valid batches after, want byte %d and 9: %+v", d.Pos, d.Batches, pos[10], d)
 	}
 }
+
+// Recovery searches the whole rest of a file for a valid batch after
+// damage, a chunk at a time: one whose magic straddles the end of a chunk,
+// more than a chunk after the damage, is still found, and the damage
+// refused.
+func TestRecoverFindsBatchAcrossChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 33))
+	bs := makeBatches(rng, 50, 3, 100)
+	data := segmentBytes(t, 50, bs, false)
+	from := int64(len(data))
+	garbage := make([]byte, 1<<20-2) // the next batch's magic starts 3 bytes before the end of the first chunk searched
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	garbage[0] = 'X' // not the magic
+	data = append(data, garbage...)
+	data = append(data, makeBatches(rng, 60, 1, 100)[0].data...)
+	data = append(data, 1, 2, 3)
+	fs, path := memFile(t, 50, data)
+	_, _, err := segment.Recover(fs, path, 0)
+	checkCorrupt(t, err, path, from)
+}
