@@ -47,9 +47,14 @@ func TestBench(t *testing.T) {
 	}
 	must(t, dir, "", "bench", "--entry-bytes", "100", "--in-flight", "64", "--duration", "200ms", "--fsync", "never", "--json", out)
 	must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "200ms", "--payload", "json", "--compression", "lz4", "--json", out)
+	// A WAL's normal life: small segments, truncated behind the writers.
+	must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "300ms", "--segment-size", "64KiB", "--truncate-behind", "128KiB", "--json", out)
 	rs := readResults(t, out)
-	if len(rs) != 3 {
-		t.Fatalf("%d results, want 3", len(rs))
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	if r := rs[3]; r.Variant != "durable, segments of 64KiB, truncated to keep 128KiB" || r.Entries == 0 || r.Errors != 0 {
+		t.Fatalf("truncated result: variant %q, %d entries, %d errors", r.Variant, r.Entries, r.Errors)
 	}
 	// Compressed JSON: the logs store fewer bytes than were appended.
 	if r := rs[2]; r.Variant != "durable, lz4" || r.Spec.Payload != "json" || r.Extra["stored_per_logical"] <= 0 ||
@@ -113,9 +118,14 @@ func TestBenchTLS(t *testing.T) {
 		t.Fatalf("first line %q, want what is measured", first)
 	}
 	must(t, dir, "", "bench", "--workload", "sync-1k", "--duration", "200ms", "--warmup", "50ms", "--grpc", "--tls", "--pairs", "1", "--json", out)
+	// A WAL's normal life: small segments, truncated behind the writers.
+	must(t, dir, "", "bench", "--workload", "conc-1k", "--producers", "4", "--duration", "300ms", "--segment-size", "64KiB", "--truncate-behind", "128KiB", "--json", out)
 	rs := readResults(t, out)
-	if len(rs) != 3 {
-		t.Fatalf("%d results, want 3", len(rs))
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	if r := rs[3]; r.Variant != "durable, segments of 64KiB, truncated to keep 128KiB" || r.Entries == 0 || r.Errors != 0 {
+		t.Fatalf("truncated result: variant %q, %d entries, %d errors", r.Variant, r.Entries, r.Errors)
 	}
 	for i, want := range []string{"gRPC, TLS, token", "gRPC", "gRPC, TLS"} {
 		if r := rs[i]; r.Variant != want || r.Entries == 0 || r.Errors != 0 {
@@ -230,6 +240,8 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--tls"}, "--tls applies to the server tern bench starts: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--auth", "--pairs", "2"}, "--auth applies to the server tern bench starts: add --grpc")
 	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
+	fails(t, 2, dir, "", []string{"bench", "--grpc", "--truncate-behind", "1MiB"}, "--truncate-behind applies to local logs embedded in this process")
+	fails(t, 2, dir, "", []string{"bench", "--reuse-segments", "-2"}, "--reuse-segments")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
 	fails(t, 2, dir, "", []string{"--storage", "http://x", "bench"}, "--storage", "dir:///PATH")
