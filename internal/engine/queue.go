@@ -28,8 +28,29 @@ type Group struct {
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
-// empty by every commit.
+// empty by every commit. A few are kept in spareBuilders, which the
+// garbage collector does not empty; the others go to a sync.Pool, which
+// it does: under a high rate of small appends it runs every few rounds,
+// and a pool alone then hands out empty builders to most groups.
 var builders = sync.Pool{New: func() any { return new(record.Builder) }}
+
+// spareBuilders holds up to its capacity of released builders whose
+// buffers are at most maxSpareBytes, so that what it keeps alive when the
+// logs fall idle is bounded (4 MiB).
+var spareBuilders = make(chan *record.Builder, 2)
+
+const maxSpareBytes = 8 << 20
+
+// newBuilder returns an empty builder, with the buffers of a released one
+// if there is one.
+func newBuilder() *record.Builder {
+	select {
+	case b := <-spareBuilders:
+		return b
+	default:
+		return builders.Get().(*record.Builder)
+	}
+}
 
 // Finish records the group's outcome, wakes its waiters and releases its
 // buffer. It is called once.
@@ -43,6 +64,14 @@ func (g *Group) Finish(err error) {
 func (g *Group) Release() {
 	if g.B != nil {
 		g.B.Reset()
+		if g.B.Cap() <= maxSpareBytes {
+			select {
+			case spareBuilders <- g.B:
+				g.B = nil
+				return
+			default:
+			}
+		}
 		builders.Put(g.B)
 		g.B = nil
 	}
@@ -117,7 +146,7 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 		q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
 		g = q.groups[n-1]
 	} else {
-		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
+		g = &Group{B: newBuilder(), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
 		g.B.SetCodec(q.Codec)
 		q.groups = append(q.groups, g)
 		started = true
