@@ -87,7 +87,7 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) *P
 // w.mu guards: an engine copies the entries before Append returns and
 // keeps no reference to the slice.
 func (w *embeddedWriter) appendBatch(es []Entry, o client.AppendOptions) *Pending {
-	now := time.Now().UnixNano()
+	now := appendTime()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
