@@ -28,28 +28,57 @@ type Group struct {
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
-// empty by every commit. A few are kept in spareBuilders, which the
-// garbage collector does not empty; the others go to a sync.Pool, which
+// empty by every commit. The last few released are kept in spare, which
+// the garbage collector does not empty; the others go to a sync.Pool, which
 // it does: under a high rate of small appends it runs every few rounds,
-// and a pool alone then hands out empty builders to most groups.
+// and a pool alone then hands most groups an empty builder.
 var builders = sync.Pool{New: func() any { return new(record.Builder) }}
 
-// spareBuilders holds up to its capacity of released builders whose
-// buffers are at most maxSpareBytes, so that what it keeps alive when the
-// logs fall idle is bounded (4 MiB).
-var spareBuilders = make(chan *record.Builder, 2)
+// spare holds the builders released last, newest on top, so that the next
+// group gets the buffer most likely still in the CPU's cache. It keeps
+// builders of at most maxSpareBytes, which bounds what it keeps alive once
+// the logs fall idle (len(spare.bs) * maxSpareBytes).
+var spare struct {
+	mu sync.Mutex
+	bs [2]*record.Builder
+	n  int
+}
 
+// maxSpareBytes covers a group of the local engine's default MaxBatchBytes
+// (4 MiB) and the growth of its buffer past it.
 const maxSpareBytes = 8 << 20
 
-// newBuilder returns an empty builder, with the buffers of a released one
-// if there is one.
+// newBuilder returns an empty builder, with the buffers of the one
+// released last if it is spare.
 func newBuilder() *record.Builder {
-	select {
-	case b := <-spareBuilders:
+	spare.mu.Lock()
+	if spare.n > 0 {
+		spare.n--
+		b := spare.bs[spare.n]
+		spare.bs[spare.n] = nil
+		spare.mu.Unlock()
 		return b
-	default:
-		return builders.Get().(*record.Builder)
 	}
+	spare.mu.Unlock()
+	return builders.Get().(*record.Builder)
+}
+
+// releaseBuilder resets b and keeps it for newBuilder.
+func releaseBuilder(b *record.Builder) {
+	b.Reset()
+	if b.Cap() > maxSpareBytes {
+		builders.Put(b)
+		return
+	}
+	spare.mu.Lock()
+	if spare.n == len(spare.bs) {
+		builders.Put(spare.bs[0])
+		copy(spare.bs[:], spare.bs[1:])
+		spare.n--
+	}
+	spare.bs[spare.n] = b
+	spare.n++
+	spare.mu.Unlock()
 }
 
 // Finish records the group's outcome, wakes its waiters and releases its
@@ -63,16 +92,7 @@ func (g *Group) Finish(err error) {
 // or dropped.
 func (g *Group) Release() {
 	if g.B != nil {
-		g.B.Reset()
-		if g.B.Cap() <= maxSpareBytes {
-			select {
-			case spareBuilders <- g.B:
-				g.B = nil
-				return
-			default:
-			}
-		}
-		builders.Put(g.B)
+		releaseBuilder(g.B)
 		g.B = nil
 	}
 }
