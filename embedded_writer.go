@@ -26,20 +26,32 @@ type embeddedWriter struct {
 	shared  *sharedSession // a shared producer's session, whose claim is claim
 
 	mu     sync.Mutex
+	recs   []record.Entry // appendBatch's conversion buffer
 	last   engine.Pending // the latest queued append, for Close
 	queued bool           // last is set
 	closed bool
 }
 
-// embeddedPending is an append queued on an engine.
-type embeddedPending struct{ p engine.Pending }
+// embeddedPending is an append queued on an engine, and the Pending that
+// AppendAsync returns for it: one allocation per append instead of a
+// Pending and the interface value boxed in it.
+type embeddedPending struct {
+	pub Pending // pub.impl is the embeddedPending itself
+	p   engine.Pending
+}
 
-func (p embeddedPending) Wait(ctx context.Context) (Offset, error) {
+func newEmbeddedPending(p engine.Pending) *Pending {
+	ep := &embeddedPending{p: p}
+	ep.pub.impl = ep
+	return &ep.pub
+}
+
+func (p *embeddedPending) Wait(ctx context.Context) (Offset, error) {
 	off, err := p.p.Wait(ctx)
 	return Offset(off), err
 }
 
-func (p embeddedPending) Done() <-chan struct{} { return p.p.Done() }
+func (p *embeddedPending) Done() <-chan struct{} { return p.p.Done() }
 
 func (w *embeddedWriter) Epoch() uint64 { return w.session }
 
@@ -61,14 +73,27 @@ func (w *embeddedWriter) AppendTimeTick(ctx context.Context, t uint64) error {
 	return err
 }
 
+// AppendAsync queues e, which Writer has checked, on the engine.
+func (w *embeddedWriter) AppendAsync(e Entry, o client.AppendOptions) *Pending {
+	return w.appendBatch([]Entry{e}, o) // appendBatch keeps no reference: the slice stays on the stack
+}
+
 // AppendBatchAsync queues es, which Writer has checked, on the engine.
-func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl {
-	now := time.Now().UnixNano()
-	var rs [1]record.Entry
-	recs := rs[:0]
-	if len(es) > 1 {
-		recs = make([]record.Entry, 0, len(es))
+func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) *Pending {
+	return w.appendBatch(es, o)
+}
+
+// appendBatch queues es on the engine. It converts them into w.recs, which
+// w.mu guards: an engine copies the entries before Append returns and
+// keeps no reference to the slice.
+func (w *embeddedWriter) appendBatch(es []Entry, o client.AppendOptions) *Pending {
+	now := appendTime()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return &Pending{failedPending{ErrClosed}}
 	}
+	recs := w.recs[:0]
 	for _, e := range es {
 		t := now
 		if !e.Time.IsZero() {
@@ -76,21 +101,24 @@ func (w *embeddedWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pe
 		}
 		recs = append(recs, record.Entry{Time: t, Payload: e.Payload, Properties: e.Properties})
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return failedPending{ErrClosed}
-	}
 	p, err := w.eng.Append(w.epoch, recs, engine.AppendOptions{
 		Producer: o.Producer, Seq: o.Seq, Acked: o.Acked,
 		IfEnd: o.IfEnd, End: uint64(o.End),
 	})
+	clear(recs) // drop the references to the caller's bytes
+	if cap(recs) <= maxKeptRecs {
+		w.recs = recs[:0]
+	}
 	if err != nil {
-		return failedPending{err}
+		return &Pending{failedPending{err}}
 	}
 	w.last, w.queued = p, true
-	return embeddedPending{p}
+	return newEmbeddedPending(p)
 }
+
+// maxKeptRecs bounds the entries of the conversion buffer a writer keeps
+// between appends.
+const maxKeptRecs = 1024
 
 // Close waits for the writer's queued appends to finish, then ends its
 // session, unless it was fenced, and releases its claim.

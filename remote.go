@@ -83,8 +83,12 @@ func (l remoteLog) Compact(context.Context) error {
 
 type remoteWriter struct{ *client.Writer }
 
-func (w remoteWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl {
-	return w.Writer.AppendBatchAsync(es, remoteOptions(o)...)
+func (w remoteWriter) AppendAsync(e Entry, o client.AppendOptions) *Pending {
+	return &Pending{w.Writer.AppendAsync(e, remoteOptions(o)...)}
+}
+
+func (w remoteWriter) AppendBatchAsync(es []Entry, o client.AppendOptions) *Pending {
+	return &Pending{w.Writer.AppendBatchAsync(es, remoteOptions(o)...)}
 }
 
 // remoteOptions are the options of an append through a remote writer: its

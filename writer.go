@@ -20,10 +20,13 @@ type Writer struct {
 }
 
 // writerImpl is a Writer of an embedded log or of a server's. Its
-// AppendBatchAsync takes entries that Writer has checked.
+// AppendAsync and AppendBatchAsync take entries that Writer has checked;
+// AppendAsync saves a one-entry slice that would escape through the
+// interface on the path of every single append.
 type writerImpl interface {
 	Epoch() uint64
-	AppendBatchAsync(es []Entry, o client.AppendOptions) pendingImpl
+	AppendAsync(e Entry, o client.AppendOptions) *Pending
+	AppendBatchAsync(es []Entry, o client.AppendOptions) *Pending
 	AppendTimeTick(ctx context.Context, t uint64) error
 	Close() error
 	Detach() error
@@ -77,7 +80,10 @@ func (w *Writer) AppendBatch(ctx context.Context, es []Entry, opts ...AppendOpti
 // the outcome. Appends are acknowledged in the order they were queued. The
 // entry's bytes are copied before AppendAsync returns.
 func (w *Writer) AppendAsync(e Entry, opts ...AppendOption) *Pending {
-	return w.AppendBatchAsync([]Entry{e}, opts...)
+	if _, err := client.CheckBatch([]Entry{e}, w.maxEntryBytes); err != nil { // the slice stays on the stack
+		return &Pending{failedPending{err}}
+	}
+	return w.impl.AppendAsync(e, appendOptions(opts))
 }
 
 // AppendBatchAsync queues entries to be appended atomically, as
@@ -87,7 +93,17 @@ func (w *Writer) AppendBatchAsync(es []Entry, opts ...AppendOption) *Pending {
 	if _, err := client.CheckBatch(es, w.maxEntryBytes); err != nil {
 		return &Pending{failedPending{err}}
 	}
-	return &Pending{w.impl.AppendBatchAsync(es, client.NewAppendOptions(opts...))}
+	return w.impl.AppendBatchAsync(es, appendOptions(opts))
+}
+
+// appendOptions applies opts; without any it does not move an
+// AppendOptions to the heap, as client.NewAppendOptions does for the
+// options it passes to unknown functions.
+func appendOptions(opts []AppendOption) client.AppendOptions {
+	if len(opts) == 0 {
+		return client.AppendOptions{}
+	}
+	return client.NewAppendOptions(opts...)
 }
 
 // Epoch is the writer's epoch: its session, the log's newest when the

@@ -28,8 +28,58 @@ type Group struct {
 }
 
 // builders recycles batch buffers, which would otherwise be grown from
-// empty by every commit.
+// empty by every commit. The last few released are kept in spare, which
+// the garbage collector does not empty; the others go to a sync.Pool, which
+// it does: under a high rate of small appends it runs every few rounds,
+// and a pool alone then hands most groups an empty builder.
 var builders = sync.Pool{New: func() any { return new(record.Builder) }}
+
+// spare holds the builders released last, newest on top, so that the next
+// group gets the buffer most likely still in the CPU's cache. It keeps
+// builders of at most maxSpareBytes, which bounds what it keeps alive once
+// the logs fall idle (len(spare.bs) * maxSpareBytes).
+var spare struct {
+	mu sync.Mutex
+	bs [2]*record.Builder
+	n  int
+}
+
+// maxSpareBytes covers a group of the local engine's default MaxBatchBytes
+// (4 MiB) and the growth of its buffer past it.
+const maxSpareBytes = 8 << 20
+
+// newBuilder returns an empty builder, with the buffers of the one
+// released last if it is spare.
+func newBuilder() *record.Builder {
+	spare.mu.Lock()
+	if spare.n > 0 {
+		spare.n--
+		b := spare.bs[spare.n]
+		spare.bs[spare.n] = nil
+		spare.mu.Unlock()
+		return b
+	}
+	spare.mu.Unlock()
+	return builders.Get().(*record.Builder)
+}
+
+// releaseBuilder resets b and keeps it for newBuilder.
+func releaseBuilder(b *record.Builder) {
+	b.Reset()
+	if b.Cap() > maxSpareBytes {
+		builders.Put(b)
+		return
+	}
+	spare.mu.Lock()
+	if spare.n == len(spare.bs) {
+		builders.Put(spare.bs[0])
+		copy(spare.bs[:], spare.bs[1:])
+		spare.n--
+	}
+	spare.bs[spare.n] = b
+	spare.n++
+	spare.mu.Unlock()
+}
 
 // Finish records the group's outcome, wakes its waiters and releases its
 // buffer. It is called once.
@@ -42,8 +92,7 @@ func (g *Group) Finish(err error) {
 // or dropped.
 func (g *Group) Release() {
 	if g.B != nil {
-		g.B.Reset()
-		builders.Put(g.B)
+		releaseBuilder(g.B)
 		g.B = nil
 	}
 }
@@ -117,7 +166,7 @@ func (q *Queue) Add(epoch uint64, entries []record.Entry, o AppendOptions, now t
 		q.groups[n-1].B.Bytes()+size <= q.MaxBatchBytes {
 		g = q.groups[n-1]
 	} else {
-		g = &Group{B: builders.Get().(*record.Builder), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
+		g = &Group{B: newBuilder(), Epoch: epoch, Queued: now, Outcome: NewOutcome()}
 		g.B.SetCodec(q.Codec)
 		q.groups = append(q.groups, g)
 		started = true

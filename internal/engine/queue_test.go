@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -184,5 +185,24 @@ func BenchmarkQueueAdd(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A released group's batch buffer goes to the next group, whatever the
+// garbage collector did in between: a log of small appends does not grow
+// a fresh buffer every round.
+func TestReleasedBuildersAreReused(t *testing.T) {
+	q := newQueue(0)
+	var released *record.Builder
+	for round := range 3 {
+		add(t, q, 100, AppendOptions{})
+		gs := commit(q, q.taken)
+		if round > 0 && gs[0].B != released {
+			t.Fatalf("round %d: the group has a new builder: the one released by the round before was not reused", round)
+		}
+		released = gs[0].B
+		finishAll(gs, nil)
+		runtime.GC()
+		runtime.GC() // a sync.Pool is empty after two collections
 	}
 }

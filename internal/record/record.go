@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // Wire-format constants: changing any of them changes the bytes on disk.
@@ -112,6 +113,12 @@ func (b *Builder) SetCodec(c Codec) {
 		panic(fmt.Sprintf("record: unknown codec %d", c))
 	}
 	b.codec = c
+}
+
+// Cap is the bytes the builder's buffers hold, for a caller that decides
+// whether to keep it for later batches.
+func (b *Builder) Cap() int {
+	return cap(b.buf) + cap(b.zbuf) + cap(b.as.list)*int(unsafe.Sizeof(Append{}))
 }
 
 // Count is the number of entries added since the last Reset.
