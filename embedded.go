@@ -51,6 +51,9 @@ type embeddedClient struct {
 	wg           sync.WaitGroup
 }
 
+// DefaultReuseSegments is Options.ReuseSegments when it is zero.
+const DefaultReuseSegments = wal.DefaultReuseSegments
+
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
 // fails with ErrLocked if another process has it open.
 func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {

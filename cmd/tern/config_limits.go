@@ -24,11 +24,12 @@ type serveLimits struct {
 	IdleConnectionTimeout   string `json:"idle_connection_timeout"`
 	LogIdleTimeout          string `json:"log_idle_timeout"`
 	MaxRequestBytes         string `json:"max_request_bytes"`
+	ReuseSegments           int    `json:"reuse_segments"`
 }
 
 // limitKeys are serveLimits' keys in a config file.
 var limitKeys = []string{"max_logs", "max_logs_per_prefix", "max_subscriptions_per_log",
-	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "log_idle_timeout", "max_request_bytes"}
+	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "log_idle_timeout", "max_request_bytes", "reuse_segments"}
 
 // minRequestBytes is the smallest max_request_bytes: a batch of one entry
 // of the default largest size, with room for its framing.
@@ -44,6 +45,7 @@ func defaultLimits() serveLimits {
 		IdleConnectionTimeout:   units.FormatDuration(server.DefaultIdleConnectionTimeout),
 		LogIdleTimeout:          units.FormatDuration(tern.DefaultLogIdleTimeout),
 		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
+		ReuseSegments:           tern.DefaultReuseSegments,
 	}
 }
 
@@ -60,6 +62,7 @@ func (l *serveLimits) counts() []struct {
 		{"max_logs_per_prefix", "TERN_MAX_LOGS_PER_PREFIX", "max-logs-per-prefix", &l.MaxLogsPerPrefix},
 		{"max_subscriptions_per_log", "TERN_MAX_SUBSCRIPTIONS_PER_LOG", "max-subscriptions-per-log", &l.MaxSubscriptionsPerLog},
 		{"max_streams_per_connection", "TERN_MAX_STREAMS_PER_CONNECTION", "max-streams-per-connection", &l.MaxStreamsPerConnection},
+		{"reuse_segments", "TERN_REUSE_SEGMENTS", "reuse-segments", &l.ReuseSegments},
 	}
 }
 
@@ -69,7 +72,7 @@ func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
 		if v := getenv(c.env); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return configErrorf("$%s %q: use a whole number (0 for no limit)", c.env, v)
+				return configErrorf("$%s %q: use a whole number (0 for none)", c.env, v)
 			}
 			*c.v = n
 		}
@@ -98,6 +101,7 @@ func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
 	fs.StringVar(&f.MaxStreams, "max-streams", d.MaxStreams, "the most streams open at once on the server, all connections together (auto: a quarter of --memory-limit at 2 MiB a stream, at least 64; 0: no limit); $TERN_MAX_STREAMS")
 	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
 	fs.StringVar(&f.LogIdleTimeout, "log-idle-timeout", d.LogIdleTimeout, "close a log's engine (its open segment, its goroutines) after this `duration` with no call, writer, reader or subscriber; it opens again at its next use, and a local log goes on in its segment if it is neither full nor too old; $TERN_LOG_IDLE_TIMEOUT")
+	fs.IntVar(&f.ReuseSegments, "reuse-segments", d.ReuseSegments, "the files of deleted segments each local log keeps to write its new segments over, which spares its fdatasyncs the allocation of new blocks; they hold the deleted entries' bytes until overwritten (0: none, a truncation or retention removes the files at once); $TERN_REUSE_SEGMENTS")
 	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
 }
 
@@ -144,6 +148,7 @@ func (l serveLimits) server() (server.Limits, error) {
 		MaxLogsPerPrefix:        none(l.MaxLogsPerPrefix),
 		MaxSubscriptionsPerLog:  none(l.MaxSubscriptionsPerLog),
 		MaxStreamsPerConnection: none(l.MaxStreamsPerConnection),
+		ReuseSegments:           none(l.ReuseSegments),
 	}
 	if l.MaxStreams != "auto" {
 		n, err := strconv.Atoi(l.MaxStreams)

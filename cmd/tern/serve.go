@@ -72,7 +72,8 @@ $TERN_ADVERTISE, $TERN_NODE_TTL, $TERN_DISK_RESERVE, $TERN_ETCD_DIR,
 $TERN_MEMORY_LIMIT; the limits' $TERN_MAX_LOGS,
 $TERN_MAX_LOGS_PER_PREFIX, $TERN_MAX_SUBSCRIPTIONS_PER_LOG,
 $TERN_MAX_STREAMS_PER_CONNECTION, $TERN_IDLE_CONNECTION_TIMEOUT,
-$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS, $TERN_LOG_IDLE_TIMEOUT; the
+$TERN_MAX_REQUEST_BYTES, $TERN_MAX_STREAMS, $TERN_LOG_IDLE_TIMEOUT;
+$TERN_REUSE_SEGMENTS; the
 security settings' $TERN_TLS_CERT, $TERN_TLS_KEY, $TERN_TLS_CLIENT_CA,
 $TERN_AUTH, $TERN_INSECURE, $TERN_PPROF) and the flags.
 --print-config prints the result in the file's format, leaving out
@@ -103,6 +104,7 @@ storage_secret_key (a comment says when it is set):
   node_id: ""
   node_ttl: 10s
   pprof: false
+  reuse_segments: 2
   storage: ""
   storage_access_key: ""
   storage_ssec_key_file: ""

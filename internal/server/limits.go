@@ -39,6 +39,10 @@ type Limits struct {
 	// MaxRequestBytes bounds one request message, such as a batch of
 	// appends. Default grpcopts.MaxMessageBytes.
 	MaxRequestBytes int
+	// ReuseSegments is tern.Options.ReuseSegments: how many files of
+	// deleted segments each local log keeps to write over. Default
+	// tern.DefaultReuseSegments.
+	ReuseSegments int
 }
 
 // Defaults of Limits.

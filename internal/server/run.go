@@ -294,6 +294,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		MaxLogsPerPrefix:       cfg.Limits.MaxLogsPerPrefix,
 		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
 		LogIdleTimeout:         cfg.Limits.LogIdleTimeout,
+		ReuseSegments:          cfg.Limits.ReuseSegments,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)
