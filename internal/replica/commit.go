@@ -23,25 +23,70 @@ type work struct {
 	err     error
 }
 
-// run is the committer: it takes everything queued, commits it as one
-// group, and repeats until the Store is closed and the queue empty.
+// round is one group commit: its ops, taken from the queue together, and
+// the work they make, segment by segment.
+type round struct {
+	ops    []op
+	works  []*work
+	bySeg  map[*segment]*work
+	synced chan struct{} // closed once syncAll is done
+}
+
+// run is the committer: it takes everything queued, writes it as one
+// group, makes it durable and reports it, and repeats until the Store is
+// closed and the queue empty.
+//
+// It is pipelined as a group commit on one file is: while a round's
+// journals are being synced, the next round's fragments are written
+// (appendsOnly says when that may be), so a sync covers what arrived during
+// the one before it instead of the disk idling while the committer writes.
+// Rounds are still reported in order, a round only once its own sync is
+// done, and never after an earlier round failed its segment (report): no
+// fragment is reported durable before the sync that covers it, nor after a
+// failed sync of the fragments before it.
 func (s *Store) run() {
 	defer close(s.stopped)
-	var headers []byte
+	var (
+		headers []byte
+		prev    *round // written, its sync under way; not yet reported
+	)
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && !s.closed {
 			s.mu.Unlock()
-			<-s.kick
+			if prev == nil {
+				<-s.kick
+			} else {
+				select {
+				case <-s.kick:
+				case <-prev.synced:
+					s.finish(prev)
+					prev = nil
+				}
+			}
 			s.mu.Lock()
 		}
 		if len(s.queue) == 0 {
 			s.mu.Unlock()
-			return
+			if prev == nil {
+				return
+			}
+			s.finish(prev)
+			prev = nil
+			continue
 		}
 		ops := s.queue
 		s.queue, s.spare = s.spare, nil
 		works, bySeg := s.plan(ops)
+		if prev != nil && !appendsOnly(ops, works) {
+			// Creations, state files, seals, barriers: planned on the
+			// state that the round under way is yet to report.
+			s.mu.Unlock()
+			s.finish(prev)
+			prev = nil
+			s.mu.Lock()
+			works, bySeg = s.plan(ops)
+		}
 		s.mu.Unlock()
 
 		for _, w := range works {
@@ -49,17 +94,51 @@ func (s *Store) run() {
 				w.err = s.write(w, &headers)
 			}
 		}
-		s.syncAll(works)
-		s.report(works)
-		for _, o := range ops {
-			o.done(bySeg[o.seg].err)
+		if prev != nil {
+			s.finish(prev)
 		}
-
-		clear(ops)
-		s.mu.Lock()
-		s.spare = ops[:0]
-		s.mu.Unlock()
+		r := &round{ops: ops, works: works, bySeg: bySeg, synced: make(chan struct{})}
+		go func() {
+			defer close(r.synced)
+			s.syncAll(r.works)
+		}()
+		prev = r
 	}
+}
+
+// appendsOnly reports whether a round's works only append fragments to
+// journals that exist, with nothing else for their segments to persist:
+// such a round may be planned and written while the round before it is
+// being synced, since its plan does not depend on what that round will
+// report.
+func appendsOnly(ops []op, works []*work) bool {
+	for _, o := range ops {
+		if !o.write {
+			return false
+		}
+	}
+	for _, w := range works {
+		if w.err != nil || w.file == nil || w.state != nil || w.cut >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// finish waits for r's sync, reports its outcome and completes its ops, in
+// the order of the calls.
+func (s *Store) finish(r *round) {
+	<-r.synced
+	s.report(r.works)
+	for _, o := range r.ops {
+		o.done(r.bySeg[o.seg].err)
+	}
+	clear(r.ops)
+	s.mu.Lock()
+	if s.spare == nil {
+		s.spare = r.ops[:0]
+	}
+	s.mu.Unlock()
 }
 
 // plan groups ops by segment, with s.mu held, and takes down what each
@@ -227,6 +306,11 @@ func (s *Store) report(works []*work) {
 		seg := w.seg
 		if w.created {
 			seg.file = w.file
+		}
+		if w.err == nil && seg.failed != nil {
+			// An earlier round, written before this one, failed: what
+			// this one wrote after it is not durable as a prefix.
+			w.err = seg.failed
 		}
 		if w.err != nil {
 			if seg.failed == nil {

@@ -149,9 +149,15 @@
 // large writes, syncs each file it wrote once (in parallel), syncs the
 // directories of new journals, writes the state files and truncations that
 // fences and seals asked for, and then reports: it calls the done functions
-// given to Add, in the order of the Adds, from its own goroutine. A write or
-// sync error fails the segment: its queued and later calls fail with the
-// error, and no durability is reported that the disk does not have.
+// given to Add, in the order of the Adds, from its own goroutine. It is
+// pipelined: while one group's files are being synced, the committer
+// already writes the next group's frames, as long as that group only
+// appends to existing journals (anything else waits for the group before it
+// to be reported), and it reports each group once its own syncs are done,
+// in order. A write or sync error fails the segment: its queued and later
+// calls fail with the error, a group written after the failed one is not
+// reported durable even if its own sync succeeds, and no durability is
+// reported that the disk does not have.
 //
 // Add never waits; Fence, Seal and Drop wait for what was queued for the
 // segment before them (their point in the committer's queue). Reads of an
