@@ -303,9 +303,9 @@ func newLoad(spec Spec, t Target) (*load, error) {
 		}
 		l.async = a
 	}
-	// Entries are windows on a pool of random bytes, each at a different
-	// place, so no two neighbours are alike and nothing compresses; or on
-	// a pool of JSON-like records.
+	// Entries are windows on a pool of random bytes, one after another
+	// (see entry), so no two neighbours are alike and nothing compresses;
+	// or on a pool of JSON-like records.
 	l.pool = make([]byte, max(8<<20, 2*spec.EntryBytes))
 	rng := rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'})
 	if spec.Payload == PayloadJSON {
