@@ -22,13 +22,72 @@ type ternTarget struct {
 	// acks has one queue per log of asynchronous appends waiting for their
 	// acknowledgement, which comes in append order; one goroutine per log
 	// waits on them in turn.
-	acks    []chan pendingAck
+	acks    []*ackQueue
 	waiting sync.WaitGroup
 }
 
 type pendingAck struct {
 	p    *tern.Pending
 	done func(error)
+}
+
+// An ackQueue hands appends from AppendAsync to the goroutine that waits
+// for them. It costs a lock per append, and a wake-up only when that
+// goroutine has taken every append queued before: it takes them all at
+// once, whereas a channel would cost a send and a receive per append.
+type ackQueue struct {
+	mu     sync.Mutex
+	queued []pendingAck
+	closed bool
+	wake   chan struct{} // a send when queued was empty, or at close
+}
+
+func newAckQueue() *ackQueue { return &ackQueue{wake: make(chan struct{}, 1)} }
+
+func (q *ackQueue) push(a pendingAck) {
+	q.mu.Lock()
+	q.queued = append(q.queued, a)
+	first := len(q.queued) == 1
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.wake <- struct{}{}:
+		default: // a wake-up is already waiting
+		}
+	}
+}
+
+func (q *ackQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reap waits for every append queued, in order, and calls its done, until
+// the queue is closed and empty.
+func (q *ackQueue) reap() {
+	var taken []pendingAck
+	for {
+		q.mu.Lock()
+		taken, q.queued = q.queued, taken[:0]
+		closed := q.closed
+		q.mu.Unlock()
+		for i, a := range taken {
+			_, err := a.p.Wait(context.Background()) // every append is acknowledged or failed, in time
+			a.done(err)
+			taken[i] = pendingAck{} // let the Pending go
+		}
+		if len(taken) == 0 {
+			if closed {
+				return
+			}
+			<-q.wake
+		}
+	}
 }
 
 func openTernTarget(ctx context.Context, copts tern.Options, prefix string, logs int, opts tern.LogOptions) (_ *ternTarget, err error) {
@@ -51,14 +110,9 @@ func openTernTarget(ctx context.Context, copts tern.Options, prefix string, logs
 		if err != nil {
 			return nil, err
 		}
-		acks := make(chan pendingAck, 1<<16)
+		acks := newAckQueue()
 		t.logs, t.writers, t.acks = append(t.logs, l), append(t.writers, w), append(t.acks, acks)
-		t.waiting.Go(func() {
-			for a := range acks {
-				_, err := a.p.Wait(context.Background()) // every append is acknowledged or failed, in time
-				a.done(err)
-			}
-		})
+		t.waiting.Go(acks.reap)
 	}
 	return t, nil
 }
@@ -79,7 +133,7 @@ func (t *ternTarget) Append(ctx context.Context, log int, entries [][]byte) erro
 // AppendAsync hands the entry to the writer, which has copied it when
 // AppendAsync returns.
 func (t *ternTarget) AppendAsync(ctx context.Context, log int, entry []byte, done func(error)) {
-	t.acks[log] <- pendingAck{t.writers[log].AppendAsync(tern.Entry{Payload: entry}), done}
+	t.acks[log].push(pendingAck{t.writers[log].AppendAsync(tern.Entry{Payload: entry}), done})
 }
 
 func (t *ternTarget) Read(ctx context.Context, log int, fromStart bool, ready func(), fn func([]byte) error) error {
@@ -114,7 +168,7 @@ func (t *ternTarget) Read(ctx context.Context, log int, fromStart bool, ready fu
 func (t *ternTarget) Close() error {
 	var errs []error
 	for _, acks := range t.acks {
-		close(acks)
+		acks.close()
 	}
 	for _, w := range t.writers {
 		errs = append(errs, w.Close())

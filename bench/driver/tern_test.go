@@ -77,6 +77,7 @@ func TestBenchTargetReads(t *testing.T) {
 		{Name: "e2e async", Kind: loadgen.KindEndToEnd, EntryBytes: 100, Rate: 2000, InFlight: 10, Duration: 300 * time.Millisecond},
 		{Name: "catchup", Kind: loadgen.KindCatchUp, EntryBytes: 4000, TotalBytes: 8 << 20},
 		{Name: "pubsub", Kind: loadgen.KindPubSub, EntryBytes: 1000, Count: 3000, InFlight: 64},
+		{Name: "async", Kind: loadgen.KindAppend, EntryBytes: 100, InFlight: 1000, Logs: 2, Producers: 2, Duration: 300 * time.Millisecond},
 	} {
 		for _, via := range []string{"embedded", "grpc"} {
 			t.Run(spec.Name+"/"+via, func(t *testing.T) {

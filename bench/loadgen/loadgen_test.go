@@ -284,3 +284,70 @@ func TestDriverCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// shuffledTarget acknowledges asynchronous appends out of order, from
+// several goroutines at once, and counts what is in flight.
+type shuffledTarget struct {
+	mu       sync.Mutex
+	pending  []func(error)
+	inflight int
+	most     int
+	acked    int
+}
+
+func (s *shuffledTarget) Append(context.Context, int, [][]byte) error { return nil }
+func (s *shuffledTarget) Close() error                                { return nil }
+
+func (s *shuffledTarget) AppendAsync(ctx context.Context, log int, entry []byte, done func(error)) {
+	s.mu.Lock()
+	s.inflight++
+	s.most = max(s.most, s.inflight)
+	s.pending = append(s.pending, done)
+	var ready []func(error)
+	if len(s.pending) >= 7 {
+		// The newest first, so that the oldest wait longest.
+		ready = s.pending
+		s.pending = nil
+		s.inflight -= len(ready)
+		s.acked += len(ready)
+	}
+	s.mu.Unlock()
+	for i := len(ready) - 1; i >= 0; i-- {
+		go ready[i](nil)
+	}
+}
+
+func TestAsyncWindowTakesAnyOrder(t *testing.T) {
+	s := &shuffledTarget{}
+	// The target acknowledges in sevens, the newest first: the window
+	// must take whichever slot is free, not wait for the oldest. The
+	// count is a multiple of 7, so every append is acknowledged.
+	r, err := Run(t.Context(), Spec{EntryBytes: 100, InFlight: 7, Count: 7 * 3000}, s, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.most > 7 {
+		t.Fatalf("%d appends in flight with a window of 7", s.most)
+	}
+	if r.Entries != 7*3000 || r.Latency.Count != r.Entries || r.Errors != 0 {
+		t.Fatalf("%d entries, %d latencies, %d errors: want %d acknowledged", r.Entries, r.Latency.Count, r.Errors, 7*3000)
+	}
+}
+
+func TestEntriesAreDistinct(t *testing.T) {
+	for _, size := range []int{100, 4096} {
+		l, err := newLoad(Spec{Name: "t", EntryBytes: size, Producers: 1, Logs: 1, Batch: 1}, newMemTarget())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No entry repeats until the pool has gone by.
+		seen := map[string]bool{}
+		for i := range uint64(len(l.pool)/size - 1) {
+			e := string(l.entry(i, 0))
+			if seen[e] {
+				t.Fatalf("%d-byte entry %d repeats an earlier one", size, i)
+			}
+			seen[e] = true
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -117,7 +118,7 @@ func runEndToEnd(ctx context.Context, spec Spec, t Target, o RunOptions, r *Resu
 					return fmt.Errorf("loadgen: read a %d-byte entry, shorter than its timestamp", len(e))
 				}
 				intended := time.Unix(0, int64(binary.LittleEndian.Uint64(e)))
-				if !intended.Before(l.measureFrom) {
+				if !intended.Before(l.start.Add(time.Duration(l.fromNS))) {
 					delivered.Record(now.Sub(intended))
 				}
 				seen.Add(1)
@@ -273,18 +274,24 @@ type load struct {
 	// stamp makes every entry start with its intended time (e2e).
 	stamp bool
 
-	start, measureFrom, end time.Time
+	// start is when the run started; every other time of the load is in
+	// nanoseconds after it, on the monotonic clock (since), which is read
+	// once at each end of an append. The measured part is from fromNS to
+	// endNS (math.MaxInt64 when the load is a count).
+	start         time.Time
+	fromNS, endNS int64
 	// claimed counts entries handed out when the load is a count.
 	claimed atomic.Int64
 
 	hist     *Histogram
 	entries  atomic.Int64 // measured, acknowledged
-	bytes    atomic.Int64
-	lastDone atomic.Int64 // Unix nanoseconds of the last measured ack
+	lastDone atomic.Int64 // when the last measured ack came
 	ackedAll atomic.Int64 // every acknowledged entry, warmup included
 	errs     atomic.Int64
 	firstErr atomic.Pointer[string]
-	inflight sync.WaitGroup
+	// undrained is set by a producer whose appends were not all done
+	// drainTimeout after it stopped.
+	undrained atomic.Bool
 }
 
 func newLoad(spec Spec, t Target) (*load, error) {
@@ -296,9 +303,9 @@ func newLoad(spec Spec, t Target) (*load, error) {
 		}
 		l.async = a
 	}
-	// Entries are windows on a pool of random bytes, each at a different
-	// place, so no two neighbours are alike and nothing compresses; or on
-	// a pool of JSON-like records.
+	// Entries are windows on a pool of random bytes, one after another
+	// (see entry), so no two neighbours are alike and nothing compresses;
+	// or on a pool of JSON-like records.
 	l.pool = make([]byte, max(8<<20, 2*spec.EntryBytes))
 	rng := rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'})
 	if spec.Payload == PayloadJSON {
@@ -313,11 +320,14 @@ func newLoad(spec Spec, t Target) (*load, error) {
 // and waits for what is in flight.
 func (l *load) run(ctx context.Context, progress io.Writer) {
 	l.start = time.Now()
-	l.measureFrom = l.start.Add(l.spec.Warmup)
-	l.end = l.measureFrom.Add(l.spec.Duration)
+	l.fromNS = int64(l.spec.Warmup)
+	l.endNS = l.fromNS + int64(l.spec.Duration)
+	var end time.Time
 	if l.spec.Count > 0 {
 		// Until the count, however long, all of it measured.
-		l.measureFrom, l.end = l.start, time.Time{}
+		l.fromNS, l.endNS = 0, math.MaxInt64
+	} else {
+		end = l.start.Add(time.Duration(l.endNS))
 	}
 	stop := make(chan struct{})
 	var pg sync.WaitGroup
@@ -328,7 +338,9 @@ func (l *load) run(ctx context.Context, progress io.Writer) {
 	for p := range l.spec.Producers {
 		producers.Go(func() { l.produce(ctx, p) })
 	}
-	if !waitFor(&producers, l.end, ctx) || !waitFor(&l.inflight, time.Time{}, ctx) {
+	// An asynchronous producer returns once its appends are done, or
+	// drainTimeout after it stopped starting them.
+	if !waitFor(&producers, end, ctx) || l.undrained.Load() {
 		l.fail(fmt.Errorf("appends still unacknowledged %v after the run ended", drainTimeout))
 	}
 	close(stop)
@@ -366,9 +378,15 @@ func (l *load) produce(ctx context.Context, p int) {
 	}
 	// Producers' schedules interleave rather than fire together.
 	offset := time.Duration(p) * interval / time.Duration(s.Producers)
-	var sem chan struct{}
+	var w *window
 	if l.async != nil {
-		sem = make(chan struct{}, s.InFlight)
+		w = newWindow(l, s.InFlight)
+		defer func() {
+			if !w.drain(time.Now().Add(drainTimeout)) {
+				l.undrained.Store(true)
+			}
+			l.hist.Merge(w.hist)
+		}()
 	}
 	batch := make([][]byte, s.Batch)
 	next := uint64(p) * 7919
@@ -383,23 +401,23 @@ func (l *load) produce(ctx context.Context, p int) {
 				return
 			}
 		}
-		var intended time.Time
+		var intended int64
 		if interval > 0 {
-			intended = l.start.Add(offset + time.Duration(i)*interval)
-			if !l.end.IsZero() && !intended.Before(l.end) {
+			intended = int64(offset + time.Duration(i)*interval)
+			if intended >= l.endNS {
 				return
 			}
 			// Ahead of schedule, the append starts when the producer
 			// wakes: the timer's lateness (hundreds of microseconds) is
 			// the generator's, not the target's. Behind schedule, latency
 			// runs from the scheduled time: the target held it back.
-			if d := time.Until(intended); d > 0 {
+			if d := time.Duration(intended - l.since()); d > 0 {
 				time.Sleep(d)
-				intended = time.Now()
+				intended = l.since()
 			}
 		} else {
-			intended = time.Now()
-			if !l.end.IsZero() && !intended.Before(l.end) {
+			intended = l.since()
+			if intended >= l.endNS {
 				return
 			}
 		}
@@ -407,56 +425,63 @@ func (l *load) produce(ctx context.Context, p int) {
 			batch[j] = l.entry(next, intended)
 			next++
 		}
-		if l.async == nil {
+		if w == nil {
 			err := l.t.Append(ctx, log, batch[:n])
-			l.done(intended, n, int64(n*s.EntryBytes), err)
+			l.record(l.hist, intended, n, err)
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+		// As a synchronous append's, the latency includes the wait for
+		// room in the window.
+		sl := w.take(ctx.Done())
+		if sl == nil {
 			return
 		}
-		l.inflight.Add(1)
-		l.async.AppendAsync(ctx, log, batch[0], func(err error) {
-			l.done(intended, 1, int64(s.EntryBytes), err)
-			<-sem
-			l.inflight.Done()
-		})
+		sl.intended = intended
+		l.async.AppendAsync(ctx, log, batch[0], sl.done)
 	}
 }
 
-// entry returns the payload of entry number i.
-func (l *load) entry(i uint64, intended time.Time) []byte {
+// since is the time since the run started, from the monotonic clock alone
+// (one read; time.Now reads the wall clock too).
+func (l *load) since() int64 { return int64(time.Since(l.start)) }
+
+// entry returns the payload of entry number i, started intended
+// nanoseconds into the run.
+func (l *load) entry(i uint64, intended int64) []byte {
 	size := l.spec.EntryBytes
-	// Consecutive entries do not overlap in the pool, or a compressor
-	// would find each entry in the one before.
-	off := int(i*uint64(size+4099)) % (len(l.pool) - size + 1)
+	// Consecutive entries are consecutive windows of the pool: they do
+	// not overlap, so a compressor does not find an entry in the one
+	// before, and no entry repeats until the pool (8 MiB at least) has
+	// gone by, farther back than a compressor's window or a batch. Taken
+	// in order they also stay in the cache lines the CPU prefetches;
+	// entries spread over the pool (as they were until 2026-11-26, 4,099
+	// bytes apart) cost every system a cache and TLB miss per entry.
+	off := int(i*uint64(size)) % (len(l.pool) - size + 1)
 	e := l.pool[off : off+size]
 	if !l.stamp {
 		return e
 	}
 	e = append([]byte(nil), e...)
-	binary.LittleEndian.PutUint64(e, uint64(intended.UnixNano()))
+	binary.LittleEndian.PutUint64(e, uint64(l.start.Add(time.Duration(intended)).UnixNano()))
 	binary.LittleEndian.PutUint64(e[8:], i)
 	return e
 }
 
-// done records the outcome of an append of n entries, bytes in all.
-func (l *load) done(intended time.Time, n int, bytes int64, err error) {
-	now := time.Now()
+// record records in h the outcome of an append of n entries started
+// intended nanoseconds into the run; its acknowledgement is now.
+func (l *load) record(h *Histogram, intended int64, n int, err error) {
+	now := l.since()
 	if err != nil {
 		l.fail(err)
 		return
 	}
 	l.ackedAll.Add(int64(n))
-	if intended.Before(l.measureFrom) {
+	if intended < l.fromNS {
 		return
 	}
-	l.hist.Record(now.Sub(intended))
+	h.Record(time.Duration(now - intended))
 	l.entries.Add(int64(n))
-	l.bytes.Add(bytes)
-	for t := l.lastDone.Load(); now.UnixNano() > t && !l.lastDone.CompareAndSwap(t, now.UnixNano()); t = l.lastDone.Load() {
+	for t := l.lastDone.Load(); now > t && !l.lastDone.CompareAndSwap(t, now); t = l.lastDone.Load() {
 	}
 }
 
@@ -469,9 +494,11 @@ func (l *load) fail(err error) {
 // finish fills in r from what the load measured.
 func (l *load) finish(r *Result, m *ProcMeter) {
 	r.StopProc(m)
-	r.Entries, r.Bytes = l.entries.Load(), l.bytes.Load()
+	// Every entry of a load has EntryBytes.
+	r.Entries = l.entries.Load()
+	r.Bytes = r.Entries * int64(l.spec.EntryBytes)
 	if last := l.lastDone.Load(); last > 0 {
-		r.Seconds = time.Unix(0, last).Sub(l.measureFrom).Seconds()
+		r.Seconds = time.Duration(last - l.fromNS).Seconds()
 	}
 	r.Latency, r.Percentiles = l.hist.Summary()
 	if r.Latency.Count == 0 {
@@ -495,8 +522,8 @@ func (l *load) progress(w io.Writer, stop <-chan struct{}) {
 			n := l.ackedAll.Load()
 			elapsed := now.Sub(l.start).Round(time.Second)
 			total := "until done"
-			if !l.end.IsZero() {
-				total = l.end.Sub(l.start).Round(time.Second).String()
+			if l.endNS != math.MaxInt64 {
+				total = time.Duration(l.endNS).Round(time.Second).String()
 			}
 			fmt.Fprintf(w, "%s: %v of %s: %d entries/s, %.1f MB/s, %d errors\n", l.spec.Name, elapsed, total,
 				n-last, float64(n-last)*float64(l.spec.EntryBytes)/1e6, l.errs.Load())
