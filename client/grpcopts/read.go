@@ -1,6 +1,8 @@
 package grpcopts
 
 import (
+	"bytes"
+
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -47,11 +49,14 @@ type ReadTick struct {
 }
 
 // unmarshalRead decodes data into r, copying it into one new buffer, which
-// r's entries alias.
+// r's entries alias. bytes.Join allocates it without zeroing it first, as
+// proto.Unmarshal's copies of payloads were.
 func unmarshalRead(data mem.BufferSlice, r *DecodedRead) error {
-	buf := make([]byte, data.Len())
-	data.CopyTo(buf)
-	return parseRead(buf, r)
+	parts := make([][]byte, len(data))
+	for i, d := range data {
+		parts[i] = d.ReadOnlyData()
+	}
+	return parseRead(bytes.Join(parts, nil), r)
 }
 
 // parseRead decodes b, a ReadResponse, into r as proto.Unmarshal would
