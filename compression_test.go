@@ -133,7 +133,8 @@ func TestCompressionLocal(t *testing.T) {
 }
 
 // TestCompressionObject: each compression round-trips through an object
-// log on MinIO, read back by a new client.
+// log on MinIO, read back by a new client, which describes the bytes stored
+// and the bytes appended as the writing client did.
 func TestCompressionObject(t *testing.T) {
 	m := miniotest.Start(t)
 	for _, c := range compressions {
@@ -154,6 +155,13 @@ func TestCompressionObject(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkEntries(t, l, want)
+			// The sizes of the segments sealed by the first client, from
+			// metadata.
+			info, err := l.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSizes(t, info, c)
 		})
 	}
 }

@@ -110,7 +110,7 @@ func (r *Reader) open(ctx context.Context) error {
 	}
 	r.next = at
 	r.cancel = cancel
-	r.loop = startRecv(stream.Recv, r.o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "read stream", err) })
+	r.loop = startRecv(stream.RecvMsg, r.o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "read stream", err) })
 	return nil
 }
 

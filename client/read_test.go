@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/ternwal/tern/client/ternpb"
+	"github.com/ternwal/tern/client/grpcopts"
 )
 
 // A reader WithMaxBatchBytes gets at most that many bytes of entries from
@@ -12,18 +12,19 @@ import (
 // the server packed its responses.
 func TestNextBatchMaxBytes(t *testing.T) {
 	sizes := []int{400, 400, 400, 2000, 10, 10, 10, 10, 1500, 600}
-	resps := []*ternpb.ReadResponse{{}, {}, {}} // of 4, 4 and 2 entries
+	resps := []grpcopts.DecodedRead{{}, {}, {}} // of 4, 4 and 2 entries
 	for i, n := range sizes {
-		r := resps[min(i/4, 2)]
-		r.Entries = append(r.Entries, &ternpb.Entry{Offset: uint64(i), Payload: make([]byte, n)})
+		r := &resps[min(i/4, 2)]
+		r.Entries = append(r.Entries, grpcopts.ReadEntry{Offset: uint64(i), Entry: grpcopts.Entry{Payload: make([]byte, n)}})
 	}
 	next := 0
-	recv := func() (*ternpb.ReadResponse, error) {
+	recv := func(m any) error {
 		if next == len(resps) {
-			return nil, io.EOF
+			return io.EOF
 		}
 		next++
-		return resps[next-1], nil
+		*m.(*grpcopts.DecodedRead) = resps[next-1]
+		return nil
 	}
 	loop := startRecv(recv, 1000, func(err error) error { return err })
 	defer loop.halt()

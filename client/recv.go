@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/ternwal/tern/client/grpcopts"
 	"github.com/ternwal/tern/client/ternpb"
 )
 
@@ -48,17 +49,18 @@ type recvLoop struct {
 
 // startRecv runs recv until it fails; mapErr turns its error into the error
 // next returns.
-func startRecv(recv func() (*ternpb.ReadResponse, error), maxBytes int, mapErr func(error) error) *recvLoop {
+func startRecv(recvMsg func(any) error, maxBytes int, mapErr func(error) error) *recvLoop {
 	r := &recvLoop{items: make(chan recvItem, recvAhead), stop: make(chan struct{}), done: make(chan struct{}), maxBytes: maxBytes}
 	go func() {
 		defer close(r.done)
 		for {
-			resp, err := recv()
+			var resp grpcopts.DecodedRead
+			err := recvMsg(&resp)
 			var item recvItem
 			if err != nil {
 				item.err, item.cause = mapErr(err), err
 			} else {
-				item.es = entriesFromProto(resp)
+				item.es = entriesOf(&resp)
 			}
 			select {
 			case r.items <- item:
@@ -155,14 +157,14 @@ func (r *recvLoop) take(it recvItem) {
 	r.buf = append(r.buf, it.es...)
 }
 
-// entriesFromProto converts a response: its entries, then its tick.
-func entriesFromProto(resp *ternpb.ReadResponse) []Entry {
-	es := make([]Entry, 0, len(resp.GetEntries())+1)
-	for _, e := range resp.GetEntries() {
-		es = append(es, Entry{Offset: Offset(e.GetOffset()), Payload: e.GetPayload(), Properties: e.GetProperties(), Time: time.Unix(0, e.GetTimeUnixNano())})
+// entriesOf converts a response: its entries, then its tick.
+func entriesOf(resp *grpcopts.DecodedRead) []Entry {
+	es := make([]Entry, 0, len(resp.Entries)+1)
+	for _, e := range resp.Entries {
+		es = append(es, Entry{Offset: Offset(e.Offset), Payload: e.Payload, Properties: e.Properties, Time: time.Unix(0, e.UnixNano)})
 	}
-	if t := resp.GetTick(); t != nil {
-		es = append(es, Entry{Offset: Offset(t.GetOffset()), IsTick: true, Tick: t.GetTime()})
+	if resp.HasTick {
+		es = append(es, Entry{Offset: Offset(resp.Tick.Offset), IsTick: true, Tick: resp.Tick.Time})
 	}
 	return es
 }

@@ -123,7 +123,7 @@ func (s *Subscriber) open(ctx context.Context) error {
 		return fmt.Errorf("%w: subscriber of %q", ErrClosed, s.name)
 	}
 	s.stream, s.cancel = stream, cancel
-	s.loop = startRecv(stream.Recv, s.o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "subscription stream", err) })
+	s.loop = startRecv(stream.RecvMsg, s.o.MaxBatchBytes, func(err error) error { return streamErr(l.c, "subscription stream", err) })
 	return nil
 }
 

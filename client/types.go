@@ -25,7 +25,10 @@ type Entry struct {
 	// Offset is set by reads and ignored by appends.
 	Offset Offset
 	// Payload is the entry's data. Entries returned by a Reader own their
-	// bytes: Tern never modifies or reuses them.
+	// bytes: Tern never modifies or reuses them. They may share one array
+	// with the entries read with them (a block of a segment file, an
+	// object's range, a server's response: 1 MiB or so), so an entry kept
+	// keeps that array in memory; copy the payload to keep it alone.
 	Payload []byte
 	// Properties are small named values beside the payload.
 	Properties map[string][]byte

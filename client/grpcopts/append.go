@@ -136,6 +136,12 @@ func mapEntrySize(k string, v []byte) int {
 func appendEntry(b []byte, e Entry) []byte {
 	b = protowire.AppendTag(b, fieldBatchEntries, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(entryFieldsSize(e)))
+	return appendEntryFields(b, e)
+}
+
+// appendEntryFields appends the fields of e but its offset to b as proto
+// encodes them.
+func appendEntryFields(b []byte, e Entry) []byte {
 	if len(e.Payload) > 0 {
 		b = protowire.AppendTag(b, fieldEntryPayload, protowire.BytesType)
 		b = protowire.AppendBytes(b, e.Payload)
@@ -313,38 +319,42 @@ func (r *DecodedAppend) parseBatch(b []byte) error {
 
 func parseEntry(b []byte) (Entry, error) {
 	var e Entry
-	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
-		switch {
-		case num == fieldEntryPayload && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			e.Payload = v
-			return n, nil
-		case num == fieldEntryProps && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n >= 0 {
-				k, val, err := parseMapEntry(v)
-				if err != nil {
-					return 0, err
-				}
-				if e.Properties == nil {
-					e.Properties = map[string][]byte{}
-				}
-				e.Properties[k] = val
-			}
-			return n, nil
-		case num == fieldEntryTime && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			e.UnixNano = int64(v)
-			return n, nil
-		}
-		return skip, nil
-	})
+	err := walk(b, "AppendStreamRequest", e.field)
 	return e, err
+}
+
+// field decodes a field of an Entry message into e, as a walk's field
+// function: its offset, which only reads set, is skipped.
+func (e *Entry) field(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+	switch {
+	case num == fieldEntryPayload && typ == protowire.BytesType:
+		v, n := protowire.ConsumeBytes(b)
+		e.Payload = v
+		return n, nil
+	case num == fieldEntryProps && typ == protowire.BytesType:
+		v, n := protowire.ConsumeBytes(b)
+		if n >= 0 {
+			k, val, err := parseMapEntry(v)
+			if err != nil {
+				return 0, err
+			}
+			if e.Properties == nil {
+				e.Properties = map[string][]byte{}
+			}
+			e.Properties[k] = val
+		}
+		return n, nil
+	case num == fieldEntryTime && typ == protowire.VarintType:
+		v, n := protowire.ConsumeVarint(b)
+		e.UnixNano = int64(v)
+		return n, nil
+	}
+	return skip, nil
 }
 
 func parseMapEntry(b []byte) (string, []byte, error) {
 	var k, val []byte
-	err := walk(b, "AppendStreamRequest", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+	err := walk(b, "Entry.properties", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldMapKey && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)

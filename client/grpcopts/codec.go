@@ -16,7 +16,8 @@ import (
 // larger message (a replica's answer to a read of a fragment, a big batch)
 // was a new buffer, zeroed. A message that arrives in one buffer is decoded
 // in place: proto.Unmarshal copies what it keeps. Append streams' requests
-// and answers (append.go, results.go) take shorter paths.
+// and answers (append.go, results.go) and a reader's responses (read.go)
+// take shorter paths.
 type codec struct{}
 
 var _ encoding.CodecV2 = codec{}
@@ -29,6 +30,8 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return marshalAppend(r), nil
 	case *EncodedResults:
 		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
+	case *EncodedRead:
+		return marshalRead(r), nil
 	}
 	m, ok := v.(proto.Message)
 	if !ok {
@@ -68,6 +71,8 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return unmarshalAppend(data, r)
 	case *DecodedResults:
 		return unmarshalResults(data, r)
+	case *DecodedRead:
+		return unmarshalRead(data, r)
 	}
 	m, ok := v.(proto.Message)
 	if !ok {

@@ -237,6 +237,11 @@ func (c *Cursor) NextBatch(ctx context.Context, max, maxBytes int) ([]Entry, err
 			continue
 		}
 		n := c.entriesBefore(min(max-len(out), len(c.buf)))
+		if out == nil {
+			// One allocation for what the batch decoded holds, rather than
+			// one per doubling.
+			out = make([]Entry, 0, min(max, len(c.buf)))
+		}
 		if maxBytes > 0 {
 			k := 0
 			for ; k < n; k++ {

@@ -79,6 +79,13 @@ package meta
 //	objects      Segment.Objects in order, null for nil; each object has
 //	             key (a UTF-8 string; other keys are refused, as JSON
 //	             would replace their bytes), base and bytes
+//	ensemble, ack_quorum
+//	             Segment.Ensemble and AckQuorum, left out when empty
+//	logical_bytes
+//	             Segment.LogicalBytes, left out when it is bytes (always
+//	             for a segment without compressed batches, and in records
+//	             written before it existed, whose compressed batches then
+//	             count as stored)
 //
 // Names and Seqs are not repeated in the records. Every change is one
 // read-write transaction, which bbolt syncs to disk before it commits. The

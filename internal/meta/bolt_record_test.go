@@ -159,6 +159,9 @@ func TestSegmentRecordFormat(t *testing.T) {
 		Bytes:   4096,
 		MaxTime: 1700000000500000000,
 		Objects: []SegmentObject{{Key: "0", Base: 100, Bytes: 3000}, {Key: "1", Base: 180, Bytes: 1096}},
+		// Bytes: no compressed batch, and the record leaves it out, as
+		// records written before it existed did.
+		LogicalBytes: 4096,
 	}
 	const want = `{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,` +
 		`"sealed":true,"end":250,"bytes":4096,"max_time_ns":1700000000500000000,` +
@@ -177,6 +180,26 @@ func TestSegmentRecordFormat(t *testing.T) {
 	s.Seq = 0
 	if !reflect.DeepEqual(back, s) {
 		t.Fatalf("decodeSegment(encodeSegment(s)) = %#v, want %#v", back, s)
+	}
+
+	// Compressed batches: logical_bytes is the bytes appended. Without it
+	// (a record written before it existed, or a caller that does not
+	// know), it is Bytes.
+	s.LogicalBytes = 10000
+	const wantLogical = `{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,` +
+		`"sealed":true,"end":250,"bytes":4096,"max_time_ns":1700000000500000000,` +
+		`"objects":[{"key":"0","base":100,"bytes":3000},{"key":"1","base":180,"bytes":1096}],"logical_bytes":10000}`
+	if got, err := encodeSegment(s); err != nil || string(got) != wantLogical {
+		t.Fatalf("encodeSegment with LogicalBytes = %s, %v, want %s", got, err, wantLogical)
+	}
+	if back, err := decodeSegment([]byte(wantLogical)); err != nil || !reflect.DeepEqual(back, s) {
+		t.Fatalf("decodeSegment(%s) = %#v, %v, want %#v", wantLogical, back, err, s)
+	}
+	for _, lb := range []int64{0, 100} {
+		s.LogicalBytes = lb
+		if got, err := encodeSegment(s); err != nil || string(got) != want {
+			t.Fatalf("encodeSegment with LogicalBytes %d = %s, %v, want %s", lb, got, err, want)
+		}
 	}
 
 	// The zero time and nil objects are null; empty objects stay empty.
@@ -228,6 +251,7 @@ func FuzzDecodeSegment(f *testing.F) {
 	f.Add([]byte(`{"v":1,"epoch":3,"base":100,"created_ns":1700000000000000001,"sealed":true,"end":250,"bytes":4096,"max_time_ns":1,"objects":[{"key":"0","base":100,"bytes":3000}]}`))
 	f.Add([]byte(`{"v":1,"epoch":1,"base":5,"created_ns":null,"sealed":false,"end":0,"bytes":0,"max_time_ns":0,"objects":[]}`))
 	f.Add([]byte(`{"v":1,"created_ns":-9223372036854775808,"objects":[{"key":"\ud800"}]}`))
+	f.Add([]byte(`{"v":1,"sealed":true,"end":9,"bytes":40,"objects":[{"key":"0","bytes":40}],"logical_bytes":100}`))
 	f.Add([]byte(`{"v":2}`))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := decodeSegment(v)

@@ -114,6 +114,15 @@ type Segment struct {
 	Bytes   int64           // the bytes of its objects
 	MaxTime int64           // the newest entry time, Unix nanoseconds; 0 if none
 	Objects []SegmentObject // the objects that hold its entries, in offset order
+
+	// LogicalBytes, set when Sealed, is Bytes with each batch counted at
+	// its size uncompressed: the bytes appended. A segment without
+	// compressed batches has Bytes. A figure below Bytes, the zero value
+	// included (the caller does not know), is stored as Bytes, and so is
+	// read from a record written before the field existed: compressed
+	// batches of such a segment count as stored. ReplaceObjects keeps it,
+	// or moves it with Bytes where the two were equal.
+	LogicalBytes int64
 }
 
 // SegmentObject is one object holding a contiguous run of a segment's

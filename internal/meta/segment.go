@@ -37,6 +37,10 @@ type segmentRecord struct {
 	Objects   []objectRecord `json:"objects"`
 	Ensemble  []string       `json:"ensemble,omitempty"`
 	AckQuorum int            `json:"ack_quorum,omitempty"`
+	// LogicalBytes is left out where it is Bytes: records of segments
+	// without compression stay as they were, and an absent one reads as
+	// Bytes.
+	LogicalBytes int64 `json:"logical_bytes,omitempty"`
 }
 
 // objectRecord is the persisted form of a SegmentObject.
@@ -60,6 +64,9 @@ func encodeSegment(s Segment) ([]byte, error) {
 		MaxTimeNS: s.MaxTime,
 		Ensemble:  s.Ensemble,
 		AckQuorum: s.AckQuorum,
+	}
+	if lb := logicalOf(s); lb != s.Bytes {
+		r.LogicalBytes = lb
 	}
 	if !s.Created.IsZero() {
 		if s.Created.Before(minCreated) || s.Created.After(maxCreated) {
@@ -99,6 +106,7 @@ func decodeSegment(v []byte) (Segment, error) {
 		MaxTime:   r.MaxTimeNS,
 		AckQuorum: r.AckQuorum,
 	}
+	s.LogicalBytes = max(r.LogicalBytes, r.Bytes)
 	if len(r.Ensemble) > 0 { // "ensemble":[] is none, as encodeSegment leaves it out
 		s.Ensemble = r.Ensemble
 	}
@@ -136,8 +144,14 @@ func seal(cur *Segment, s Segment) (bool, error) {
 			s.Epoch, s.Base, cur.Epoch, cur.Base)
 	}
 	s.Ensemble, s.AckQuorum = cur.Ensemble, cur.AckQuorum // fixed at creation
+	s.LogicalBytes = logicalOf(s)
 	*cur = s
 	return true, nil
+}
+
+// logicalOf is s.LogicalBytes as it is stored: at least s.Bytes.
+func logicalOf(s Segment) int64 {
+	return max(s.LogicalBytes, s.Bytes)
 }
 
 // replaceObjects applies ReplaceObjects' rule to the stored segment cur.
@@ -151,10 +165,16 @@ func replaceObjects(cur *Segment, old, new []SegmentObject) error {
 	}
 	cur.Objects = new
 	cur.Ensemble, cur.AckQuorum = nil, 0
+	uncompressed := logicalOf(*cur) == cur.Bytes
 	cur.Bytes = 0
 	for _, o := range new {
 		cur.Bytes += o.Bytes
 	}
+	// The objects hold the same batches: the bytes appended do not change.
+	if uncompressed {
+		cur.LogicalBytes = cur.Bytes
+	}
+	cur.LogicalBytes = logicalOf(*cur)
 	return nil
 }
 

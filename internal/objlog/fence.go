@@ -189,10 +189,13 @@ func (l *Log) scan(ctx context.Context, m meta.Segment, src Lister) (*seg, bool,
 	if err != nil {
 		return nil, false, fmt.Errorf("objlog: read %s: %w", prefix+last.key, err)
 	}
-	end, maxTime, err := scanBatches(prefix+last.key, data, last.base)
+	// Only the last fragment is read whole: the compressed batches of the
+	// others count as stored (docs/durability.md).
+	end, maxTime, saved, err := scanBatches(prefix+last.key, data, last.base)
 	if err != nil {
 		return nil, false, err
 	}
+	s.saved = saved
 	for i := range s.objs {
 		if i+1 < len(s.objs) {
 			s.objs[i].end = s.objs[i+1].base
@@ -235,28 +238,30 @@ func misordered(ctx context.Context, src Lister, prefix string, objs []object) e
 
 // scanBatches checks the batches filling data, the object key, whose
 // offsets must run densely from base, and returns the offset after the last
-// one and the newest entry time. Damage is a *rpcerr.CorruptError.
-func scanBatches(key string, data []byte, base uint64) (end uint64, maxTime int64, err error) {
+// one, the newest entry time and the bytes compression saved in them.
+// Damage is a *rpcerr.CorruptError.
+func scanBatches(key string, data []byte, base uint64) (end uint64, maxTime, saved int64, err error) {
 	end = base
 	for pos := int64(0); len(data) > 0; {
 		b, err := record.Decode(data)
 		if err != nil {
-			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos, Err: err}
+			return 0, 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos, Err: err}
 		}
 		if b.BaseOffset != end {
-			return 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos,
+			return 0, 0, 0, &rpcerr.CorruptError{Path: key, Pos: pos,
 				Err: fmt.Errorf("%w: batch has offset %d, expected %d", record.ErrCorrupt, b.BaseOffset, end)}
 		}
+		saved += b.Header.LogicalBytes() - int64(b.Header.Length)
 		err = b.Each(func(_ uint64, e record.Entry) error {
 			maxTime = max(maxTime, e.Time)
 			return nil
 		})
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		end = b.NextOffset()
 		data = data[b.Header.Length:]
 		pos += int64(b.Header.Length)
 	}
-	return end, maxTime, nil
+	return end, maxTime, saved, nil
 }

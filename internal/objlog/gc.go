@@ -195,7 +195,7 @@ func checkObject(key string, o object, data []byte) error {
 		return &rpcerr.CorruptError{Path: key, Pos: int64(len(data)),
 			Err: fmt.Errorf("%w: the object holds %d bytes, its segment records %d", record.ErrCorrupt, len(data), o.bytes)}
 	}
-	end, _, err := scanBatches(key, data, o.base)
+	end, _, _, err := scanBatches(key, data, o.base)
 	if err != nil {
 		return err
 	}

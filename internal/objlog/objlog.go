@@ -136,7 +136,7 @@ type seg struct {
 	objs    []object     // the objects holding its entries, in order
 	end     uint64       // offset after its last known entry
 	bytes   int64
-	saved   int64 // by compression, in the batches this process wrote
+	saved   int64 // by compression: LogicalBytes less bytes
 	maxTime int64
 	frags   int    // fragments written: the next fragment's number, for the open segment
 	stream  Stream // where the current epoch's open segment goes, when placed
@@ -148,6 +148,7 @@ func (s *seg) sealed() bool { return s.m.Sealed }
 func (s *seg) sealedMeta() meta.Segment {
 	m := s.m
 	m.Sealed, m.End, m.Bytes, m.MaxTime = true, s.end, s.bytes, s.maxTime
+	m.LogicalBytes = s.bytes + s.saved
 	m.Objects = make([]meta.SegmentObject, len(s.objs))
 	for i, o := range s.objs {
 		m.Objects[i] = meta.SegmentObject{Key: o.key, Base: o.base, Bytes: o.bytes}
@@ -325,7 +326,7 @@ func (l *Log) dropCache() {
 }
 
 func sealedSeg(m meta.Segment) *seg {
-	s := &seg{m: m, end: m.End, bytes: m.Bytes, maxTime: m.MaxTime, frags: len(m.Objects)}
+	s := &seg{m: m, end: m.End, bytes: m.Bytes, saved: max(m.LogicalBytes-m.Bytes, 0), maxTime: m.MaxTime, frags: len(m.Objects)}
 	for i, o := range m.Objects {
 		end := m.End
 		if i+1 < len(m.Objects) {
@@ -348,9 +349,12 @@ func (l *Log) Stats() engine.Stats {
 	return s
 }
 
-// LogicalBytes is engine.Engine's: the bytes of the segments with the
-// batches this process wrote counted uncompressed; batches written before
-// it opened the log count as stored.
+// LogicalBytes is engine.Engine's: the bytes of the segments with their
+// batches counted uncompressed, as sealed segments record it in metadata
+// (meta.Segment.LogicalBytes). Compressed batches count as stored in a
+// segment sealed before metadata kept the figure, and in the fragments
+// but the last of an open segment another writer left (scan reads only the
+// last one whole).
 func (l *Log) LogicalBytes() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

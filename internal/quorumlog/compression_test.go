@@ -15,7 +15,8 @@ import (
 
 // TestQuorumCompression: a quorum log's compressed batches go to the
 // replicas and then to the object store as they are, and read back from
-// both; the log stores fewer bytes than were appended.
+// both; the log stores fewer bytes than were appended, and says so after a
+// reopen and an offload too (from metadata).
 func TestQuorumCompression(t *testing.T) {
 	for _, codec := range []record.Codec{record.Zstd, record.LZ4} {
 		t.Run(codec.String(), func(t *testing.T) {
@@ -45,12 +46,26 @@ func TestQuorumCompression(t *testing.T) {
 			}
 			l = e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
 			defer l.Close()
+			checkLogical := func(when string) {
+				t.Helper()
+				if stored, logical := l.Stats().Bytes, l.LogicalBytes(); logical < 2*stored {
+					t.Fatalf("%s: %d bytes stored for %d appended: want at most half", when, stored, logical)
+				}
+			}
+			checkLogical("reopened")
 			if _, err := l.Offload(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if got := objlogtest.ReadAll(t, l, 0, 200); !slices.Equal(got, want) {
 				t.Fatal("read from the object store does not give the entries appended")
 			}
+			checkLogical("offloaded")
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = e.open(Options{Replicas: c.replicas(quorum.Default), CacheBytes: 1})
+			defer l.Close()
+			checkLogical("reopened after the offload")
 		})
 	}
 }

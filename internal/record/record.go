@@ -336,7 +336,7 @@ func Decode(p []byte) (Batch, error) {
 		}
 	}
 	// Walk the entries once so that a batch that decodes is fully valid.
-	rest, err := b.walk(b.body, func(uint64, Entry) error { return nil })
+	rest, err := b.walk(b.body, nil)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -380,8 +380,14 @@ func (b Batch) Appends(dst []Append) []Append {
 }
 
 // walk decodes the entries at the start of p, calls fn for each, and
-// returns the bytes after them.
+// returns the bytes after them. With fn nil it only checks them, and builds
+// no Properties.
+//
+// Each entry with properties costs one allocation, its map: a key that
+// the entry before had at the same place reuses that entry's string, so a
+// batch whose entries have the same keys allocates each key once.
 func (b Batch) walk(p []byte, fn func(off uint64, e Entry) error) ([]byte, error) {
+	var keys []string // the keys of the last entry with properties, in order
 	for i := range b.Count {
 		var e Entry
 		var err error
@@ -399,20 +405,36 @@ func (b Batch) walk(p []byte, fn func(off uint64, e Entry) error) ([]byte, error
 			return nil, b.bad(i, "property count")
 		}
 		p = p[n:]
-		if nprops > 0 {
+		if nprops > 0 && fn != nil {
 			e.Properties = make(map[string][]byte, nprops)
-			var prev []byte
-			for j := range nprops {
-				var k, v []byte
-				if k, p, err = bytesField(p); err != nil || (j > 0 && bytes.Compare(prev, k) >= 0) {
-					return nil, b.bad(i, "property key")
-				}
-				if v, p, err = bytesField(p); err != nil {
-					return nil, b.bad(i, "property value")
-				}
-				e.Properties[string(k)] = v
-				prev = k
+		}
+		var prev []byte
+		for j := range nprops {
+			var k, v []byte
+			if k, p, err = bytesField(p); err != nil || (j > 0 && bytes.Compare(prev, k) >= 0) {
+				return nil, b.bad(i, "property key")
 			}
+			if v, p, err = bytesField(p); err != nil {
+				return nil, b.bad(i, "property value")
+			}
+			prev = k
+			if fn == nil {
+				continue
+			}
+			if j < uint64(len(keys)) && keys[j] == string(k) { // compared without a copy
+				e.Properties[keys[j]] = v
+				continue
+			}
+			key := string(k)
+			if j < uint64(len(keys)) {
+				keys[j] = key
+			} else {
+				keys = append(keys, key)
+			}
+			e.Properties[key] = v
+		}
+		if fn == nil {
+			continue
 		}
 		if err := fn(b.BaseOffset+uint64(i), e); err != nil {
 			return nil, err

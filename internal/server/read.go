@@ -135,22 +135,25 @@ func readBatch(n uint32) (int, error) {
 // sender is a stream of ReadResponses.
 type sender interface {
 	Send(*ternpb.ReadResponse) error
+	SendMsg(any) error
 }
 
 // send sends es in order: entries packed into responses of about
-// maxResponseBytes, and each tick alone.
+// maxResponseBytes, encoded straight from es (grpcopts.EncodedRead), and
+// each tick alone. The responses' entries are one allocation for all of
+// es, not one each.
 func (s *Server) send(stream sender, es []tern.Entry) error {
-	var batch []*ternpb.Entry
-	size := 0
+	var slab []grpcopts.ReadEntry // a response's entries, then the next one's
+	from, size := 0, 0
 	flush := func() error {
-		if len(batch) == 0 {
+		if len(slab) == from {
 			return nil
 		}
-		if err := stream.Send(&ternpb.ReadResponse{Entries: batch}); err != nil {
+		if err := stream.SendMsg(&grpcopts.EncodedRead{Entries: slab[from:]}); err != nil {
 			return err
 		}
-		s.metrics.readEntries.Add(float64(len(batch)))
-		batch, size = nil, 0
+		s.metrics.readEntries.Add(float64(len(slab) - from))
+		from, size = len(slab), 0
 		return nil
 	}
 	for _, e := range es {
@@ -175,12 +178,12 @@ func (s *Server) send(stream sender, es []tern.Entry) error {
 				return err
 			}
 		}
-		batch = append(batch, &ternpb.Entry{
-			Offset:       uint64(e.Offset),
-			Payload:      e.Payload,
-			Properties:   e.Properties,
-			TimeUnixNano: e.Time.UnixNano(),
-		})
+		if slab == nil {
+			slab = make([]grpcopts.ReadEntry, 0, len(es))
+		}
+		slab = append(slab, grpcopts.ReadEntry{Offset: uint64(e.Offset), Entry: grpcopts.Entry{
+			Payload: e.Payload, Properties: e.Properties, UnixNano: e.Time.UnixNano(),
+		}})
 		size += n
 	}
 	return flush()

@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"SegmentArguments", testSegmentArguments},
 		{"SealSegmentTwice", testSealSegmentTwice},
 		{"ReplaceObjects", testReplaceObjects},
+		{"SegmentLogicalBytes", testSegmentLogicalBytes},
 		{"SegmentEnsemble", testSegmentEnsemble},
 		{"DeleteSegment", testDeleteSegment},
 		{"SegmentsDeletedWithLog", testSegmentsDeletedWithLog},

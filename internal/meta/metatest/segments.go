@@ -359,10 +359,12 @@ func checkErr(t *testing.T, what string, err, want, other error) {
 }
 
 // SegmentEqual reports whether a and b describe the same segment: equal
-// fields, Created compared as an instant, and Objects by content and order
-// (nil equals empty).
+// fields, Created compared as an instant, Objects by content and order
+// (nil equals empty), and LogicalBytes as stored (a figure below Bytes is
+// Bytes).
 func SegmentEqual(a, b meta.Segment) bool {
 	return a.Seq == b.Seq && a.Epoch == b.Epoch && a.Base == b.Base && a.Created.Equal(b.Created) &&
 		a.Sealed == b.Sealed && a.End == b.End && a.Bytes == b.Bytes && a.MaxTime == b.MaxTime &&
-		slices.Equal(a.Objects, b.Objects) && slices.Equal(a.Ensemble, b.Ensemble) && a.AckQuorum == b.AckQuorum
+		slices.Equal(a.Objects, b.Objects) && slices.Equal(a.Ensemble, b.Ensemble) && a.AckQuorum == b.AckQuorum &&
+		max(a.LogicalBytes, a.Bytes) == max(b.LogicalBytes, b.Bytes)
 }

@@ -37,6 +37,58 @@ func testSealSegmentTwice(t *testing.T, s meta.Store) {
 	checkSegments(t, s, "x", first)
 }
 
+// A sealed segment keeps the LogicalBytes it was sealed with, in what
+// Segments reads and through ReplaceObjects; one sealed without (zero, or
+// below Bytes) reads back as Bytes, and follows Bytes.
+func testSegmentLogicalBytes(t *testing.T, s meta.Store) {
+	ctx := t.Context()
+	create(t, s, "x", nil)
+	epoch := bump(t, s, "x")
+	frags := []meta.SegmentObject{{Key: "1/0", Base: 0, Bytes: 10}, {Key: "1/1", Base: 5, Bytes: 20}}
+	var want []meta.Segment
+	for i, lb := range []int64{300, 0, 7} {
+		open := meta.Segment{Seq: uint64(i + 1), Epoch: epoch, Base: uint64(i * 10), Created: time.Unix(1, 0)}
+		createSegment(t, s, "x", open)
+		sealed := sealedOf(open, uint64(i*10+10), frags...)
+		sealed.LogicalBytes = lb
+		got, err := s.SealSegment(ctx, "x", sealed)
+		if err != nil {
+			t.Fatalf("SealSegment: %v", err)
+		}
+		if w := max(lb, 30); got.LogicalBytes != w {
+			t.Fatalf("SealSegment with LogicalBytes %d of 30 bytes returned %d, want %d", lb, got.LogicalBytes, w)
+		}
+		for _, sg := range checkSegments(t, s, "x", append(want, got)...) {
+			if sg.LogicalBytes < sg.Bytes {
+				t.Fatalf("Segments: segment %d has LogicalBytes %d below its Bytes %d", sg.Seq, sg.LogicalBytes, sg.Bytes)
+			}
+		}
+		want = append(want, got)
+	}
+	// Compaction: the same batches in other objects.
+	compacted := []meta.SegmentObject{{Key: "c", Base: 0, Bytes: 30}}
+	for _, seq := range []uint64{1, 2} {
+		if err := s.ReplaceObjects(ctx, "x", seq, frags, compacted); err != nil {
+			t.Fatalf("ReplaceObjects: %v", err)
+		}
+		want[seq-1].Objects = compacted
+	}
+	checkSegments(t, s, "x", want...)
+	// Other bytes: logical ones follow where they were the stored ones.
+	bigger := []meta.SegmentObject{{Key: "d", Base: 0, Bytes: 40}}
+	for _, seq := range []uint64{1, 2} {
+		if err := s.ReplaceObjects(ctx, "x", seq, compacted, bigger); err != nil {
+			t.Fatalf("ReplaceObjects: %v", err)
+		}
+		want[seq-1].Objects, want[seq-1].Bytes = bigger, 40
+	}
+	want[1].LogicalBytes = 40
+	got := checkSegments(t, s, "x", want...)
+	if got[0].LogicalBytes != 300 || got[1].LogicalBytes != 40 {
+		t.Fatalf("after ReplaceObjects: LogicalBytes %d and %d, want 300 and 40", got[0].LogicalBytes, got[1].LogicalBytes)
+	}
+}
+
 // ReplaceObjects swaps the objects of a sealed segment if they are the ones
 // the caller names, and sets Bytes to the new objects' sum; it changes
 // nothing else.
