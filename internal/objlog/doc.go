@@ -46,9 +46,7 @@
 // and computes each batch's CRC on the copy, which the copy has just brought
 // into the CPU's cache. A fragment is acknowledged when
 // its PUT and those of every earlier fragment have succeeded, in offset
-// order, so the acknowledged entries are always a prefix of the log. A
-// stored fragment waiting for an earlier one holds no upload slot while
-// fragments are small (slotFree), so one slow PUT does not stop the others. A PUT
+// order, so the acknowledged entries are always a prefix of the log. A PUT
 // whose outcome is unknown is retried; when the retry finds the object
 // already there it reads it back, and only identical bytes count as success.
 // An upload that keeps failing for RetryTimeout fails the log: no later

@@ -25,16 +25,9 @@ type frag struct {
 	base    uint64
 	end     uint64
 	maxTime int64
-	size    int // the groups' bytes before compression, for the bound on unacknowledged ones
 	done    bool
 	err     error
 }
-
-// maxUnacked bounds the fragments cut and not yet acknowledged: those whose
-// upload is under way (at most MaxInFlight) and those stored and waiting
-// for an earlier one to be. It stays well below shallowObjects, which a
-// deduplication read-back must reach past.
-const maxUnacked = 64
 
 // Append queues entries, written by the writer of the given epoch, to be
 // uploaded together in one batch, and returns at once. o deduplicates and
@@ -188,7 +181,7 @@ func (l *Log) step() (stepKind, *frag) {
 			return stepCreate, nil
 		}
 	}
-	if !l.slotFree() {
+	if len(l.inflight) >= l.opts.MaxInFlight {
 		return stepWait, nil
 	}
 	if !ticks && l.owned != nil && !l.owned() {
@@ -201,30 +194,6 @@ func (l *Log) step() (stepKind, *frag) {
 		l.uploads.Add(1)
 	}
 	return stepUpload, f
-}
-
-// slotFree reports whether another fragment may be cut: fewer than
-// MaxInFlight uploads are under way, and either fewer than MaxInFlight
-// fragments are not yet acknowledged, or fewer than maxUnacked holding less
-// than MaxInFlight fragments of FlushBytes between them. A fragment whose
-// PUT has succeeded but waits for an earlier, slower one thus takes no
-// upload slot while fragments are small: the next fragment's PUT runs
-// meanwhile, so an append arriving while one PUT is slow is acknowledged
-// when that PUT ends, not one PUT later. Full fragments are bounded as
-// before, MaxInFlight in memory at most. The caller holds mu.
-func (l *Log) slotFree() bool {
-	running, bytes := 0, 0
-	for _, f := range l.inflight {
-		if !f.done {
-			running++
-		}
-		bytes += f.size
-	}
-	if running >= l.opts.MaxInFlight {
-		return false
-	}
-	n := len(l.inflight)
-	return n < l.opts.MaxInFlight || n < maxUnacked && bytes < l.opts.MaxInFlight*l.opts.FlushBytes
 }
 
 // mustRoll reports whether the open segment o is full or old. The caller
@@ -259,7 +228,6 @@ func (l *Log) cut() *frag {
 		}
 		f.seg, f.n = l.open, l.open.frags
 		l.open.frags++
-		f.size = size
 		for _, g := range queued[:n] {
 			g.Base = l.next
 			if g.IsTick {
