@@ -63,7 +63,7 @@ type Options struct {
 	MaxInFlight   int           // fragment uploads at once; default 4
 	RetryTimeout  time.Duration // an upload retried this long fails the log; default 30s
 	SegmentBytes  int64         // seal a segment that would grow past this; default 1 GiB
-	MaxFragments  int           // or that has this many fragments; default 8192
+	MaxFragments  int           // or that has this many fragments; default 1000, 8192 in quorum mode
 	SegmentAge    time.Duration // or this old, at the next flush; 0: never
 	MaxBatchBytes int           // a group of appends stops growing at this size; default FlushBytes/16, at least 64 KiB
 	Codec         record.Codec  // compresses each batch; FlushBytes counts the bytes before compression
@@ -93,14 +93,7 @@ func (o *Options) setDefaults() {
 	}
 	def(&o.FlushBytes, 4<<20)
 	def(&o.MaxInFlight, 4)
-	// A roll (drain, seal, create: two metadata transactions, each synced)
-	// holds every append that arrives meanwhile, and a log of small appends
-	// makes about one fragment per append: at 1,000 a segment rolled every
-	// second, and the rolls took the p99. The seal's list of fragments
-	// (up to 56 bytes each: 459 KB at 8192) must stay well under etcd's
-	// 1.5 MiB request limit; recovering an open segment reads the first
-	// bytes of each of its fragments, 16 at a time.
-	def(&o.MaxFragments, 8192)
+	def(&o.MaxFragments, 1000)
 	// Small groups keep a fragment close to FlushBytes, since the last
 	// group taken makes it cross.
 	def(&o.MaxBatchBytes, max(o.FlushBytes/16, 64<<10))
