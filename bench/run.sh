@@ -5,7 +5,8 @@
 #
 # quick (the default) takes about ten minutes: the durable variant of every system,
 # short runs of the main workloads, and Tern's logs in object storage against
-# raw PUTs and GETs to the same MinIO. full takes one to two hours: every workload,
+# raw PUTs and GETs to the same MinIO; and Tern's local and object logs on
+# JSON-like text and random bytes with each compression. full takes one to two hours: every workload,
 # every variant, longer runs, a 1 GiB catch-up read. SYSTEM limits the peers
 # run (kafka nats woodpecker walrus rocksdb pulsar); Tern and the physical
 # limits always run. BENCH_DURATION and BENCH_WARMUP override the
@@ -83,6 +84,23 @@ objsizes() {
 	esac
 }
 
+# compression_runs WHAT ARGS... runs tern bench ARGS on JSON-like text and
+# on random bytes, without compression and with each codec: logical MB/s,
+# and stored bytes per logical byte (the result's extra figures). These
+# runs name their payload, which puts them in the report's compression
+# section instead of their workload's table.
+compression_runs() {
+	local what=$1 payload c
+	shift
+	for payload in json random; do
+		for c in none lz4 zstd; do
+			"$tern" bench "$@" --payload "$payload" --compression "$c" --duration "$duration" --warmup "$warmup" \
+				--json "$results" 2>>"$log" | tee -a "$log" ||
+				failed+=("tern $what --payload $payload --compression $c: failed")
+		done
+	done
+}
+
 failed=()
 echo "== Tern and the disk's limits"
 for w in "${workloads[@]}"; do
@@ -93,6 +111,9 @@ for w in "${workloads[@]}"; do
 	"$tern" bench --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern $w: failed")
 done
+
+echo "== Compression: Tern's local logs"
+compression_runs conc-4k --data "$data" --workload conc-4k
 
 # The server's targets: Tern through its gRPC server (in process, on
 # loopback), next to Tern embedded and the disk, in the same run. conc-1k's
@@ -196,6 +217,8 @@ for w in obj-put obj-1k catchup-1g; do
 		--duration "$duration" --warmup "$warmup" $(objsizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern --storage $w: failed")
 done
+echo "== Compression: Tern's logs in object storage"
+compression_runs "--storage obj-put" --data "$data" --storage "s3://tern-bench?endpoint=$endpoint&tls=false" --workload obj-put
 stop_minio
 
 for p in "${peers[@]}"; do

@@ -148,7 +148,13 @@ func run(c config) error {
 	if err := os.MkdirAll(c.img, 0o755); err != nil {
 		return err
 	}
-	ws := buildWorkloads(results, setup)
+	var runs []*loadgen.Result
+	for _, r := range results {
+		if !compressionRun(r) {
+			runs = append(runs, r)
+		}
+	}
+	ws := buildWorkloads(runs, setup)
 	plots, err := writePlots(ws, c.img)
 	if err != nil {
 		return err
@@ -164,6 +170,7 @@ func run(c config) error {
 		setup:       setup,
 		resultsName: filepath.Base(c.results),
 		workloads:   ws,
+		compression: buildCompression(results),
 		plots:       plots,
 		imgDir:      imgRel,
 		peersLink:   findPeersReadme(c.out),

@@ -18,9 +18,10 @@ type report struct {
 	setup       *Setup
 	resultsName string
 	workloads   []*workload
-	plots       map[string]bool // file names written into imgDir
-	imgDir      string          // imgDir relative to the markdown file
-	peersLink   string          // link to bench/peers/README.md, or ""
+	compression []*compressionRow // the compression comparison's runs
+	plots       map[string]bool   // file names written into imgDir
+	imgDir      string            // imgDir relative to the markdown file
+	peersLink   string            // link to bench/peers/README.md, or ""
 	notes       []byte
 }
 
@@ -34,6 +35,7 @@ func (rep *report) write(b *bytes.Buffer) {
 		rep.writeWorkload(b, w)
 	}
 	rep.writePubSub(b)
+	rep.writeCompression(b)
 	b.WriteString("## Where Tern is behind\n\n")
 	if lines := behind(rep.workloads); len(lines) > 0 {
 		b.WriteString("Computed from the tables above: every durable peer that beats Tern on a workload's headline figure, " +
@@ -226,6 +228,13 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 	} else {
 		b.WriteString(" vs Tern: no durable Tern row in the results, so no ratio.\n\n")
 	}
+	if lines := objectLatency(w); len(lines) > 0 {
+		b.WriteString("Against the object store's row, as multiples of its latency (lower is better):\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(b, "- %s\n", l)
+		}
+		b.WriteString("\n")
+	}
 	var notes []string
 	for _, r := range w.rows {
 		if r.Errors > 0 || r.FirstError != "" {
@@ -251,6 +260,33 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 			fmt.Fprintf(b, "![%s](%s/%s)\n\n", p.alt, rep.imgDir, p.file)
 		}
 	}
+}
+
+// objectLatency gives, for each of Tern's rows in object storage of a
+// latency workload (obj-1k), its p50 and p99 as multiples of those of the
+// object store's row in the same results: PUTs of the fragment an append
+// goes in, one at a time.
+func objectLatency(w *workload) []string {
+	l := w.s3Limit
+	if l == nil || w.vsLimit.name != p50.name {
+		return nil
+	}
+	times := func(v, ref float64) string {
+		if v <= 0 || ref <= 0 {
+			return "-"
+		}
+		return ratio(v/ref) + "x"
+	}
+	var out []string
+	for _, r := range w.rows {
+		if !inObjectStorage(r.Result) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("Tern `%s`: p50 %s, %s the `%s` row's %s; p99 %s, %s its %s", r.Variant,
+			loadgen.Micros(r.Latency.P50), times(r.Latency.P50, l.Latency.P50), l.Variant, loadgen.Micros(l.Latency.P50),
+			loadgen.Micros(r.Latency.P99), times(r.Latency.P99, l.Latency.P99), loadgen.Micros(l.Latency.P99)))
+	}
+	return out
 }
 
 // limitWhat says what a limit row did, for the line under a table.

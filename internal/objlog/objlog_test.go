@@ -146,14 +146,23 @@ func TestAcksInOrder(t *testing.T) {
 	l := e.open(Options{FlushBytes: 1, MaxInFlight: 4})
 	defer l.Close()
 	epoch := e.Writer(l)
+	held := make(chan struct{}, 1)
 	f.SetDecide(func(op blob.Op, key string) blob.Fault {
 		if op == "put" && strings.HasSuffix(key, "/00000000") {
+			held <- struct{}{}
 			<-release
 		}
 		return blob.Fault{}
 	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release) // a failed test still closes the log
+		}
+	}()
 	p1, _ := l.Append(epoch, objlogtest.Entry("first"), engine.AppendOptions{})
-	time.Sleep(20 * time.Millisecond) // let the first fragment be cut alone
+	<-held // the first fragment is cut alone
 	p2, _ := l.Append(epoch, objlogtest.Entry("second"), engine.AppendOptions{})
 	// The second fragment is stored while the first waits.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
