@@ -112,6 +112,20 @@ for w in "${workloads[@]}"; do
 		failed+=("tern $w: failed")
 done
 
+# A WAL's normal life: each log truncated behind its writer, so segments are
+# deleted and their files written over by new ones (tern serve
+# --reuse-segments), next to the same runs with the files removed instead.
+echo "== Tern's local logs truncated behind the writer: segment files reused, and not"
+for w in sync-1k conc-4k; do
+	seg=64MiB keep=128MiB
+	if [[ $w == sync-1k ]]; then seg=1MiB keep=2MiB; fi
+	for reuse in 2 -1; do
+		"$tern" bench --data "$data" --workload "$w" --segment-size "$seg" --truncate-behind "$keep" --reuse-segments "$reuse" \
+			--duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+			failed+=("tern $w --truncate-behind $keep --reuse-segments $reuse: failed")
+	done
+done
+
 echo "== Compression: Tern's local logs"
 compression_runs conc-4k --data "$data" --workload conc-4k
 
