@@ -163,8 +163,13 @@ func (l *Log) plan(off uint64) []fetchObj {
 	var plan []fetchObj
 	for k := slices.Index(l.segs, s); k < len(l.segs) && len(plan) < maxPlanObjects; k, i = k+1, 0 {
 		sg := l.segs[k]
-		for _, o := range sg.objs[i:] {
-			plan = append(plan, fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes, end: o.end, src: l.source(sg)})
+		for j := i; j < len(sg.objs); j++ {
+			o := sg.objs[j]
+			fo := fetchObj{key: l.segPrefix(sg.m.Seq) + o.key, size: o.bytes, end: o.end, src: l.source(sg)}
+			if j+1 < len(sg.objs) {
+				fo.next, fo.nextSize = l.segPrefix(sg.m.Seq)+sg.objs[j+1].key, sg.objs[j+1].bytes
+			}
+			plan = append(plan, fo)
 			if len(plan) == maxPlanObjects {
 				break
 			}
@@ -179,6 +184,12 @@ type fetchObj struct {
 	size int64
 	end  uint64 // the offset after its last entry
 	src  Ranger
+	// The next object of its segment, if any, whose first offset is end.
+	// In the open segment a crash left (and in one a fence sealed), that
+	// offset was read from the next object's first header without
+	// checking its CRC.
+	next     string
+	nextSize int64
 }
 
 // chunk is one ranged GET of a fetcher.
@@ -307,8 +318,7 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			// starting here other entries than the next object gives
 			// one starting there.
 			if end := f.objs[f.curObj].end; b.NextOffset() > end {
-				return record.Batch{}, f.corrupt(fmt.Errorf("%w: batch of offsets %d to %d, past its object's end %d",
-					record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, end))
+				return record.Batch{}, f.pastEnd(ctx, b)
 			}
 			f.last = f.curPos
 			f.cur, f.curPos = f.cur[h.Length:], f.curPos+int64(h.Length)
@@ -355,6 +365,61 @@ func (f *fetcher) batch(ctx context.Context) (record.Batch, error) {
 			f.cur = append(slices.Clip(f.cur), c.data...)
 		}
 	}
+}
+
+// pastEnd reports b, a valid batch of the current object that goes past
+// the object's end. That end is where the next object of the segment
+// starts, as its first header said when the segment was scanned, unchecked:
+// when the next object's first batch is damaged (its base offset lowered,
+// say), the damage is there and b is intact, so the error names the next
+// object, the one to restore. Otherwise it names the current one.
+func (f *fetcher) pastEnd(ctx context.Context, b record.Batch) error {
+	o := f.objs[f.curObj]
+	err := f.corrupt(fmt.Errorf("%w: batch of offsets %d to %d, past its object's end %d",
+		record.ErrCorrupt, b.BaseOffset, b.NextOffset()-1, o.end))
+	if o.next == "" {
+		return err
+	}
+	if nerr := checkFirstBatch(ctx, o.src, o.next, o.nextSize); nerr != nil {
+		return nerr
+	}
+	return err
+}
+
+// checkFirstBatch reads the first batch of the object key, of size bytes,
+// and returns a *rpcerr.CorruptError naming the object unless the batch is
+// valid. It returns other errors (of the read) as they are. (A valid batch
+// that starts elsewhere than its object's recorded start is not the
+// object's damage: the object is what its writer wrote.)
+func checkFirstBatch(ctx context.Context, src Ranger, key string, size int64) error {
+	corrupt := func(err error) error { return &rpcerr.CorruptError{Path: key, Pos: 0, Err: err} }
+	var h [record.HeaderBytes]byte
+	got, err := src.GetRange(ctx, key, 0, h[:])
+	switch {
+	case err == io.EOF && got < len(h):
+		return corrupt(io.ErrUnexpectedEOF)
+	case err != nil && err != io.EOF:
+		return fmt.Errorf("objlog: read %s: %w", key, err)
+	}
+	hd, err := record.ParseHeader(h[:])
+	if err != nil {
+		return corrupt(err)
+	}
+	if int64(hd.Length) > size {
+		return corrupt(fmt.Errorf("%w: first batch of %d bytes, in an object of %d", record.ErrCorrupt, hd.Length, size))
+	}
+	data := make([]byte, hd.Length)
+	got, err = src.GetRange(ctx, key, 0, data)
+	switch {
+	case err == io.EOF && got < len(data):
+		return corrupt(io.ErrUnexpectedEOF)
+	case err != nil && err != io.EOF:
+		return fmt.Errorf("objlog: read %s: %w", key, err)
+	}
+	if _, err := record.Decode(data); err != nil {
+		return corrupt(err)
+	}
+	return nil
 }
 
 // corrupt reports bytes of the current object, from the position of cur
