@@ -76,6 +76,12 @@ func benchBucket(b *testing.B, store string) *putBucket {
 
 // benchLog opens a log on bk with default tuning and a writer epoch.
 func benchLog(b *testing.B, bk blob.Bucket) (*Log, uint64) {
+	return benchLogCaching(b, bk, 0)
+}
+
+// benchLogCaching opens a log on bk that keeps cacheBytes of fragments for
+// tail readers (0: the default), with a writer epoch.
+func benchLogCaching(b *testing.B, bk blob.Bucket, cacheBytes int64) (*Log, uint64) {
 	b.Helper()
 	s, err := meta.OpenBolt(filepath.Join(b.TempDir(), "meta.db"))
 	if err != nil {
@@ -90,7 +96,7 @@ func benchLog(b *testing.B, bk blob.Bucket) (*Log, uint64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := Open(ctx, Options{Bucket: bk, Meta: StoreMeta(s, "l"), Prefix: "7/", Epoch: epoch - 1})
+	l, err := Open(ctx, Options{Bucket: bk, Meta: StoreMeta(s, "l"), Prefix: "7/", Epoch: epoch - 1, CacheBytes: cacheBytes})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,13 +1,10 @@
 package objlog
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/ternwal/tern/internal/blob"
 	"github.com/ternwal/tern/internal/engine"
-	"github.com/ternwal/tern/internal/meta"
 	"github.com/ternwal/tern/internal/record"
 )
 
@@ -22,7 +19,7 @@ func BenchmarkRead(b *testing.B) {
 		cacheBytes int64
 	}{{"bucket", 1}, {"memory", 64 << 20}} {
 		b.Run("from="+c.from, func(b *testing.B) {
-			l, epoch := readBenchLog(b, c.cacheBytes)
+			l, epoch := benchLogCaching(b, blob.NewMem(), c.cacheBytes)
 			const size, n = 1 << 10, 16 << 10
 			batch := make([]record.Entry, 64)
 			for i := range batch {
@@ -65,32 +62,4 @@ func BenchmarkRead(b *testing.B) {
 			r.Close()
 		})
 	}
-}
-
-// readBenchLog opens a log on a bucket in memory that keeps cacheBytes of
-// fragments for tail readers, with a writer epoch.
-func readBenchLog(b *testing.B, cacheBytes int64) (*Log, uint64) {
-	b.Helper()
-	s, err := meta.OpenBolt(filepath.Join(b.TempDir(), "meta.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	ctx := context.Background()
-	if _, err := s.CreateLog(ctx, meta.Log{Name: "l"}); err != nil {
-		b.Fatal(err)
-	}
-	epoch, err := s.BumpEpoch(ctx, "l")
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := Open(ctx, Options{Bucket: blob.NewMem(), Meta: StoreMeta(s, "l"), Prefix: "7/", Epoch: epoch - 1, CacheBytes: cacheBytes})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
-	if err := l.Fence(ctx, epoch, nil); err != nil {
-		b.Fatal(err)
-	}
-	return l, epoch
 }
