@@ -66,19 +66,23 @@ func BenchmarkDecode(b *testing.B) {
 		b.Run(fmt.Sprintf("payload=%d/entries=%d", s.payloadBytes, s.entries), func(b *testing.B) {
 			p := record.Encode(0, 0, benchEntries(s.entries, s.payloadBytes))
 			var total int
-			visit := func(_ uint64, e record.Entry) error { total += len(e.Payload); return nil }
-			b.SetBytes(int64(len(p)))
-			b.ReportAllocs()
-			for b.Loop() {
-				batch, err := record.Decode(p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := batch.Each(visit); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchDecode(b, p, func(_ uint64, e record.Entry) error { total += len(e.Payload); return nil })
 		})
+	}
+}
+
+// benchDecode measures Decode of the batch p and a visit of its entries.
+func benchDecode(b *testing.B, p []byte, visit func(uint64, record.Entry) error) {
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		batch, err := record.Decode(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := batch.Each(visit); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

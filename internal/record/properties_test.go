@@ -18,18 +18,7 @@ func BenchmarkDecodeProperties(b *testing.B) {
 	}
 	p := record.Encode(0, 0, entries)
 	var total int
-	visit := func(_ uint64, e record.Entry) error { total += len(e.Properties["trace"]); return nil }
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		batch, err := record.Decode(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := batch.Each(visit); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, p, func(_ uint64, e record.Entry) error { total += len(e.Properties["trace"]); return nil })
 }
 
 // TestDecodeSharedKeys: entries whose property keys repeat, change and
