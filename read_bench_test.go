@@ -32,24 +32,7 @@ func BenchmarkCatchUp(b *testing.B) {
 }
 
 func benchCatchUp(b *testing.B, mode string, size int, props bool) {
-	opts := tern.Options{Dir: b.TempDir()}
-	if mode == "remote" {
-		opts = tern.Options{Server: startServer(b, b.TempDir(), "127.0.0.1:0").addr}
-	}
-	c, err := tern.Open(b.Context(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	l, err := c.CreateLog(b.Context(), "bench", tern.LogOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := l.OpenWriter(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	l, w := benchWriter(b, mode)
 	n := (max(1000, (64<<20)/size) + 63) / 64 * 64
 	batch := make([]tern.Entry, 64)
 	for i := range batch {
@@ -66,7 +49,10 @@ func benchCatchUp(b *testing.B, mode string, size int, props bool) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
-	var r *tern.Reader
+	var (
+		r   *tern.Reader
+		err error
+	)
 	left := 0
 	for read := 0; read < b.N; {
 		if left == 0 {
@@ -86,4 +72,30 @@ func benchCatchUp(b *testing.B, mode string, size int, props bool) {
 		read += len(es)
 	}
 	r.Close()
+}
+
+// benchWriter creates a log, embedded or on a server started for the
+// benchmark (mode "embedded" or "remote"), and opens its writer; the
+// benchmark's cleanup closes them.
+func benchWriter(b *testing.B, mode string) (*tern.Log, *tern.Writer) {
+	b.Helper()
+	opts := tern.Options{Dir: b.TempDir()}
+	if mode == "remote" {
+		opts = tern.Options{Server: startServer(b, b.TempDir(), "127.0.0.1:0").addr}
+	}
+	c, err := tern.Open(b.Context(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	l, err := c.CreateLog(b.Context(), "bench", tern.LogOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := l.OpenWriter(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return l, w
 }

@@ -894,26 +894,7 @@ func TestRemoteServerRestart(t *testing.T) {
 func BenchmarkRemoteAppend(b *testing.B) {
 	for _, mode := range []string{"embedded", "remote"} {
 		b.Run(mode, func(b *testing.B) {
-			var c *tern.Client
-			var err error
-			if mode == "embedded" {
-				c, err = tern.Open(b.Context(), tern.Options{Dir: b.TempDir()})
-			} else {
-				c, err = tern.Open(b.Context(), tern.Options{Server: startServer(b, b.TempDir(), "127.0.0.1:0").addr})
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			l, err := c.CreateLog(b.Context(), "bench", tern.LogOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			w, err := l.OpenWriter(b.Context())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
+			_, w := benchWriter(b, mode)
 			payload := bytes.Repeat([]byte("x"), 100)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(payload)))
