@@ -75,7 +75,10 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 		}
 		restarts := ""
 		if len(fo.restarted) > 0 {
-			restarts = fmt.Sprintf("; node %s exited on its own meanwhile (its lease lapsed) and was restarted", strings.Join(fo.restarted, ", "))
+			restarts = fmt.Sprintf("; node %s exited on its own meanwhile (its lease lapsed) and was restarted", fo.restarted[0])
+			if len(fo.restarted) > 1 {
+				restarts = fmt.Sprintf("; nodes %s exited on their own meanwhile (their leases lapsed) and were restarted", strings.Join(fo.restarted, ", "))
+			}
 			restartsTotal += len(fo.restarted)
 		}
 		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it (another node took the log %v after it); the application saw %s%s\n",
