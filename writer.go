@@ -125,7 +125,10 @@ func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 // Close waits for the writer's queued appends to finish, closes it and ends
 // its session, unless a newer one has fenced it: shared producers may then
 // append to the log. It does not fence the writer: its session can still
-// be reopened with WithEpoch.
+// be reopened with WithEpoch. A remote writer waits at most
+// Options.RetryTimeout for a server that answers none of its appends, then
+// fails them with ErrUnavailable (outcome unknown), leaves its session open
+// and returns that error (client.Writer.Close).
 func (w *Writer) Close() error { return w.impl.Close() }
 
 // Detach closes the writer as Close does but leaves its session open: it can

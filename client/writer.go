@@ -74,6 +74,11 @@ type Writer struct {
 	failing time.Time     // when the oldest unanswered batch's stream broke; zero while none did
 	last    *Pending      // the latest queued append, for Close and AppendTimeTick
 	done    chan struct{} // closed when the sender has exited
+	// answered is when the server last answered an append; abandoned, the
+	// error a closing writer failed its unanswered appends with when the
+	// server stopped answering (closeWait): its streams are then over.
+	answered  time.Time
+	abandoned error
 }
 
 // appendStream is one AppendStream.
@@ -357,6 +362,7 @@ func (w *Writer) receive(s *appendStream) {
 		w.sent = w.sent[len(ps):]
 		if len(ps) > 0 {
 			w.failing = time.Time{} // answers come again
+			w.answered = time.Now()
 		}
 		w.signal() // a closing writer's sender waits for the last answer
 		w.mu.Unlock()
@@ -389,6 +395,10 @@ func (w *Writer) broke(s *appendStream, err error) {
 	if w.s == s {
 		w.s = nil
 	}
+	if w.abandoned != nil {
+		w.mu.Unlock()
+		return // closeWait failed what it sent
+	}
 	sent := w.sent
 	w.sent = nil
 	for _, p := range sent {
@@ -410,6 +420,10 @@ func (w *Writer) retryOrFail(err error) {
 	}
 	mapped := w.l.c.err(err)
 	w.mu.Lock()
+	if w.abandoned != nil {
+		w.mu.Unlock()
+		return // closeWait failed the queue
+	}
 	if w.failing.IsZero() {
 		w.failing = time.Now()
 	}
@@ -503,57 +517,6 @@ func (w *Writer) AppendTimeTick(ctx context.Context, t uint64) error {
 		_, err := api.AppendTimeTick(ctx, &ternpb.AppendTimeTickRequest{Log: w.l.name, Epoch: w.epoch, Time: t})
 		return err
 	})
-}
-
-// Close waits for the writer's queued appends to be answered, ends its
-// stream, and ends its session on the server (CloseWriter) unless a newer
-// one fenced it: shared producers may then append to the log. The session
-// can still be reopened with WithEpoch. The Client's Close detaches its
-// open writers instead (see Detach).
-func (w *Writer) Close() error {
-	if err := w.stop(); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	fenced := w.fenced
-	w.mu.Unlock()
-	if w.shared || fenced != nil || w.l.c.isClosed() {
-		return nil // the Client's Close detaches its writers
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), streamEndTimeout)
-	defer cancel()
-	err := w.l.call(ctx, func(ctx context.Context, api ternpb.TernClient) error {
-		_, err := api.CloseWriter(ctx, &ternpb.CloseWriterRequest{Log: w.l.name, Epoch: w.epoch})
-		return err
-	})
-	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) {
-		return nil // a newer session, or no log: nothing to end
-	}
-	return err
-}
-
-// Detach waits for the writer's queued appends to be answered and ends its
-// stream, as Close does, but leaves its session open: it can be reopened
-// (WithEpoch), and shared producers still cannot append.
-func (w *Writer) Detach() error { return w.stop() }
-
-// stop waits for the queued appends' outcomes and the sender's exit.
-func (w *Writer) stop() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	last := w.last
-	w.signal()
-	w.mu.Unlock()
-	if last != nil {
-		<-last.done
-	}
-	<-w.done
-	w.l.c.untrack(w)
-	return nil
 }
 
 // Pending is an append in progress, from AppendAsync: queued on the writer,

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,7 +33,11 @@ const failoverName = "failover"
 // meanwhile (an append or the reopening of its writer), by class in the
 // Extra figures "errors_<class>" (see errorClass); "takeover_p50_s" and
 // "takeover_max_s" time the kill to the log's owner key naming another
-// node.
+// node. A node other than the one killed that exits on its own meanwhile
+// (its lease lapsed on a loaded machine) is restarted, as a service manager
+// would, and counted in "restarts"; a fail-over that does not complete
+// says which nodes exited, and keeps the nodes' logs with their goroutines
+// in a directory that it names.
 func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Result, error) {
 	c, err := cl.start(ctx, env.Dir)
 	if err != nil {
@@ -49,6 +56,7 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 
 	hist, takeovers := loadgen.NewHistogram(), loadgen.NewHistogram()
 	classes := map[string]int64{}
+	restartsTotal := 0
 	r := &loadgen.Result{System: "tern", Version: env.Version, Variant: fmt.Sprintf("%s, ttl %v", cl.variant(), cl.TTL),
 		Workload: failoverName, Started: time.Now().UTC()}
 	for k := range kills {
@@ -65,8 +73,16 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 		for c, n := range fo.fails.classes {
 			classes[c] += n
 		}
-		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it (another node took the log %v after it); the application saw %s\n",
-			k+1, kills, fo.acked.Round(time.Millisecond), fo.takeover.Round(time.Millisecond), fo.fails.describe())
+		restarts := ""
+		if len(fo.restarted) > 0 {
+			restarts = fmt.Sprintf("; node %s exited on its own meanwhile (its lease lapsed) and was restarted", fo.restarted[0])
+			if len(fo.restarted) > 1 {
+				restarts = fmt.Sprintf("; nodes %s exited on their own meanwhile (their leases lapsed) and were restarted", strings.Join(fo.restarted, ", "))
+			}
+			restartsTotal += len(fo.restarted)
+		}
+		fmt.Fprintf(env.Progress, "kill %d of %d: the next append was acknowledged %v after it (another node took the log %v after it); the application saw %s%s\n",
+			k+1, kills, fo.acked.Round(time.Millisecond), fo.takeover.Round(time.Millisecond), fo.fails.describe(), restarts)
 	}
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Latency, r.Percentiles = hist.Summary()
@@ -81,6 +97,10 @@ func Failover(ctx context.Context, env Env, cl Cluster, kills int) (*loadgen.Res
 	r.SetExtra("takeover_max_s", float64(tk.Max)/1e6)
 	for c, n := range classes {
 		r.SetExtra("errors_"+c, float64(n))
+	}
+	if restartsTotal > 0 {
+		r.SetExtra("restarts", float64(restartsTotal))
+		r.Notes = append(r.Notes, fmt.Sprintf("%d times a node other than the one killed exited on its own during a fail-over (its lease lapsed: the machine was too loaded for --node-ttl %v) and was restarted; those fail-overs include its restart", restartsTotal, cl.TTL))
 	}
 	all := failures{n: r.Errors, classes: classes}
 	r.Notes = append(r.Notes, fmt.Sprintf("fail-over over %d kills: p50 %s, p99 %s, max %s (the owner key moved after p50 %s, max %s); the latency columns are the fail-over times, the errors what the application saw fail meanwhile (none acknowledged): %s",
@@ -155,9 +175,10 @@ func errorClass(step string, err error) string {
 
 // failedOver is what one kill measured.
 type failedOver struct {
-	acked    time.Duration // from the kill to the first acknowledgement after it
-	takeover time.Duration // from the kill to another node's owner key
-	fails    failures
+	acked     time.Duration // from the kill to the first acknowledgement after it
+	takeover  time.Duration // from the kill to another node's owner key
+	fails     failures
+	restarted []string // the nodes that exited on their own meanwhile, restarted
 }
 
 // failover kills the node serving the log once, under a steady append,
@@ -220,9 +241,11 @@ func (c *benchCluster) killOwner(ctx context.Context, client *tern.Client, seed 
 	moved := c.ownerMoved(wctx, owner.id, resp.Header.Revision+1)
 	killed := time.Now()
 	c.kill9(owner)
+	restarted := c.supervise(ctx, owner)
 	acked, err := ap.ackedAfter(killed, 1, wait)
+	fo.restarted = restarted()
 	if err != nil {
-		return nil, fmt.Errorf("after the kill of node %s: %w", owner.id, err)
+		return nil, fmt.Errorf("after the kill of node %s: %w%s (%s)", owner.id, err, c.exited(owner), c.keepLogs())
 	}
 	fo.acked = acked.Sub(killed)
 	select {
@@ -384,7 +407,7 @@ func (ap *appender) ackedAfter(t time.Time, n int, wait time.Duration) (time.Tim
 		for i := len(ap.acks) - 1; i >= 0 && !ap.acks[i].sent.Before(t); i-- {
 			first, count = ap.acks[i].acked, count+1
 		}
-		changed, fails := ap.changed, ap.fails
+		changed := ap.changed
 		ap.mu.Unlock()
 		if count >= n {
 			return first, nil
@@ -392,7 +415,9 @@ func (ap *appender) ackedAfter(t time.Time, n int, wait time.Duration) (time.Tim
 		select {
 		case <-changed:
 		case <-deadline:
-			return time.Time{}, fmt.Errorf("%d appends acknowledged within %v, want %d (%d failed; the first: %v)", count, wait, n, fails.n, fails.first)
+			// The failures now: changed tells acknowledgements only.
+			fails := ap.failed()
+			return time.Time{}, fmt.Errorf("%d appends acknowledged within %v, want %d (%s; the first error: %v)", count, wait, n, fails.describe(), fails.first)
 		}
 	}
 }
@@ -401,4 +426,107 @@ func (ap *appender) ackedAfter(t time.Time, n int, wait time.Duration) (time.Tim
 func (ap *appender) stop() {
 	ap.once.Do(func() { close(ap.done) })
 	ap.stopped.Wait()
+}
+
+// supervise restarts the nodes but killed that exit on their own, as a
+// service manager restarts a tern serve that lost its lease (on a loaded
+// machine, a node may not renew a short --node-ttl in time, and exits):
+// with fewer than the ensemble's nodes left, no node could serve the log
+// again. The function it returns stops it, once any restart under way is
+// done, and lists the nodes it restarted.
+func (c *benchCluster) supervise(ctx context.Context, killed *benchNode) func() []string {
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var restarted []string
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, n := range c.nodes {
+				select {
+				case <-n.done:
+				default:
+					continue
+				}
+				if n == killed {
+					continue
+				}
+				restarted = append(restarted, n.id)
+				if err := c.start(ctx, n); err != nil {
+					return // exited() tells it
+				}
+			}
+		}
+	}()
+	return func() []string {
+		close(stop)
+		<-stopped
+		return restarted
+	}
+}
+
+// exited says which nodes but killed have exited on their own, as a node
+// that lost its lease does (its lease not renewed within --node-ttl, on a
+// loaded machine), with the last line of each one's log: with too few
+// nodes left, no other node can serve the log.
+func (c *benchCluster) exited(killed *benchNode) string {
+	var parts []string
+	for _, n := range c.nodes {
+		select {
+		case <-n.done:
+		default:
+			continue
+		}
+		if n == killed {
+			continue
+		}
+		last := "no log"
+		if b, err := os.ReadFile(n.logFile); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			last = lines[len(lines)-1]
+		}
+		parts = append(parts, fmt.Sprintf("node %s exited on its own, its log ending %q", n.id, last))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// keepLogs is for a fail-over that did not complete, whose cause is in the
+// nodes: it makes the nodes that run print their goroutines to their logs
+// (SIGQUIT, on which the Go runtime dumps them and exits), then copies
+// every node's log out of the run's directory, which is removed, into a new
+// directory under the system's temporary one, and says where.
+func (c *benchCluster) keepLogs() string {
+	for _, n := range c.nodes {
+		select {
+		case <-n.done:
+		default:
+			n.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-n.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("", "tern-failover-logs-")
+	if err != nil {
+		return fmt.Sprintf("the nodes' logs, with their goroutines, are lost: %v", err)
+	}
+	for _, n := range c.nodes {
+		b, err := os.ReadFile(n.logFile)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(n.logFile)), b, 0o644)
+		}
+		if err != nil {
+			return fmt.Sprintf("the nodes' logs, with their goroutines, are partly in %s: %v", dir, err)
+		}
+	}
+	return "the nodes' logs, with their goroutines, are in " + dir
 }
