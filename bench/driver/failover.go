@@ -447,15 +447,7 @@ func (c *benchCluster) supervise(ctx context.Context, killed *benchNode) func() 
 				return
 			case <-tick.C:
 			}
-			for _, n := range c.nodes {
-				select {
-				case <-n.done:
-				default:
-					continue
-				}
-				if n == killed {
-					continue
-				}
+			for _, n := range c.exitedBut(killed) {
 				restarted = append(restarted, n.id)
 				if err := c.start(ctx, n); err != nil {
 					return // exited() tells it
@@ -470,21 +462,28 @@ func (c *benchCluster) supervise(ctx context.Context, killed *benchNode) func() 
 	}
 }
 
+// exitedBut returns the nodes other than killed whose process has exited.
+func (c *benchCluster) exitedBut(killed *benchNode) []*benchNode {
+	var out []*benchNode
+	for _, n := range c.nodes {
+		select {
+		case <-n.done:
+			if n != killed {
+				out = append(out, n)
+			}
+		default:
+		}
+	}
+	return out
+}
+
 // exited says which nodes but killed have exited on their own, as a node
 // that lost its lease does (its lease not renewed within --node-ttl, on a
 // loaded machine), with the last line of each one's log: with too few
 // nodes left, no other node can serve the log.
 func (c *benchCluster) exited(killed *benchNode) string {
 	var parts []string
-	for _, n := range c.nodes {
-		select {
-		case <-n.done:
-		default:
-			continue
-		}
-		if n == killed {
-			continue
-		}
+	for _, n := range c.exitedBut(killed) {
 		last := "no log"
 		if b, err := os.ReadFile(n.logFile); err == nil {
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
