@@ -99,8 +99,16 @@ func (b *breaker) Read(req *ternpb.ReadRequest, stream ternpb.Tern_ReadServer) e
 
 func openBreaker(t *testing.T, b *breaker) *Log {
 	t.Helper()
-	addr, _ := serve(t, b, "")
-	c, err := Open(t.Context(), Options{Server: addr})
+	return openServed(t, b, Options{})
+}
+
+// openServed serves srv, opens a Client on it with o (its Server set) and
+// returns its log "l"; the test's cleanup closes the Client.
+func openServed(t *testing.T, srv ternpb.TernServer, o Options) *Log {
+	t.Helper()
+	addr, _ := serve(t, srv, "")
+	o.Server = addr
+	c, err := Open(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

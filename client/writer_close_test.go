@@ -76,16 +76,7 @@ func (f *slowServer) counts() (batches, closes int) {
 
 func openSlow(t *testing.T, f *slowServer, retry time.Duration) *Writer {
 	t.Helper()
-	addr, _ := serve(t, f, "")
-	c, err := Open(t.Context(), Options{Server: addr, RetryTimeout: retry})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	l, err := c.OpenLog(t.Context(), "l")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openServed(t, f, Options{RetryTimeout: retry})
 	w, err := l.OpenWriter(t.Context())
 	if err != nil {
 		t.Fatal(err)
