@@ -22,6 +22,12 @@
 // the file right after it, before its sync, so that a sealed segment's file
 // always ends with its footer; Rewind cuts the old bytes after its mark too.
 //
+// A writer told to (Writer.ZeroAhead) also writes zeros past its last batch
+// while its rounds are small, for the same reason: its appends then land on
+// blocks the file has, and a new file needs no old one to reuse. Zeros are
+// never a valid batch, so recovery ends the segment where they start, as it
+// does at old bytes, and Seal and Rewind cut them off the same way.
+//
 // # File naming
 //
 // A segment file is named by the offset of its first entry, 20 decimal digits,

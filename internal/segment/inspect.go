@@ -31,7 +31,12 @@ type Damage struct {
 	// the bytes after Pos are not a torn write.
 	Batches int
 	Entries uint64
-	Err     error // what is wrong at Pos; nil when the file is whole
+	// Zeros says every byte after the valid prefix is zero: blocks the
+	// writer wrote ahead of its batches (Writer.ZeroAhead), or a write a
+	// crash tore before its bytes reached the disk. Either way nothing
+	// but what the caller knows was acknowledged can be lost there.
+	Zeros bool
+	Err   error // what is wrong at Pos; nil when the file is whole
 }
 
 // Damaged reports whether anything follows the valid prefix.
@@ -96,6 +101,10 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 	d.Prefix = w.info
 	d.Prefix.Size = size
 	if d.Damaged() {
+		var err error
+		if d.Zeros, err = allZero(f, d.Pos, size); err != nil {
+			return Damage{}, err
+		}
 		if err := countBatches(f, &d, d.Pos, d.Prefix.Base); err != nil {
 			return Damage{}, err
 		}

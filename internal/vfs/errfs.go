@@ -211,6 +211,13 @@ func (f *errorFile) Truncate(size int64) error {
 	return f.f.Truncate(size)
 }
 
+func (f *errorFile) Extend(size int64) error {
+	if err := f.fs.check(OpWrite, f.Name()); err != nil {
+		return err
+	}
+	return f.f.Extend(size)
+}
+
 func (f *errorFile) Size() (int64, error) {
 	if err := f.fs.check(OpRead, f.Name()); err != nil {
 		return 0, err

@@ -117,6 +117,28 @@ func (f *memFile) Truncate(size int64) error {
 	return nil
 }
 
+func (f *memFile) Extend(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.fs.enter("extend", f.name, true); err != nil {
+		return err
+	}
+	if err := f.usable("extend", true); err != nil {
+		return err
+	}
+	n := f.node
+	at := int64(len(n.data))
+	if size <= at {
+		return nil
+	}
+	if f.pos < 0 {
+		f.pos = at // writes go on at the old end, not after the zeros
+	}
+	n.pending = append(n.pending, memOp{off: at, data: make([]byte, size-at)})
+	n.data = writeAt(n.data, at, make([]byte, size-at))
+	return nil
+}
+
 func (f *memFile) Size() (int64, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()

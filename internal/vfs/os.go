@@ -102,6 +102,23 @@ func (f osFile) Truncate(size int64) error {
 	return err
 }
 
+// Extend writes the zeros with pwrite, which leaves the file offset (the
+// write position) where it is. They are written, not fallocated: a range
+// fallocate reserves is marked unwritten, and the first write to it
+// changes the file's metadata, which an fdatasync must then commit.
+func (f osFile) Extend(size int64) error {
+	at, err := f.Size()
+	for err == nil && at < size {
+		n := min(size-at, int64(len(zeros)))
+		_, err = f.f.WriteAt(zeros[:n], at)
+		at += n
+	}
+	return err
+}
+
+// zeros is what Extend writes; never written to.
+var zeros = make([]byte, 256<<10)
+
 func (f osFile) Size() (int64, error) {
 	fi, err := f.f.Stat()
 	if err != nil {

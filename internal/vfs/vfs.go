@@ -88,6 +88,11 @@ type File interface {
 	Truncate(size int64) error
 	// Size returns the current size of the file, including unsynced writes.
 	Size() (int64, error)
+	// Extend writes zeros from the file's end up to size (nothing if the
+	// file is that long already) without moving the write position, so
+	// that later writes land on blocks the file has. The zeros are durable
+	// after Sync.
+	Extend(size int64) error
 	// Name returns the path the file was opened with.
 	Name() string
 }

@@ -107,6 +107,9 @@ func Check(fs vfs.FS, dir string) (CheckResult, error) {
 		next, known = d.Prefix.Next, true
 		switch {
 		case !d.Damaged():
+		case d.Zeros && d.Prefix.Next >= closedAt:
+			r.Findings = append(r.Findings, Finding{Path: path, Pos: d.Pos,
+				What: fmt.Sprintf("%d bytes of zeros after offset %d (written ahead of the appends, or a write a crash tore; the next open cuts them)", d.CutBytes(), d.Prefix.Next)})
 		case d.TornTail() && d.Prefix.Next >= closedAt:
 			r.Findings = append(r.Findings, Finding{Path: path, Pos: d.Pos,
 				What: fmt.Sprintf("torn tail of %d bytes after offset %d (left by a crash, or an append in flight; the next open cuts it): %v", d.CutBytes(), d.Prefix.Next, d.Err)})

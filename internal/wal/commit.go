@@ -313,7 +313,7 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 			l.fail(err)
 			return err
 		}
-		l.w = w
+		l.w = l.ahead(w)
 		l.mu.Lock()
 		l.sealed = l.sealed[:len(l.sealed)-1]
 		l.active = w.Info()
@@ -324,7 +324,7 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		if err != nil {
 			return err
 		}
-		l.w = w
+		l.w = l.ahead(w)
 		l.mu.Lock()
 		l.active = w.Info()
 		l.mu.Unlock()

@@ -115,7 +115,7 @@ func (l *Log) Repair(accept bool) (*Damage, error) {
 	}
 	l.opts.Logger.Warn("repaired a damaged log: cut its open segment at the end of its valid batches", "path", d.Path, "byte", d.Pos,
 		"lost", d.Lost(), "record", l.opts.Dir+"/"+RepairsName)
-	l.w = w
+	l.w = l.ahead(w)
 	l.mu.Lock()
 	// With no writer (the file had no valid header and went whole), the
 	// next append creates the segment again, at the same offset.

@@ -48,8 +48,13 @@ type Options struct {
 	// segments over (see the package comment): DefaultReuseSegments if
 	// zero, none if negative.
 	ReuseSegments int
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// ZeroAhead is how far past its batches the active segment's file is
+	// kept written with zeros while the log's rounds average ZeroRound
+	// bytes per sync or fewer (segment.Writer.ZeroAhead): DefaultZeroAhead
+	// and DefaultZeroRound if zero, not at all if ZeroAhead is negative.
+	ZeroAhead, ZeroRound int64
+	Now                  func() time.Time
+	Logger               *slog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -62,7 +67,30 @@ func (o *Options) setDefaults() {
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 4 << 20
 	}
+	if o.ZeroAhead == 0 {
+		o.ZeroAhead = DefaultZeroAhead
+	}
+	if o.ZeroRound <= 0 {
+		o.ZeroRound = DefaultZeroRound
+	}
 	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
+}
+
+// DefaultZeroAhead and DefaultZeroRound are Options.ZeroAhead and
+// ZeroRound when zero: zeros pay for rounds of a few KiB (sync-1k's p50
+// falls by about a third on ext4) and cost throughput at rounds of a few
+// hundred KiB (docs/benchmarks/notes.md, "Zeros written ahead").
+const (
+	DefaultZeroAhead = 1 << 20
+	DefaultZeroRound = 64 << 10
+)
+
+// ahead has w write zeros ahead as the options say, and returns it.
+func (l *Log) ahead(w *segment.Writer) *segment.Writer {
+	if w != nil && l.opts.ZeroAhead > 0 {
+		w.ZeroAhead(l.opts.ZeroAhead, l.opts.ZeroRound)
+	}
+	return w
 }
 
 // Log is one log's write and read path. It is safe for concurrent use.
@@ -185,7 +213,12 @@ func (l *Log) recover() error {
 			continue
 		}
 		info, w, err := segment.Recover(fs, path, closedAt)
-		if err == nil && w != nil && w.Cut() > 0 {
+		switch {
+		case err != nil || w == nil || w.Cut() == 0:
+		case w.CutZeros():
+			l.opts.Logger.Info("recovery cut the open segment after its last whole batch: zeros, written ahead of the appends (or a torn write, or zeroed batches, which read the same)",
+				"path", path, "at", info.Size, "bytes", w.Cut())
+		default:
 			l.opts.Logger.Warn("recovery cut the open segment after its last whole batch: a crash tore the last write, or the last batches are damaged",
 				"path", path, "at", info.Size, "bytes", w.Cut())
 		}
@@ -208,7 +241,7 @@ func (l *Log) recover() error {
 		if w == nil {
 			l.sealed = append(l.sealed, info)
 		} else {
-			l.w, l.active = w, info
+			l.w, l.active = l.ahead(w), info
 		}
 	}
 	all := l.segments()

@@ -28,6 +28,7 @@ type reuseWork struct {
 	attempted map[string]bool
 	truncated uint64 // the highest truncation point that returned
 	asked     uint64 // the highest truncation point asked for
+	zeroAhead int64  // Options.ZeroAhead of the run, with any round small
 }
 
 const reuseAppends = 14
@@ -36,12 +37,20 @@ func reuseOptions(fs vfs.FS, epoch uint64) Options {
 	return Options{FS: fs, Dir: "/data/log", Epoch: epoch, SegmentBytes: 1 << 10}
 }
 
+func (w *reuseWork) options(fs vfs.FS, epoch uint64) Options {
+	o := reuseOptions(fs, epoch)
+	if w.zeroAhead > 0 {
+		o.ZeroAhead, o.ZeroRound = w.zeroAhead, 1<<30
+	}
+	return o
+}
+
 func (w *reuseWork) run(t *testing.T, fs vfs.FS) {
 	w.acked, w.at, w.attempted = map[uint64]string{}, map[string]uint64{}, map[string]bool{}
 	ctx := context.Background()
 	for s := range 2 {
 		epoch := uint64(s + 1)
-		l, err := Open(ctx, reuseOptions(fs, epoch))
+		l, err := Open(ctx, w.options(fs, epoch))
 		if err != nil {
 			return
 		}
@@ -159,6 +168,25 @@ func TestReuseCrashAtEveryPoint(t *testing.T) {
 	}
 	ref.check(t, mem)
 	crashAtEveryPoint(t, mem.Ops(), func() crashWork { return new(reuseWork) })
+}
+
+// The same life with zeros written ahead of every round (300 bytes ahead,
+// more than a batch, less than a segment): a power loss after any
+// operation, the writing of zeros among them, recovers exactly.
+func TestZeroAheadCrashAtEveryPoint(t *testing.T) {
+	plain := vfs.NewMem()
+	new(reuseWork).run(t, plain)
+	mem := vfs.NewMem()
+	ref := reuseWork{zeroAhead: 300}
+	ref.run(t, mem)
+	if len(ref.acked) != 2*reuseAppends {
+		t.Fatalf("reference run acknowledged %d entries, want %d", len(ref.acked), 2*reuseAppends)
+	}
+	if mem.Ops() <= plain.Ops() {
+		t.Fatalf("the run with zeros ahead made %d filesystem operations, the run without %d: no zeros were written", mem.Ops(), plain.Ops())
+	}
+	ref.check(t, mem)
+	crashAtEveryPoint(t, mem.Ops(), func() crashWork { return &reuseWork{zeroAhead: 300} })
 }
 
 // The writes of the log's normal life go over old files: every segment
