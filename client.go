@@ -117,6 +117,13 @@ type Options struct {
 	// segments overwrite them (docs/durability.md). Zero: 2. Negative: none;
 	// deleted segments' files are removed at once.
 	ReuseSegments int
+	// ZeroAheadBytes is how far past its last batch a local log keeps its
+	// open segment's file written with zeros while its rounds are small
+	// (64 KiB or less per fdatasync), so that each fdatasync writes over
+	// blocks the file has instead of growing it (docs/durability.md,
+	// "Zeros written ahead"). Zero: 1 MiB. Negative: none, as on a
+	// copy-on-write filesystem, where writing over allocates anyway.
+	ZeroAheadBytes int64
 	// ObjectCacheBytes bounds the acknowledged fragments that the object
 	// and quorum logs keep in memory for their tail readers, all together:
 	// past it, a log that acknowledges a fragment lets go of its own

@@ -54,6 +54,9 @@ type embeddedClient struct {
 // DefaultReuseSegments is Options.ReuseSegments when it is zero.
 const DefaultReuseSegments = wal.DefaultReuseSegments
 
+// DefaultZeroAheadBytes is Options.ZeroAheadBytes when it is zero.
+const DefaultZeroAheadBytes = wal.DefaultZeroAhead
+
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
 // fails with ErrLocked if another process has it open.
 func openEmbedded(ctx context.Context, opts Options) (*embeddedClient, error) {

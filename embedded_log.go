@@ -161,6 +161,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 			Start:         m.Start,
 			Disk:          c.disk,
 			ReuseSegments: c.opts.ReuseSegments,
+			ZeroAhead:     c.opts.ZeroAheadBytes,
 			Logger:        c.opts.Logger.With("log", m.Name),
 		})
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -25,11 +26,25 @@ type serveLimits struct {
 	LogIdleTimeout          string `json:"log_idle_timeout"`
 	MaxRequestBytes         string `json:"max_request_bytes"`
 	ReuseSegments           int    `json:"reuse_segments"`
+	ZeroAhead               size   `json:"zero_ahead"`
+}
+
+// size is a size setting in a config file: a string such as 1MiB, or a
+// number of bytes, as "zero_ahead: 0" is.
+type size string
+
+func (s *size) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		*s = size(n)
+		return nil
+	}
+	return json.Unmarshal(b, (*string)(s))
 }
 
 // limitKeys are serveLimits' keys in a config file.
 var limitKeys = []string{"max_logs", "max_logs_per_prefix", "max_subscriptions_per_log",
-	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "log_idle_timeout", "max_request_bytes", "reuse_segments"}
+	"max_streams_per_connection", "max_streams", "idle_connection_timeout", "log_idle_timeout", "max_request_bytes", "reuse_segments", "zero_ahead"}
 
 // minRequestBytes is the smallest max_request_bytes: a batch of one entry
 // of the default largest size, with room for its framing.
@@ -46,6 +61,7 @@ func defaultLimits() serveLimits {
 		LogIdleTimeout:          units.FormatDuration(tern.DefaultLogIdleTimeout),
 		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
 		ReuseSegments:           tern.DefaultReuseSegments,
+		ZeroAhead:               size(units.FormatBytes(tern.DefaultZeroAheadBytes)),
 	}
 }
 
@@ -89,6 +105,9 @@ func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
 	if v := getenv("TERN_MAX_REQUEST_BYTES"); v != "" {
 		l.MaxRequestBytes = v
 	}
+	if v := getenv("TERN_ZERO_AHEAD"); v != "" {
+		l.ZeroAhead = size(v)
+	}
 	return nil
 }
 
@@ -102,6 +121,7 @@ func (f *serveFlags) registerLimits(fs *pflag.FlagSet) {
 	fs.StringVar(&f.IdleConnectionTimeout, "idle-connection-timeout", d.IdleConnectionTimeout, "close a client connection with no call for this `duration` (0: never); $TERN_IDLE_CONNECTION_TIMEOUT")
 	fs.StringVar(&f.LogIdleTimeout, "log-idle-timeout", d.LogIdleTimeout, "close a log's engine (its open segment, its goroutines) after this `duration` with no call, writer, reader or subscriber; it opens again at its next use, and a local log goes on in its segment if it is neither full nor too old; $TERN_LOG_IDLE_TIMEOUT")
 	fs.IntVar(&f.ReuseSegments, "reuse-segments", d.ReuseSegments, "the files of deleted segments each local log keeps to write its new segments over, which spares its fdatasyncs the allocation of new blocks; they hold the deleted entries' bytes until overwritten (0: none, a truncation or retention removes the files at once); $TERN_REUSE_SEGMENTS")
+	fs.StringVar((*string)(&f.ZeroAhead), "zero-ahead", string(d.ZeroAhead), "how far past its last append each local log keeps its open segment's file written with zeros while its appends are small, so that an fdatasync writes over blocks the file has instead of growing it (`size`, at most 64MiB; 0: none, as on a copy-on-write filesystem such as btrfs or ZFS); $TERN_ZERO_AHEAD")
 	fs.StringVar(&f.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, fmt.Sprintf("the largest request message, such as a batch of appends (`size`, at least %s); $TERN_MAX_REQUEST_BYTES", units.FormatBytes(minRequestBytes)))
 }
 
@@ -123,6 +143,9 @@ func (f *serveFlags) resolveLimits(fs *pflag.FlagSet, cfg *serveConfig) {
 	}
 	if fs.Changed("max-request-bytes") {
 		cfg.MaxRequestBytes = f.MaxRequestBytes
+	}
+	if fs.Changed("zero-ahead") {
+		cfg.ZeroAhead = f.ZeroAhead
 	}
 }
 
@@ -175,5 +198,17 @@ func (l serveLimits) server() (server.Limits, error) {
 		return s, configErrorf("max request bytes %q: use a size from %s to 2GiB, such as 64MiB, with --max-request-bytes (or $TERN_MAX_REQUEST_BYTES, or max_request_bytes: in the config file)", l.MaxRequestBytes, units.FormatBytes(minRequestBytes))
 	}
 	s.MaxRequestBytes = int(n)
+	ahead, err := units.ParseBytes(string(l.ZeroAhead))
+	if err != nil || ahead < 0 || ahead > maxZeroAhead {
+		return s, configErrorf("zero ahead %q: use a size up to %s, such as 1MiB (0: none), with --zero-ahead (or $TERN_ZERO_AHEAD, or zero_ahead: in the config file)", l.ZeroAhead, units.FormatBytes(maxZeroAhead))
+	}
+	s.ZeroAheadBytes = ahead
+	if ahead == 0 {
+		s.ZeroAheadBytes = -1
+	}
 	return s, nil
 }
+
+// maxZeroAhead is the most --zero-ahead takes: zeros are written half of it
+// at a time, in the append's path.
+const maxZeroAhead = 64 << 20

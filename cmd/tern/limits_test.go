@@ -56,20 +56,20 @@ func TestLogListPages(t *testing.T) {
 // The limits come from the file, the environment and the flags, as the
 // other settings do, and bad values are refused naming the setting.
 func TestServeLimitsConfig(t *testing.T) {
-	path := writeConfig(t, "max_logs: 10\nmax_logs_per_prefix: 5\nidle_connection_timeout: 1m\nreuse_segments: 0\n")
+	path := writeConfig(t, "max_logs: 10\nmax_logs_per_prefix: 5\nidle_connection_timeout: 1m\nreuse_segments: 0\nzero_ahead: 0\n")
 	env := map[string]string{"TERN_MAX_LOGS_PER_PREFIX": "6", "TERN_MAX_REQUEST_BYTES": "32MiB", "TERN_MAX_STREAMS": "300", "TERN_LOG_IDLE_TIMEOUT": "5m"}
 	got := printConfig(t, env, "--config", path, "--max-subscriptions-per-log", "7", "--max-streams-per-connection", "0")
 	want := serveLimits{MaxLogs: 10, MaxLogsPerPrefix: 6, MaxSubscriptionsPerLog: 7, MaxStreamsPerConnection: 0, MaxStreams: "300",
-		IdleConnectionTimeout: "1m", LogIdleTimeout: "5m", MaxRequestBytes: "32MiB", ReuseSegments: 0}
+		IdleConnectionTimeout: "1m", LogIdleTimeout: "5m", MaxRequestBytes: "32MiB", ReuseSegments: 0, ZeroAhead: "0"}
 	if got.serveLimits != want {
 		t.Fatalf("limits\n got %+v\nwant %+v", got.serveLimits, want)
 	}
 	lim, err := got.serveLimits.server()
-	if err != nil || lim.MaxStreamsPerConnection != -1 || lim.MaxStreams != 300 || lim.MaxRequestBytes != 32<<20 || lim.LogIdleTimeout != 5*time.Minute || lim.ReuseSegments != -1 {
-		t.Fatalf("server limits %+v, %v: want no stream limit per connection, 300 streams, 32 MiB requests and no segment files reused", lim, err)
+	if err != nil || lim.MaxStreamsPerConnection != -1 || lim.MaxStreams != 300 || lim.MaxRequestBytes != 32<<20 || lim.LogIdleTimeout != 5*time.Minute || lim.ReuseSegments != -1 || lim.ZeroAheadBytes != -1 {
+		t.Fatalf("server limits %+v, %v: want no stream limit per connection, 300 streams, 32 MiB requests, no segment files reused and no zeros ahead", lim, err)
 	}
-	if lim, err := defaultLimits().server(); err != nil || lim.MaxStreams != 0 || lim.ReuseSegments != tern.DefaultReuseSegments {
-		t.Fatalf("default limits %+v, %v: want max streams 0, from the memory limit, and %d segment files reused", lim, err, tern.DefaultReuseSegments)
+	if lim, err := defaultLimits().server(); err != nil || lim.MaxStreams != 0 || lim.ReuseSegments != tern.DefaultReuseSegments || lim.ZeroAheadBytes != tern.DefaultZeroAheadBytes {
+		t.Fatalf("default limits %+v, %v: want max streams 0, from the memory limit, %d segment files reused and %d bytes of zeros ahead", lim, err, tern.DefaultReuseSegments, tern.DefaultZeroAheadBytes)
 	}
 	for _, tc := range []struct {
 		env  map[string]string
@@ -79,6 +79,8 @@ func TestServeLimitsConfig(t *testing.T) {
 		{map[string]string{"TERN_MAX_LOGS": "many"}, nil, "TERN_MAX_LOGS"},
 		{map[string]string{"TERN_REUSE_SEGMENTS": "two"}, nil, "TERN_REUSE_SEGMENTS"},
 		{nil, []string{"--max-request-bytes", "1KiB"}, "--max-request-bytes"},
+		{nil, []string{"--zero-ahead", "1GiB"}, "--zero-ahead"},
+		{map[string]string{"TERN_ZERO_AHEAD": "-1"}, nil, "TERN_ZERO_AHEAD"},
 		{nil, []string{"--idle-connection-timeout", "soon"}, "--idle-connection-timeout"},
 		{nil, []string{"--max-streams", "lots"}, "--max-streams"},
 		{nil, []string{"--log-idle-timeout", "0s"}, "--log-idle-timeout"},

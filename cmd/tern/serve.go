@@ -111,6 +111,7 @@ storage_secret_key (a comment says when it is set):
   tls_cert: ""
   tls_client_ca: ""
   tls_key: ""
+  zero_ahead: 1MiB
 
 Appends to local logs leave --disk-reserve free on the data directory's disk
 (auto: 256MiB, or a tenth of the filesystem if less), so that the embedded

@@ -43,6 +43,10 @@ type Limits struct {
 	// deleted segments each local log keeps to write over. Default
 	// tern.DefaultReuseSegments.
 	ReuseSegments int
+	// ZeroAheadBytes is tern.Options.ZeroAheadBytes: how far past its
+	// batches a local log writes zeros while its rounds are small. Default
+	// tern.DefaultZeroAheadBytes; negative: none.
+	ZeroAheadBytes int64
 }
 
 // Defaults of Limits.

@@ -295,6 +295,7 @@ func Start(ctx context.Context, cfg Config) (_ *Running, err error) {
 		MaxSubscriptionsPerLog: cfg.Limits.MaxSubscriptionsPerLog,
 		LogIdleTimeout:         cfg.Limits.LogIdleTimeout,
 		ReuseSegments:          cfg.Limits.ReuseSegments,
+		ZeroAheadBytes:         cfg.Limits.ZeroAheadBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open data directory %s: %w", cfg.Data, err)

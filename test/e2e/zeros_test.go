@@ -16,9 +16,15 @@ import (
 // written with zeros ahead of its appends; after a kill -9 the zeros are
 // there, tern check notes them without calling anything damaged, and the
 // restarted server has every acknowledged entry and appends after them.
+// With --zero-ahead 0 the file ends at its last batch.
 func TestZerosAheadAfterKill9(t *testing.T) {
+	t.Run("default", func(t *testing.T) { zerosAfterKill9(t, true) })
+	t.Run("zero-ahead 0", func(t *testing.T) { zerosAfterKill9(t, false, "--zero-ahead", "0") })
+}
+
+func zerosAfterKill9(t *testing.T, ahead bool, args ...string) {
 	data := t.TempDir()
-	srv := startServer(t, data)
+	srv := startServer(t, data, args...)
 	c := openClient(t, srv.addr)
 	ctx := deadline(t)
 	l, err := c.CreateLog(ctx, "z", tern.LogOptions{})
@@ -51,12 +57,12 @@ func TestZerosAheadAfterKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := len(bytes.TrimRight(b, "\x00"))
-	if zeros := len(b) - end; zeros < 256<<10 {
-		t.Fatalf("the open segment ends with %d zero bytes after %d bytes of batches, want the zeros written ahead", zeros, end)
+	if zeros := len(b) - end; ahead && zeros < 256<<10 || !ahead && zeros != 0 {
+		t.Fatalf("the open segment ends with %d zero bytes after %d bytes of batches (%v)", zeros, end, args)
 	}
 	out, err := ternCmd("check", data)
-	if err != nil || !strings.Contains(out, "bytes of zeros after offset 400") || !strings.Contains(out, "no damage") {
-		t.Fatalf("tern check after the kill: %v\n%s", err, out)
+	if err != nil || ahead != strings.Contains(out, "bytes of zeros after offset 400") || !strings.Contains(out, "no damage") {
+		t.Fatalf("tern check after the kill (%v): %v\n%s", args, err, out)
 	}
 
 	srv.restart()
