@@ -102,7 +102,7 @@ func Inspect(fs vfs.FS, path string) (Damage, error) {
 	d.Prefix.Size = size
 	if d.Damaged() {
 		var err error
-		if d.Zeros, err = allZero(f, d.Pos, size); err != nil {
+		if d.Zeros, err = vfs.AllZero(f, d.Pos, size); err != nil {
 			return Damage{}, err
 		}
 		if err := countBatches(f, &d, d.Pos, d.Prefix.Base); err != nil {

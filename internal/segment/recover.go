@@ -210,7 +210,7 @@ func recoverFile(fs vfs.FS, f vfs.File, path string, acked uint64) (*Writer, err
 				return nil, &rpcerr.CorruptError{Path: path, Pos: pos,
 					Err: fmt.Errorf("%v, and no valid batch follows, but %w: offsets %d to %d", err, ErrCutAcknowledged, w.info.Next, acked)}
 			}
-			zeros, err := allZero(f, pos, size)
+			zeros, err := vfs.AllZero(f, pos, size)
 			if err != nil {
 				return nil, err
 			}
@@ -309,24 +309,6 @@ func validBatchAt(f vfs.File, pos, size int64, floor uint64) (bool, error) {
 	}
 	_, err = record.Decode(b)
 	return err == nil, nil
-}
-
-// allZero reports whether every byte in [from, size) of f is zero, as the
-// zeros a writer wrote ahead of its batches are (Writer.ZeroAhead).
-func allZero(f vfs.File, from, size int64) (bool, error) {
-	buf := make([]byte, min(size-from, scanChunkBytes))
-	for at := from; at < size; at += int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), size-at)]
-		if _, err := f.ReadAt(b, at); err != nil && !errors.Is(err, io.EOF) {
-			return false, fmt.Errorf("segment: read %s: %w", f.Name(), err)
-		}
-		for _, c := range b {
-			if c != 0 {
-				return false, nil
-			}
-		}
-	}
-	return true, nil
 }
 
 // Remove deletes a segment file and syncs its directory.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ternwal/tern/internal/record"
@@ -27,19 +26,12 @@ type Writer struct {
 	cut     int64 // bytes Recover cut from the file's end
 	// cutZeros says they were all zeros
 	cutZeros bool
-	// tail says bytes may follow the batches in the file: old ones of a
-	// deleted segment (CreateOver), or zeros written ahead (ZeroAhead).
+	// tail says old bytes of a deleted segment may follow the batches in
+	// the file (CreateOver); zeros says what it writes ahead.
 	tail bool
 	path string // info.Path, for SyncWritten, which runs beside Append
 
-	// Writing ahead (see ZeroAhead): the file has blocks up to zeroed;
-	// the rounds are measured again once End passes check, over the bytes
-	// appended since from and the syncs since syncsAt.
-	ahead, round  int64
-	zeroed, check int64
-	from          int64
-	syncs         atomic.Int64
-	syncsAt       int64
+	zeros vfs.Ahead // see ZeroAhead
 }
 
 // Cut returns how many bytes Recover cut from the end of the file after its
@@ -153,55 +145,18 @@ func (w *Writer) Append(batch []byte, h record.Header, maxTime int64) error {
 	}
 	end := w.info.End + int64(len(batch))
 	w.appended(h, maxTime, end)
-	if w.ahead > 0 && end >= w.check {
-		w.writeAhead(end)
-	}
+	w.zeros.Wrote(w.f, end)
 	return nil
 }
 
 // ZeroAhead has the writer keep the file's blocks written, with zeros, up
-// to ahead bytes past its batches while its rounds are small: while the
-// bytes appended per sync, measured over each ahead/2 bytes appended,
-// average at most round. Appending to a file makes each fdatasync also
-// commit the blocks and the size the file grew by; writing over zeros
-// already synced does not, which makes a small round's fdatasync about a
-// third faster on ext4. The zeros are written once per ahead/2 bytes and
-// committed by the next sync; with large rounds they would cost more
-// writing than they spare, and are not written. Zero ahead turns it off.
+// to ahead bytes past its batches while its rounds average at most round
+// bytes a sync (vfs.Ahead, which says why). Zero ahead turns it off.
 //
 // Recovery takes zeros after the last batch for the end of the segment
-// (see the package comment), and Seal cuts them off.
+// (see the package comment), and Seal and Rewind cut them off.
 func (w *Writer) ZeroAhead(ahead, round int64) {
-	w.ahead, w.round = ahead, round
-	w.from, w.syncsAt = w.info.End, w.syncs.Load()
-	// The first measure comes early: a log that syncs each append gains
-	// from its first MiB on.
-	w.check = w.info.End + ahead/8
-	if w.zeroed < w.info.End {
-		w.zeroed = w.info.End
-		if size, err := w.f.Size(); err == nil {
-			w.zeroed = max(w.zeroed, size)
-		}
-	}
-}
-
-// writeAhead measures the rounds since the last measure, which ended at
-// w.from, and writes zeros up to ahead bytes past end if they were small.
-// A failure to write them (a full disk) only ends the writing ahead: the
-// batches are whole, and zeros after them are no damage.
-func (w *Writer) writeAhead(end int64) {
-	syncs := w.syncs.Load()
-	small := syncs > w.syncsAt && (end-w.from)/(syncs-w.syncsAt) <= w.round
-	w.from, w.syncsAt, w.check = end, syncs, end+w.ahead/2
-	if !small || end+w.ahead <= w.zeroed {
-		return
-	}
-	w.tail = true // even if Extend fails: it may have written some
-	if err := w.f.Extend(end + w.ahead); err != nil {
-		w.ahead = 0
-		return
-	}
-	w.zeroed = end + w.ahead
+	w.zeros.Start(w.f, w.info.End, ahead, round)
 }
 
 // Sync makes everything appended so far durable.
@@ -213,7 +168,7 @@ func (w *Writer) Sync() error {
 		w.broken = fmt.Errorf("segment: sync %s: %w", w.info.Path, err)
 		return w.broken
 	}
-	w.syncs.Add(1)
+	w.zeros.Synced()
 	return nil
 }
 
@@ -228,7 +183,7 @@ func (w *Writer) SyncWritten() error {
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", w.path, err)
 	}
-	w.syncs.Add(1)
+	w.zeros.Synced()
 	return nil
 }
 
@@ -262,7 +217,7 @@ func (w *Writer) Rewind(m Mark) error {
 	w.info = m.info
 	w.info.Index = w.info.Index[:len(m.info.Index):len(m.info.Index)]
 	w.indexed = m.indexed
-	w.zeroed, w.from = m.info.End, min(w.from, m.info.End) // the cut took the zeros too
+	w.zeros.Cut(m.info.End)
 	w.broken = nil
 	return nil
 }
@@ -280,7 +235,7 @@ func (w *Writer) Seal() (Info, error) {
 		w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
 		return Info{}, w.broken
 	}
-	if w.tail {
+	if w.tail || w.zeros.Tail() {
 		// Written first, cut after: the footer takes blocks the file has.
 		if err := w.f.Truncate(w.info.End + int64(len(footer))); err != nil {
 			w.broken = fmt.Errorf("segment: seal %s: %w", w.info.Path, err)
