@@ -172,7 +172,7 @@ func (s *Store) plan(ops []op) ([]*work, map[*segment]*work) {
 			if seg.sealTo > 0 {
 				end = seg.frags[seg.sealTo-1].end()
 			}
-			if end < seg.end {
+			if end < seg.end || seg.zeros.Tail() { // the zeros go too
 				w.cut = end
 			}
 		}
@@ -206,6 +206,13 @@ func (s *Store) write(w *work, headers *[]byte) error {
 		}
 		w.file, w.created = f, true
 		bufs = append(bufs, encodeHeader(header{id: id, epoch: w.epoch, nonce: w.seg.nonce}))
+		w.seg.zeros.Start(f, 0, s.ahead, s.round)
+		w.seg.zerosOn, w.seg.written = true, 0
+	} else if !w.seg.zerosOn {
+		// A journal recovered at Open: its frames end where it does.
+		end := size(w.file)
+		w.seg.zeros.Start(w.file, end, s.ahead, s.round)
+		w.seg.zerosOn, w.seg.written = true, end
 	}
 	hs := slices.Grow((*headers)[:0], frameHeaderBytes*len(w.writes))[:frameHeaderBytes*len(w.writes)]
 	*headers = hs
@@ -214,9 +221,12 @@ func (s *Store) write(w *work, headers *[]byte) error {
 		putFrameHeader(h, w.seg.nonce, o.n, len(o.data), o.sum)
 		bufs = append(bufs, h[:], o.data)
 	}
-	if _, err := vfs.WriteBuffers(w.file, bufs); err != nil {
+	n, err := vfs.WriteBuffers(w.file, bufs)
+	if err != nil {
 		return fmt.Errorf("replica: write %s: %w", path, err)
 	}
+	w.seg.written += n
+	w.seg.zeros.Wrote(w.file, w.seg.written)
 	return nil
 }
 
@@ -260,6 +270,8 @@ func (s *Store) syncAll(works []*work) {
 			wg.Go(func() {
 				if err := w.file.Sync(); err != nil {
 					w.err = fmt.Errorf("replica: sync %s: %w", journalPath(s.dir, w.seg.id), err)
+				} else {
+					w.seg.zeros.Synced()
 				}
 			})
 		}

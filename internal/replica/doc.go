@@ -95,6 +95,12 @@
 // an old one's. The free directory's journals are not counted in DiskBytes;
 // Open keeps up to ReuseJournals of them and removes the others.
 //
+// A journal new or reused past its old end also gets zeros written ahead of
+// its frames while its syncs are small (Options.ZeroAhead, vfs.Ahead), for
+// the same reason. Zeros are no valid frame: recovery cuts them after the
+// last frame (logged at Info when they are all it cuts), and a seal cuts
+// them with the journal.
+//
 // # State file (48 bytes)
 //
 //	 0    4 magic    "TRRS"

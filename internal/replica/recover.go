@@ -147,12 +147,20 @@ func (s *Store) recoverSegment(id SegmentID, hasState bool) error {
 		f.Close()
 		return err
 	}
-	if seg.end < size(f) {
-		if err := truncate(path, f, seg.end); err != nil {
+	if n := size(f); seg.end < n {
+		zeros, err := vfs.AllZero(f, seg.end, n)
+		if err == nil {
+			err = truncate(path, f, seg.end)
+		}
+		if err != nil {
 			f.Close()
 			return err
 		}
-		s.log.Warn("replica: cut a journal after its last valid frame (a torn tail, or what a reused file held before)", "path", path, "at", seg.end)
+		if zeros {
+			s.log.Info("replica: cut the zeros after a journal's last frame (written ahead of the frames, or a write a crash tore)", "path", path, "at", seg.end, "bytes", n-seg.end)
+		} else {
+			s.log.Warn("replica: cut a journal after its last valid frame (a torn tail, or what a reused file held before)", "path", path, "at", seg.end)
+		}
 	}
 	s.segs[id] = seg
 	s.memBytes += seg.memBytes

@@ -47,7 +47,12 @@ type Options struct {
 	// new journals over, which spares the filesystem allocating their
 	// blocks: DefaultReuseJournals if zero, none if negative.
 	ReuseJournals int
-	Logger        *slog.Logger // slog.DiscardHandler if nil
+	// ZeroAhead is how far past its last frame each journal is kept
+	// written with zeros while its syncs average ZeroRound bytes or fewer
+	// (vfs.Ahead): vfs.DefaultAhead and vfs.DefaultAheadRound if zero, not
+	// at all if ZeroAhead is negative.
+	ZeroAhead, ZeroRound int64
+	Logger               *slog.Logger // slog.DiscardHandler if nil
 }
 
 // Store is the replica side of quorum mode on one node: segments' fragments
@@ -61,6 +66,8 @@ type Store struct {
 	maxMem  int64
 	maxDisk int64
 	maxFree int // dropped journals kept to write over
+	// ahead and round are Options.ZeroAhead and ZeroRound, defaulted
+	ahead, round int64
 	log     *slog.Logger
 	lock    io.Closer
 	kick    chan struct{} // wakes the committer; capacity 1
@@ -104,6 +111,12 @@ type segment struct {
 	sealed    bool       // committer
 	dropping  bool       // a Drop is under way or done
 	failed    error      // an I/O error; every later call fails with it
+	// zeros writes zeros ahead of the journal's frames, from its first
+	// write on (zerosOn), and written is where the frames end in the
+	// file; committer.
+	zeros   vfs.Ahead
+	zerosOn bool
+	written int64
 }
 
 // fragment locates one fragment.
@@ -144,6 +157,8 @@ func Open(opts Options) (*Store, error) {
 		maxMem:  cmp.Or(opts.MemBytes, DefaultMemBytes),
 		maxDisk: opts.DiskBytes,
 		maxFree: max(cmp.Or(opts.ReuseJournals, DefaultReuseJournals), 0),
+		ahead:   cmp.Or(opts.ZeroAhead, vfs.DefaultAhead),
+		round:   cmp.Or(max(opts.ZeroRound, 0), vfs.DefaultAheadRound),
 		log:     opts.Logger,
 		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),

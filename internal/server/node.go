@@ -58,7 +58,7 @@ func startNode(ctx context.Context, cfg Config, cli *clientv3.Client, addr strin
 	bucket = obs.Bucket(bucket) // the uploads of sealed segments, as the object logs' requests
 	dir := filepath.Join(cfg.Data, "replica")
 	store, err := replica.Open(replica.Options{FS: vfs.OS, Dir: dir, Bucket: bucket, Logger: logger,
-		MemBytes: budgetsOf(cfg.MemoryLimitBytes).replicaBytes})
+		MemBytes: budgetsOf(cfg.MemoryLimitBytes).replicaBytes, ZeroAhead: cfg.Limits.ZeroAheadBytes})
 	if err != nil {
 		bucket.Close()
 		return nil, fmt.Errorf("open the replica store in %s: %w", dir, err)

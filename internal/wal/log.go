@@ -77,12 +77,10 @@ func (o *Options) setDefaults() {
 }
 
 // DefaultZeroAhead and DefaultZeroRound are Options.ZeroAhead and
-// ZeroRound when zero: zeros pay for rounds of a few KiB (sync-1k's p50
-// falls by about a third on ext4) and cost throughput at rounds of a few
-// hundred KiB (docs/benchmarks/notes.md, "Zeros written ahead").
+// ZeroRound when zero.
 const (
-	DefaultZeroAhead = 1 << 20
-	DefaultZeroRound = 64 << 10
+	DefaultZeroAhead = vfs.DefaultAhead
+	DefaultZeroRound = vfs.DefaultAheadRound
 )
 
 // ahead has w write zeros ahead as the options say, and returns it.
