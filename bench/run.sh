@@ -110,6 +110,12 @@ for w in "${workloads[@]}"; do
 	# shellcheck disable=SC2046
 	"$tern" bench --data "$data" --workload "$w" --duration "$duration" --warmup "$warmup" $(sizes "$w") --json "$results" 2>>"$log" | tee -a "$log" ||
 		failed+=("tern $w: failed")
+	# What the zeros written ahead of small rounds buy (tern serve
+	# --zero-ahead), in the same run: the same log without them.
+	if [[ $w == sync-1k ]]; then
+		"$tern" bench --data "$data" --workload "$w" --zero-ahead 0 --duration "$duration" --warmup "$warmup" --json "$results" 2>>"$log" | tee -a "$log" ||
+			failed+=("tern $w --zero-ahead 0: failed")
+	fi
 done
 
 # A WAL's normal life: each log truncated behind its writer, so segments are

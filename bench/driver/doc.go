@@ -25,4 +25,7 @@ type Env struct {
 	// ReuseSegments is tern.Options.ReuseSegments for the logs embedded
 	// in this process.
 	ReuseSegments int
+	// ZeroAhead is tern.Options.ZeroAheadBytes for the logs embedded in
+	// this process.
+	ZeroAhead int64
 }

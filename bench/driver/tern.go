@@ -40,7 +40,7 @@ func ServerAt(opts tern.Options) Mode { return Mode{server: &opts} }
 func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, mode Mode) (*loadgen.Result, error) {
 	fsync := log.Fsync
 	dir := env.Dir
-	copts, prefix, variant := tern.Options{Dir: dir, ReuseSegments: env.ReuseSegments}, "bench-", "durable"
+	copts, prefix, variant := tern.Options{Dir: dir, ReuseSegments: env.ReuseSegments, ZeroAheadBytes: env.ZeroAhead}, "bench-", "durable"
 	storage := dir
 	switch {
 	case mode.loopback:
@@ -84,6 +84,9 @@ func Tern(ctx context.Context, env Env, spec loadgen.Spec, log tern.LogOptions, 
 	r.Variant += compressed(log.Compression)
 	if log.SegmentBytes > 0 {
 		r.Variant += fmt.Sprintf(", segments of %s", units.FormatBytes(log.SegmentBytes))
+	}
+	if env.ZeroAhead < 0 {
+		r.Variant += ", no zeros ahead"
 	}
 	if env.KeepBytes > 0 {
 		r.Variant += fmt.Sprintf(", truncated to keep %s", units.FormatBytes(env.KeepBytes))

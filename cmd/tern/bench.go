@@ -83,6 +83,8 @@ SIZE behind its end, so that sealed segments are deleted while the writers go
 on and new segments are written over their files (--reuse-segments -1: new
 files instead, to compare), as in
   tern bench --workload conc-4k --segment-size 64MiB --truncate-behind 128MiB
+--zero-ahead 0 writes no zeros ahead of the appends (tern serve --zero-ahead),
+to compare.
 
 With --storage URL (the flag; $TERN_STORAGE is not used here), measure logs in
 object mode, embedded, on that object store: their metadata in the fresh
@@ -162,9 +164,12 @@ peers and writes docs/benchmarks.md.`,
 			if flag := changedFlag(cmd, "ensemble", "ack-quorum", "node-ttl"); flag != "" {
 				return usagef(cmd, "--%s applies to quorum logs: add --cluster N", flag)
 			}
-			if flag := changedFlag(cmd, "segment-size", "truncate-behind", "reuse-segments"); flag != "" &&
+			if flag := changedFlag(cmd, "segment-size", "truncate-behind", "reuse-segments", "zero-ahead"); flag != "" &&
 				(grpcLoopback || a.server != "" || pairs > 0 || cmd.Root().PersistentFlags().Changed("storage")) {
 				return usagef(cmd, "--%s applies to local logs embedded in this process: leave out --grpc, --server, --pairs and --storage", flag)
+			}
+			if life.ahead > maxZeroAhead {
+				return usagef(cmd, "--zero-ahead %s: use a size up to %s (0: none)", units.FormatBytes(life.ahead), units.FormatBytes(maxZeroAhead))
 			}
 			if err := obj.check(cmd, a, grpcLoopback); err != nil {
 				return err
@@ -224,7 +229,7 @@ peers and writes docs/benchmarks.md.`,
 				mode = driver.ServerAt(opts)
 			}
 			return a.runBench(cmd, f, func(ctx context.Context, env driver.Env) ([]*loadgen.Result, error) {
-				env.KeepBytes, env.ReuseSegments = life.keep, life.reuse
+				env.KeepBytes, env.ReuseSegments, env.ZeroAhead = life.keep, life.reuse, life.zeroAhead(cmd)
 				what := fmt.Sprintf("on Tern embedded in this process, local logs (fsync %s) in %s", fsync, env.Dir)
 				switch {
 				case grpcLoopback:

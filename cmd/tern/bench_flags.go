@@ -169,6 +169,7 @@ type walLife struct {
 	segment int64 // LogOptions.SegmentBytes; 0: the default
 	keep    int64 // truncate each log to keep about this many bytes; 0: never
 	reuse   int   // tern.Options.ReuseSegments
+	ahead   int64 // tern.Options.ZeroAheadBytes; --zero-ahead 0 sets -1
 }
 
 func (l *walLife) addFlags(cmd *cobra.Command) {
@@ -176,4 +177,13 @@ func (l *walLife) addFlags(cmd *cobra.Command) {
 	f.Var(sizeFlag{&l.segment}, "segment-size", "local logs embedded: roll segments at this size (default 256MiB)")
 	f.Var(sizeFlag{&l.keep}, "truncate-behind", "local logs embedded: every 100ms, truncate each log to keep about this much behind its end, as a WAL's consumer does, so that its segments are deleted as the writers go (default: never)")
 	numberVar(f, &l.reuse, "reuse-segments", 0, -1, "local logs embedded: the files of deleted segments each log keeps to write new segments over (tern.Options.ReuseSegments; default 2, -1: none)")
+	f.Var(sizeFlag{&l.ahead}, "zero-ahead", "local logs embedded: how far past its last append each log writes zeros while its appends are small, as tern serve --zero-ahead (default 1MiB, 0: none)")
+}
+
+// zeroAhead is tern.Options.ZeroAheadBytes as --zero-ahead says.
+func (l *walLife) zeroAhead(cmd *cobra.Command) int64 {
+	if cmd.Flags().Changed("zero-ahead") && l.ahead == 0 {
+		return -1
+	}
+	return l.ahead
 }

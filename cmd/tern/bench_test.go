@@ -242,6 +242,8 @@ func TestBenchUsage(t *testing.T) {
 	fails(t, 2, dir, "", []string{"bench", "--flush-bytes", "1MiB"}, "--flush-bytes applies to logs in object storage: add --storage")
 	fails(t, 2, dir, "", []string{"bench", "--grpc", "--truncate-behind", "1MiB"}, "--truncate-behind applies to local logs embedded in this process")
 	fails(t, 2, dir, "", []string{"bench", "--reuse-segments", "-2"}, "--reuse-segments")
+	fails(t, 2, dir, "", []string{"bench", "--zero-ahead", "1GiB"}, "--zero-ahead 1GiB: use a size up to 64MiB")
+	fails(t, 2, dir, "", []string{"bench", "--grpc", "--zero-ahead", "0"}, "--zero-ahead applies to local logs embedded in this process")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--grpc"}, "does not combine with --grpc or --server")
 	fails(t, 2, dir, "", []string{"--storage", "dir://" + dir, "bench", "--fsync", "never"}, "--fsync applies to local logs")
 	fails(t, 2, dir, "", []string{"--storage", "http://x", "bench"}, "--storage", "dir:///PATH")
