@@ -162,13 +162,15 @@ func (l *Log) bgEnd() {
 }
 
 // dropSpare deletes the spare segment, which has no fragments, from
-// metadata, at Close. A failure leaves it for the next writer's Fence.
+// metadata, at Close. A failed log keeps it (a newer writer may have
+// sealed it already), and so does a failure: the next writer's Fence
+// seals it empty.
 func (l *Log) dropSpare(ctx context.Context) {
 	l.mu.Lock()
-	sp := l.spare
+	sp, failed := l.spare, l.failed
 	l.spare = nil
 	l.mu.Unlock()
-	if sp == nil {
+	if sp == nil || failed != nil {
 		return
 	}
 	if err := l.opts.Meta.DeleteSegment(ctx, sp.m.Seq); err != nil {
