@@ -238,3 +238,17 @@ func TestRollAheadManyRolls(t *testing.T) {
 	defer l2.Close()
 	objlogtest.WantSeq(t, objlogtest.ReadAll(t, l2, 0, 50), "a", 50)
 }
+
+// settle waits until no segment is being created ahead or sealed behind
+// the appends, so that metadata and the log agree on which are sealed.
+func settle(l *Log) {
+	for {
+		l.mu.Lock()
+		n := l.bg
+		l.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
