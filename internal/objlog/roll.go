@@ -89,6 +89,9 @@ func (l *Log) rollAhead() (switched, wait bool) {
 		return false, l.creating
 	}
 	sp.m.Base, sp.end = l.next, l.next // as N's seal will store it
+	// Its age counts from its first fragment, as if it were created now;
+	// its seal stores this time.
+	sp.m.Created = l.opts.Now()
 	l.segs = append(l.segs, sp)
 	l.open, l.spare, l.sealing = sp, nil, o
 	l.bgStart()
