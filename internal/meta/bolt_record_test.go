@@ -228,6 +228,19 @@ func TestSegmentRecordFormat(t *testing.T) {
 		t.Error("encodeNewSegment of a sealed segment succeeded, want an error")
 	}
 
+	// Pending is written only when set, after sealed.
+	pending := Segment{Epoch: 1, Pending: true}
+	const wantPending = `{"v":1,"epoch":1,"base":0,"created_ns":null,"sealed":false,"pending":true,"end":0,"bytes":0,"max_time_ns":0,"objects":null}`
+	if got, err := encodeNewSegment(pending); err != nil || string(got) != wantPending {
+		t.Fatalf("encodeNewSegment(%#v) = %s, %v, want %s", pending, got, err, wantPending)
+	}
+	if back, err := decodeSegment([]byte(wantPending)); err != nil || !reflect.DeepEqual(back, pending) {
+		t.Fatalf("decodeSegment(%s) = %#v, %v, want %#v", wantPending, back, err, pending)
+	}
+	if _, err := encodeNewSegment(Segment{Pending: true, Base: 1}); err == nil {
+		t.Error("encodeNewSegment of a pending segment with a base succeeded, want an error")
+	}
+
 	for _, bad := range []string{
 		``,
 		`{}`,

@@ -31,14 +31,16 @@ func (b *Bolt) CreateSegment(ctx context.Context, log string, s Segment) error {
 		if err != nil {
 			return err
 		}
+		var last *Segment
 		if k, lastV := bk.Cursor().Last(); k != nil {
-			last, err := decodeSegmentAt(k, lastV)
+			l, err := decodeSegmentAt(k, lastV)
 			if err != nil {
 				return err
 			}
-			if last.Seq >= s.Seq || !last.Sealed {
-				return ErrSegmentExist
-			}
+			last = &l
+		}
+		if err := checkNewAfter(last, s); err != nil {
+			return err
 		}
 		return bk.Put(seqKey(s.Seq), v)
 	})
@@ -57,10 +59,25 @@ func (b *Bolt) SealSegment(ctx context.Context, log string, s Segment) (Segment,
 		return Segment{}, wrapSegment("seal segment", log, s.Seq, err)
 	}
 	var got Segment
-	err := b.updateSegment(log, s.Seq, func(cur *Segment) (bool, error) {
+	err := b.updateSegment(log, s.Seq, func(bk *bolt.Bucket, cur *Segment) (bool, error) {
 		changed, err := seal(cur, s)
 		got = *cur
-		return changed, err
+		if err != nil || !changed {
+			return changed, err
+		}
+		// A pending successor gets its base in the same transaction.
+		v := bk.Get(seqKey(s.Seq + 1))
+		if v == nil {
+			return true, nil
+		}
+		next, err := decodeSegmentAt(seqKey(s.Seq+1), v)
+		if err != nil || !activate(&next, cur.End) {
+			return true, err
+		}
+		if v, err = encodeSegment(next); err != nil {
+			return false, err
+		}
+		return true, bk.Put(seqKey(next.Seq), v)
 	})
 	if err != nil {
 		return Segment{}, wrapSegment("seal segment", log, s.Seq, err)
@@ -73,7 +90,7 @@ func (b *Bolt) ReplaceObjects(ctx context.Context, log string, seq uint64, old, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := b.updateSegment(log, seq, func(cur *Segment) (bool, error) {
+	err := b.updateSegment(log, seq, func(_ *bolt.Bucket, cur *Segment) (bool, error) {
 		return true, replaceObjects(cur, old, new)
 	})
 	return wrapSegment("replace objects of segment", log, seq, err)
@@ -120,9 +137,10 @@ func (b *Bolt) DeleteSegment(ctx context.Context, log string, seq uint64) error 
 	return wrapSegment("delete segment", log, seq, err)
 }
 
-// updateSegment reads a segment, lets fn change it and, if fn says it did
-// and returns no error, writes it back, in one read-write transaction.
-func (b *Bolt) updateSegment(log string, seq uint64, fn func(*Segment) (bool, error)) error {
+// updateSegment reads a segment, lets fn change it (and others of bk, the
+// log's segments) and, if fn says it did and returns no error, writes it
+// back, in one read-write transaction.
+func (b *Bolt) updateSegment(log string, seq uint64, fn func(*bolt.Bucket, *Segment) (bool, error)) error {
 	return b.db.Update(func(tx *bolt.Tx) error {
 		bk, err := segments(tx, log)
 		if err != nil {
@@ -140,7 +158,7 @@ func (b *Bolt) updateSegment(log string, seq uint64, fn func(*Segment) (bool, er
 			return fmt.Errorf("segment %d: %w", seq, err)
 		}
 		s.Seq = seq
-		changed, err := fn(&s)
+		changed, err := fn(bk, &s)
 		if err != nil || !changed {
 			return err
 		}

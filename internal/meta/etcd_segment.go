@@ -32,8 +32,15 @@ import (
 //     nothing unseals a segment and nothing but CreateSegment, which changes
 //     T, stores one.
 //
+// A pending segment (Segment.Pending) is the exception: it is created right
+// after an open segment L that is not pending, and the transaction also
+// compares L's mod revision, so L is still open when it commits; SealSegment
+// of L activates it. Then two segments are open, L and L+1, and segtail names
+// L+1: a CreateSegment finds L+1 open and fails, and if L+1 was deleted it
+// reads L, the segment before the one segtail names, instead.
+//
 // So when it commits, the log has epoch s.Epoch, no segment >= s.Seq and no
-// open one. Of racing CreateSegments only the first to commit finds R and T
+// open one (but L, for a pending s). Of racing CreateSegments only the first to commit finds R and T
 // as it read them, and a CreateSegment racing ClaimWriter or BumpEpoch
 // commits only before the new epoch is stored. Every step reads or compares
 // single keys (the range read of Seqs >= s.Seq stops at the first), so the
@@ -86,18 +93,24 @@ func (e *Etcd) createSegment(ctx context.Context, log string, s Segment, v strin
 			return ErrSegmentExist
 		}
 		tailKV := first(resp2, 0)
+		var last *Segment
+		var lastKV *kv
 		if tailKV != nil {
-			open, err := e.tailOpen(ctx, l.ID, tailKV.Value)
-			if err != nil {
+			if last, lastKV, err = e.tailSegment(ctx, l.ID, tailKV.Value); err != nil {
 				return err
 			}
-			if open {
-				return ErrSegmentExist
-			}
 		}
-		resp2, err = e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(name), "=", record.ModRevision),
-				clientv3.Compare(clientv3.ModRevision(tail), "=", modRev(tailKV))).
+		if err := checkNewAfter(last, s); err != nil {
+			return err
+		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(name), "=", record.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(tail), "=", modRev(tailKV))}
+		if s.Pending {
+			// Segment L must still be open: a seal since the read would
+			// leave this one pending for good.
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(e.segKey(l.ID, last.Seq)), "=", lastKV.ModRevision))
+		}
+		resp2, err = e.cli.Txn(ctx).If(cmps...).
 			Then(clientv3.OpPut(key, v), clientv3.OpPut(tail, strconv.FormatUint(s.Seq, 10))).
 			Commit()
 		if err != nil {
@@ -109,22 +122,31 @@ func (e *Etcd) createSegment(ctx context.Context, log string, s Segment, v strin
 	}
 }
 
-// tailOpen reports whether the segment that segtail's value names, of log
-// id, exists and is open.
-func (e *Etcd) tailOpen(ctx context.Context, id uint64, tail []byte) (bool, error) {
+// tailSegment returns the newest segment of log id, and its key-value: the
+// one that segtail's value names or, if that one was deleted, the one before
+// it (open if the deleted one was pending), or nils if neither exists.
+func (e *Etcd) tailSegment(ctx context.Context, id uint64, tail []byte) (*Segment, *kv, error) {
 	seq, err := strconv.ParseUint(string(tail), 10, 64)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", e.segTailKey(id), err)
+		return nil, nil, fmt.Errorf("%s: %w", e.segTailKey(id), err)
 	}
-	resp, err := e.cli.Get(ctx, e.segKey(id, seq))
-	if err != nil || len(resp.Kvs) == 0 {
-		return false, err
-	}
-	s, err := decodeSegment(resp.Kvs[0].Value)
+	resp, err := e.cli.Txn(ctx).Then(clientv3.OpGet(e.segKey(id, seq)), clientv3.OpGet(e.segKey(id, seq-1))).Commit()
 	if err != nil {
-		return false, fmt.Errorf("segment %d: %w", seq, err)
+		return nil, nil, err
 	}
-	return !s.Sealed, nil
+	kv := first(resp, 0)
+	if kv == nil && seq > 1 {
+		kv, seq = first(resp, 1), seq-1
+	}
+	if kv == nil {
+		return nil, nil, nil
+	}
+	s, err := decodeSegment(kv.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segment %d: %w", seq, err)
+	}
+	s.Seq = seq
+	return &s, kv, nil
 }
 
 // SealSegment implements Store.
@@ -141,10 +163,56 @@ func (e *Etcd) SealSegment(ctx context.Context, log string, s Segment) (Segment,
 		return Segment{}, wrapSegment("seal segment", log, s.Seq, e.classify(ctx, err))
 	}
 	var got Segment
-	err := e.updateSegment(ctx, log, s.Seq, func(cur *Segment) (bool, error) {
-		changed, err := seal(cur, s)
-		got = *cur
-		return changed, err
+	err := e.onLog(ctx, log, func(id uint64, exists clientv3.Cmp) (bool, error) {
+		key, nextKey := e.segKey(id, s.Seq), e.segKey(id, s.Seq+1)
+		resp, err := e.cli.Txn(ctx).If(exists).Then(clientv3.OpGet(key), clientv3.OpGet(nextKey)).Commit()
+		if err != nil || !resp.Succeeded {
+			return false, err
+		}
+		kv, nextKV := first(resp, 0), first(resp, 1)
+		if kv == nil {
+			return false, ErrSegmentNotFound
+		}
+		cur, err := decodeSegment(kv.Value)
+		if err != nil {
+			return false, fmt.Errorf("segment %d: %w", s.Seq, err)
+		}
+		cur.Seq = s.Seq
+		changed, err := seal(&cur, s)
+		got = cur
+		if err != nil || !changed {
+			return err == nil, err
+		}
+		v, err := encodeSegment(cur)
+		if err != nil {
+			return false, err
+		}
+		ops := []clientv3.Op{clientv3.OpPut(key, string(v))}
+		if nextKV != nil {
+			next, err := decodeSegment(nextKV.Value)
+			if err != nil {
+				return false, fmt.Errorf("segment %d: %w", s.Seq+1, err)
+			}
+			if activate(&next, cur.End) {
+				nv, err := encodeSegment(next)
+				if err != nil {
+					return false, err
+				}
+				ops = append(ops, clientv3.OpPut(nextKey, string(nv)))
+			}
+		}
+		// Both mod revisions change with every write of their segment and
+		// with its deletion (DeleteLog's too), and the second with the
+		// creation of a pending successor.
+		resp, err = e.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision),
+				clientv3.Compare(clientv3.ModRevision(nextKey), "=", modRev(nextKV))).
+			Then(ops...).
+			Commit()
+		if err != nil {
+			return false, err
+		}
+		return resp.Succeeded, nil
 	})
 	if err != nil {
 		return Segment{}, wrapSegment("seal segment", log, s.Seq, e.classify(ctx, err))

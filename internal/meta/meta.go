@@ -45,6 +45,10 @@ var (
 	// ErrConflict is returned when a segment's objects are not the ones a
 	// compare-and-swap expected: someone else changed them first.
 	ErrConflict = errors.New("meta: segment changed concurrently")
+	// ErrPending is returned for sealing a pending segment (Segment.Pending),
+	// whose predecessor is not sealed yet, and for creating a pending segment
+	// anywhere but right after an open segment that is not pending itself.
+	ErrPending = errors.New("meta: a pending segment must follow the open segment, which must be sealed first")
 )
 
 // Log is the metadata of one log.
@@ -101,6 +105,11 @@ type Segment struct {
 	Base    uint64    // the offset of its first entry
 	Created time.Time // set by the caller
 	Sealed  bool
+	// Pending, for a segment created while the one before it is still
+	// open, says its Base is not known yet (it is 0): SealSegment of the
+	// segment before sets Base to that one's End and clears Pending, in
+	// the same atomic step. A pending segment cannot be sealed.
+	Pending bool
 
 	// Ensemble, for a segment of a log in quorum mode, lists the replica
 	// nodes that hold its fragments, and AckQuorum how many of them
@@ -219,12 +228,18 @@ type Store interface {
 	// segment. It fails with ErrNotFound if the log does not exist,
 	// ErrStaleEpoch if the log's Epoch is not s.Epoch, and ErrSegmentExist if
 	// a segment with s.Seq exists, or one with a higher Seq, or one that is
-	// not sealed. The checks and the write are one atomic step.
+	// not sealed. A Pending s, whose Base must be 0, is the exception: it
+	// must have the Seq after the newest segment, which must be open and not
+	// pending (ErrPending otherwise), so a log has at most one pending
+	// segment, right after its open one. The checks and the write are one
+	// atomic step.
 	CreateSegment(ctx context.Context, log string, s Segment) error
 	// SealSegment seals the stored open segment s.Seq with s, which must be
-	// Sealed and have the stored Epoch and Base, and returns s. If the
-	// stored segment is sealed already it is left as it is and returned, with
-	// no error: the caller compares. ErrNotFound / ErrSegmentNotFound.
+	// Sealed and have the stored Epoch and Base, and returns s. If segment
+	// s.Seq+1 is pending, the same atomic step gives it Base s.End and
+	// clears its Pending. If the stored segment is sealed already it is
+	// left as it is and returned, with no error: the caller compares.
+	// ErrNotFound / ErrSegmentNotFound, and ErrPending for a pending one.
 	SealSegment(ctx context.Context, log string, s Segment) (Segment, error)
 	// ReplaceObjects swaps the objects of the sealed segment seq from old to
 	// new (and its Bytes to their sum) if its objects are old, and fails with

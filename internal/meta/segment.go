@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	errSealed    = errors.New("segment to create is sealed")
-	errNotSealed = errors.New("segment is not sealed")
+	errSealed      = errors.New("segment to create is sealed")
+	errNotSealed   = errors.New("segment is not sealed")
+	errPendingBase = errors.New("a pending segment's base is not known: create it with base 0")
 )
 
 // The range of times that int64 nanoseconds since the Unix epoch hold.
@@ -26,11 +27,14 @@ var (
 
 // segmentRecord is the persisted form of a Segment.
 type segmentRecord struct {
-	V         int            `json:"v"`
-	Epoch     uint64         `json:"epoch"`
-	Base      uint64         `json:"base"`
-	CreatedNS *int64         `json:"created_ns"`
-	Sealed    bool           `json:"sealed"`
+	V         int    `json:"v"`
+	Epoch     uint64 `json:"epoch"`
+	Base      uint64 `json:"base"`
+	CreatedNS *int64 `json:"created_ns"`
+	Sealed    bool   `json:"sealed"`
+	// Pending is left out unless set: records of other segments read as
+	// they did before it existed.
+	Pending   bool           `json:"pending,omitempty"`
 	End       uint64         `json:"end"`
 	Bytes     int64          `json:"bytes"`
 	MaxTimeNS int64          `json:"max_time_ns"`
@@ -59,6 +63,7 @@ func encodeSegment(s Segment) ([]byte, error) {
 		Epoch:     s.Epoch,
 		Base:      s.Base,
 		Sealed:    s.Sealed,
+		Pending:   s.Pending,
 		End:       s.End,
 		Bytes:     s.Bytes,
 		MaxTimeNS: s.MaxTime,
@@ -101,6 +106,7 @@ func decodeSegment(v []byte) (Segment, error) {
 		Epoch:     r.Epoch,
 		Base:      r.Base,
 		Sealed:    r.Sealed,
+		Pending:   r.Pending,
 		End:       r.End,
 		Bytes:     r.Bytes,
 		MaxTime:   r.MaxTimeNS,
@@ -128,7 +134,36 @@ func encodeNewSegment(s Segment) ([]byte, error) {
 	if s.Sealed {
 		return nil, errSealed
 	}
+	if s.Pending && s.Base != 0 {
+		return nil, errPendingBase
+	}
 	return encodeSegment(s)
+}
+
+// checkNewAfter applies CreateSegment's rule on the newest stored segment
+// last (nil if there is none) to s.
+func checkNewAfter(last *Segment, s Segment) error {
+	switch {
+	case last != nil && last.Seq >= s.Seq:
+		return ErrSegmentExist
+	case s.Pending:
+		if last == nil || last.Sealed || last.Pending || last.Seq+1 != s.Seq {
+			return ErrPending
+		}
+	case last != nil && !last.Sealed:
+		return ErrSegmentExist
+	}
+	return nil
+}
+
+// activate gives the pending segment next, which follows the segment just
+// sealed at end, its Base. It reports whether next changed.
+func activate(next *Segment, end uint64) bool {
+	if !next.Pending {
+		return false
+	}
+	next.Base, next.Pending = end, false
+	return true
 }
 
 // seal applies SealSegment's rule to the stored segment cur: a sealed one
@@ -138,6 +173,9 @@ func encodeNewSegment(s Segment) ([]byte, error) {
 func seal(cur *Segment, s Segment) (bool, error) {
 	if cur.Sealed {
 		return false, nil
+	}
+	if cur.Pending {
+		return false, ErrPending
 	}
 	if s.Epoch != cur.Epoch || s.Base != cur.Base {
 		return false, fmt.Errorf("epoch %d and base %d are not the stored %d and %d",
@@ -186,7 +224,7 @@ func wrapSegment(op, log string, seq uint64, err error) error {
 	case errors.Is(err, ErrNotFound):
 		return wrap(op, log, err)
 	case errors.Is(err, ErrSegmentNotFound), errors.Is(err, ErrSegmentExist),
-		errors.Is(err, ErrStaleEpoch), errors.Is(err, ErrConflict):
+		errors.Is(err, ErrStaleEpoch), errors.Is(err, ErrConflict), errors.Is(err, ErrPending):
 		return fmt.Errorf("%w: segment %d of log %q", err, seq, log)
 	default:
 		return fmt.Errorf("meta: %s %d of log %q: %w", op, seq, log, err)

@@ -52,6 +52,11 @@
 // An upload that keeps failing for RetryTimeout fails the log: no later
 // append is acknowledged until a new writer recovers it.
 //
+// Without a Placement a segment rolls off the appends' path (roll.go): the
+// next segment is created ahead, pending (its base unknown), and at the
+// roll the flusher cuts into it at once while a goroutine seals the rolled
+// one, which gives the pending one its base in the same metadata step.
+//
 // # Fencing and recovery
 //
 // A writer epoch owns the open segment it created; creating a segment is a
@@ -64,7 +69,10 @@
 // seals the segment in metadata with the fragments before the fence, and
 // starts its own segment after it. Since the old writer acknowledges
 // fragments in order and its PUT at the fence's number fails, every entry it
-// acknowledged lies before the fence.
+// acknowledged lies before the fence. A pending segment after the open one
+// gets its base from that seal and is fenced and sealed next, or sealed
+// empty if its first fragment starts past that base: then it holds only
+// entries the old writer never acknowledged (fenceFollower).
 //
 // The first append with a producer after Open, or after a Fence that found
 // the end moved by a writer elsewhere, rebuilds the log's deduplication

@@ -39,7 +39,7 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	}
 	l.fencing = true
 	l.failQueued(rpcerr.ErrFenced)
-	for len(l.inflight) > 0 || l.busy {
+	for len(l.inflight) > 0 || l.busy || l.bg > 0 {
 		advanced := l.advanced
 		l.mu.Unlock()
 		<-advanced
@@ -56,7 +56,8 @@ func (l *Log) Fence(ctx context.Context, epoch uint64, owned func() bool) error 
 	}
 
 	// The flusher is idle now (fencing, nothing queued or in flight, no
-	// metadata call under way) and starts nothing until fencing ends.
+	// metadata call under way, its own or roll.go's goroutines') and starts
+	// nothing until fencing ends.
 	before := l.Stats().End
 	err := l.load(ctx, true)
 	if err != nil || l.Stats().End != before {

@@ -37,7 +37,13 @@ func (m *memMeta) SealSegment(ctx context.Context, s meta.Segment) (meta.Segment
 	defer m.mu.Unlock()
 	for i := range m.segs {
 		if m.segs[i].Seq == s.Seq {
+			if m.segs[i].Pending {
+				return meta.Segment{}, meta.ErrPending
+			}
 			m.segs[i] = s
+			if i+1 < len(m.segs) && m.segs[i+1].Pending {
+				m.segs[i+1].Base, m.segs[i+1].Pending = s.End, false
+			}
 			return s, nil
 		}
 	}

@@ -140,6 +140,7 @@ type seg struct {
 	maxTime int64
 	frags   int    // fragments written: the next fragment's number, for the open segment
 	stream  Stream // where the current epoch's open segment goes, when placed
+	ahead   bool   // the segment after it was to be created ahead (roll.go)
 }
 
 func (s *seg) sealed() bool { return s.m.Sealed }
@@ -205,9 +206,18 @@ type Log struct {
 	inflight  []*frag // cut, not yet acknowledged, in order
 	fencing   bool    // Fence is under way: the flusher waits
 	busy      bool    // the flusher is creating or sealing a segment
-	wake      chan struct{}
-	flushed   chan struct{} // closed when the flusher has exited
-	uploads   sync.WaitGroup
+	// Without a Placement (roll.go): the segment created pending after
+	// the open one, ready for the roll; whether a goroutine is creating
+	// it; the rolled segment a goroutine is sealing; and how many such
+	// goroutines run (Fence waits for them; Close too, with bgWG).
+	spare    *seg
+	creating bool
+	sealing  *seg
+	bg       int
+	bgWG     sync.WaitGroup
+	wake     chan struct{}
+	flushed  chan struct{} // closed when the flusher has exited
+	uploads  sync.WaitGroup
 
 	// Quorum mode:
 	// With a Placement:
@@ -267,7 +277,22 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 		switch {
 		case m.Sealed:
 			s = sealedSeg(m)
-		case i != len(ms)-1:
+		case m.Pending:
+			if i != len(ms)-1 || i == 0 || ms[i-1].Sealed || ms[i-1].Pending {
+				return fmt.Errorf("objlog: segment %d of %s is pending but does not follow the open segment", m.Seq, l.opts.Prefix)
+			}
+			if !fence {
+				// Its entries are readable once the one before is sealed.
+				continue
+			}
+			// Fencing sealed the one before, which gave this one its Base.
+			m.Base, m.Pending = segs[len(segs)-1].end, false
+			sealed, err := l.fenceFollower(ctx, m)
+			if err != nil {
+				return err
+			}
+			s = sealedSeg(sealed)
+		case i != len(ms)-1 && (i != len(ms)-2 || !ms[i+1].Pending):
 			return fmt.Errorf("objlog: segment %d of %s is open but not the last", m.Seq, l.opts.Prefix)
 		case fence:
 			fenceSeg := l.fenceSegment
@@ -304,6 +329,7 @@ func (l *Log) load(ctx context.Context, fence bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.segs, l.open, l.unsettled = segs, nil, unsettled
+	l.spare, l.sealing = nil, nil
 	// A truncation since Open has moved the start past opts.Start.
 	l.start = max(l.start, l.opts.Start)
 	l.end = l.opts.Start
@@ -378,6 +404,10 @@ func (l *Log) Close() error {
 	engine.Wake(l.wake)
 	<-l.flushed
 	l.uploads.Wait()
+	l.bgWG.Wait() // the seal of a rolled segment comes before the open one's
+	ctx, cancel := context.WithTimeout(context.Background(), metaTimeout)
+	l.dropSpare(ctx)
+	cancel()
 	var err error
 	l.mu.Lock()
 	open, failed := l.open, l.failed

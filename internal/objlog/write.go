@@ -171,11 +171,15 @@ func (l *Log) step() (stepKind, *frag) {
 	}
 	ticks := l.queue.Groups()[0].IsTick
 	if !ticks {
+		l.prepareRoll()
 		if o := l.open; o != nil && o.frags > 0 && (l.mustRoll(o) || o.stream != nil && o.stream.Degraded()) {
-			if len(l.inflight) > 0 {
-				return stepWait, nil
+			switched, wait := l.rollAhead()
+			if !switched {
+				if wait || len(l.inflight) > 0 || l.sealing != nil {
+					return stepWait, nil
+				}
+				return stepSeal, nil
 			}
-			return stepSeal, nil
 		}
 		if l.open == nil {
 			return stepCreate, nil

@@ -85,6 +85,10 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store) {
 		{"ConcurrentSealSegment", testConcurrentSealSegment},
 		{"ConcurrentReplaceObjects", testConcurrentReplaceObjects},
 		{"CanceledContextSegments", testCanceledContextSegments},
+		{"PendingSegment", testPendingSegment},
+		{"PendingSegmentRules", testPendingSegmentRules},
+		{"PendingSegmentDelete", testPendingSegmentDelete},
+		{"PendingSegmentRacesSeal", testPendingSegmentRacesSeal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

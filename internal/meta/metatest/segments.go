@@ -364,7 +364,7 @@ func checkErr(t *testing.T, what string, err, want, other error) {
 // Bytes).
 func SegmentEqual(a, b meta.Segment) bool {
 	return a.Seq == b.Seq && a.Epoch == b.Epoch && a.Base == b.Base && a.Created.Equal(b.Created) &&
-		a.Sealed == b.Sealed && a.End == b.End && a.Bytes == b.Bytes && a.MaxTime == b.MaxTime &&
+		a.Sealed == b.Sealed && a.Pending == b.Pending && a.End == b.End && a.Bytes == b.Bytes && a.MaxTime == b.MaxTime &&
 		slices.Equal(a.Objects, b.Objects) && slices.Equal(a.Ensemble, b.Ensemble) && a.AckQuorum == b.AckQuorum &&
 		max(a.LogicalBytes, a.Bytes) == max(b.LogicalBytes, b.Bytes)
 }
