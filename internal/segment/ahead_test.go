@@ -86,17 +86,25 @@ func TestZeroAheadRecoversExactly(t *testing.T) {
 	}
 }
 
-// Large rounds get no zeros: the writer measures the bytes appended per
-// sync and writes none ahead when they average more than the round it was
-// given, as zeros would then cost more writing than they spare.
-func TestZeroAheadSkipsLargeRounds(t *testing.T) {
+// aheadWriter creates a segment from offset 0 in a new MemFS, with
+// ZeroAhead(ahead, round).
+func aheadWriter(t *testing.T, ahead, round int64) (vfs.FS, *segment.Writer) {
+	t.Helper()
 	fs := vfs.NewMem()
 	if err := fs.MkdirAll("/seg"); err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
 	w := create(t, fs, "/seg", 0)
-	w.ZeroAhead(8<<10, 1<<10)
+	w.ZeroAhead(ahead, round)
+	return fs, w
+}
+
+// Large rounds get no zeros: the writer measures the bytes appended per
+// sync and writes none ahead when they average more than the round it was
+// given, as zeros would then cost more writing than they spare.
+func TestZeroAheadSkipsLargeRounds(t *testing.T) {
+	fs, w := aheadWriter(t, 8<<10, 1<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
 	bs := makeBatches(rng, 0, 200, 600)
 	for i := 0; i < len(bs); i += 10 { // about 3 KiB per sync
 		appendAll(t, w, bs[i:i+10])
@@ -112,13 +120,8 @@ func TestZeroAheadSkipsLargeRounds(t *testing.T) {
 // Rewind after a failed sync cuts the zeros with the batches after its
 // mark, and the writer writes them again as it goes on.
 func TestZeroAheadRewind(t *testing.T) {
-	fs := vfs.NewMem()
-	if err := fs.MkdirAll("/seg"); err != nil {
-		t.Fatal(err)
-	}
+	fs, w := aheadWriter(t, 4<<10, 1<<20)
 	rng := rand.New(rand.NewPCG(3, 4))
-	w := create(t, fs, "/seg", 0)
-	w.ZeroAhead(4<<10, 1<<20)
 	bs := makeBatches(rng, 0, 60, 400)
 	appendAll(t, w, bs[:20])
 	if err := w.Sync(); err != nil {
