@@ -55,7 +55,7 @@ type embeddedClient struct {
 const DefaultReuseSegments = wal.DefaultReuseSegments
 
 // DefaultZeroAheadBytes is Options.ZeroAheadBytes when it is zero.
-const DefaultZeroAheadBytes = wal.DefaultZeroAhead
+const DefaultZeroAheadBytes = vfs.DefaultAhead
 
 // openEmbedded opens (creating if needed) the data directory opts.Dir. It
 // fails with ErrLocked if another process has it open.

@@ -17,26 +17,26 @@ import (
 // in serveConfig: their keys sit at the top level of the config file. A
 // count of 0 or less, or a duration of 0, sets no limit.
 type serveLimits struct {
-	MaxLogs                 int    `json:"max_logs"`
-	MaxLogsPerPrefix        int    `json:"max_logs_per_prefix"`
-	MaxSubscriptionsPerLog  int    `json:"max_subscriptions_per_log"`
-	MaxStreamsPerConnection int    `json:"max_streams_per_connection"`
-	MaxStreams              string `json:"max_streams"` // a count, or auto (from the memory limit)
-	IdleConnectionTimeout   string `json:"idle_connection_timeout"`
-	LogIdleTimeout          string `json:"log_idle_timeout"`
-	MaxRequestBytes         string `json:"max_request_bytes"`
-	ReuseSegments           int    `json:"reuse_segments"`
-	ZeroAhead               size   `json:"zero_ahead"`
+	MaxLogs                 int         `json:"max_logs"`
+	MaxLogsPerPrefix        int         `json:"max_logs_per_prefix"`
+	MaxSubscriptionsPerLog  int         `json:"max_subscriptions_per_log"`
+	MaxStreamsPerConnection int         `json:"max_streams_per_connection"`
+	MaxStreams              string      `json:"max_streams"` // a count, or auto (from the memory limit)
+	IdleConnectionTimeout   string      `json:"idle_connection_timeout"`
+	LogIdleTimeout          string      `json:"log_idle_timeout"`
+	MaxRequestBytes         string      `json:"max_request_bytes"`
+	ReuseSegments           int         `json:"reuse_segments"`
+	ZeroAhead               sizeSetting `json:"zero_ahead"`
 }
 
-// size is a size setting in a config file: a string such as 1MiB, or a
+// sizeSetting is a size in a config file: a string such as 1MiB, or a
 // number of bytes, as "zero_ahead: 0" is.
-type size string
+type sizeSetting string
 
-func (s *size) UnmarshalJSON(b []byte) error {
+func (s *sizeSetting) UnmarshalJSON(b []byte) error {
 	var n json.Number
 	if err := json.Unmarshal(b, &n); err == nil {
-		*s = size(n)
+		*s = sizeSetting(n)
 		return nil
 	}
 	return json.Unmarshal(b, (*string)(s))
@@ -61,7 +61,7 @@ func defaultLimits() serveLimits {
 		LogIdleTimeout:          units.FormatDuration(tern.DefaultLogIdleTimeout),
 		MaxRequestBytes:         units.FormatBytes(grpcopts.MaxMessageBytes),
 		ReuseSegments:           tern.DefaultReuseSegments,
-		ZeroAhead:               size(units.FormatBytes(tern.DefaultZeroAheadBytes)),
+		ZeroAhead:               sizeSetting(units.FormatBytes(tern.DefaultZeroAheadBytes)),
 	}
 }
 
@@ -106,7 +106,7 @@ func applyLimitsEnv(l *serveLimits, getenv func(string) string) error {
 		l.MaxRequestBytes = v
 	}
 	if v := getenv("TERN_ZERO_AHEAD"); v != "" {
-		l.ZeroAhead = size(v)
+		l.ZeroAhead = sizeSetting(v)
 	}
 	return nil
 }

@@ -68,11 +68,11 @@ type Store struct {
 	maxFree int // dropped journals kept to write over
 	// ahead and round are Options.ZeroAhead and ZeroRound, defaulted
 	ahead, round int64
-	log     *slog.Logger
-	lock    io.Closer
-	kick    chan struct{} // wakes the committer; capacity 1
-	stopped chan struct{} // closed when the committer has exited
-	bufs    bufferPool    // for Buffer and AddBuffer
+	log          *slog.Logger
+	lock         io.Closer
+	kick         chan struct{} // wakes the committer; capacity 1
+	stopped      chan struct{} // closed when the committer has exited
+	bufs         bufferPool    // for Buffer and AddBuffer
 
 	logDirs map[uint64]bool // log directories known to be durable; committer's
 

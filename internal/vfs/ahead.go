@@ -43,7 +43,7 @@ type Ahead struct {
 	tail         bool // zeros may follow the data
 }
 
-// Start has a write zeros up to ahead bytes past the data of f, which ends
+// Start makes a write zeros up to ahead bytes past the data of f, which ends
 // at end, while the data comes in rounds of at most round bytes a sync.
 // ahead <= 0 writes none.
 func (a *Ahead) Start(f File, end, ahead, round int64) {

@@ -134,8 +134,9 @@ func (f *memFile) Extend(size int64) error {
 	if f.pos < 0 {
 		f.pos = at // writes go on at the old end, not after the zeros
 	}
-	n.pending = append(n.pending, memOp{off: at, data: make([]byte, size-at)})
-	n.data = writeAt(n.data, at, make([]byte, size-at))
+	zeros := make([]byte, size-at) // the pending op's; writeAt copies it
+	n.pending = append(n.pending, memOp{off: at, data: zeros})
+	n.data = writeAt(n.data, at, zeros)
 	return nil
 }
 

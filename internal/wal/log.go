@@ -50,8 +50,9 @@ type Options struct {
 	ReuseSegments int
 	// ZeroAhead is how far past its batches the active segment's file is
 	// kept written with zeros while the log's rounds average ZeroRound
-	// bytes per sync or fewer (segment.Writer.ZeroAhead): DefaultZeroAhead
-	// and DefaultZeroRound if zero, not at all if ZeroAhead is negative.
+	// bytes per sync or fewer (segment.Writer.ZeroAhead): vfs.DefaultAhead
+	// and vfs.DefaultAheadRound if zero, not at all if ZeroAhead is
+	// negative.
 	ZeroAhead, ZeroRound int64
 	Now                  func() time.Time
 	Logger               *slog.Logger
@@ -68,20 +69,13 @@ func (o *Options) setDefaults() {
 		o.MaxBatchBytes = 4 << 20
 	}
 	if o.ZeroAhead == 0 {
-		o.ZeroAhead = DefaultZeroAhead
+		o.ZeroAhead = vfs.DefaultAhead
 	}
 	if o.ZeroRound <= 0 {
-		o.ZeroRound = DefaultZeroRound
+		o.ZeroRound = vfs.DefaultAheadRound
 	}
 	o.Now, o.Logger = engine.Defaults(o.Now, o.Logger)
 }
-
-// DefaultZeroAhead and DefaultZeroRound are Options.ZeroAhead and
-// ZeroRound when zero.
-const (
-	DefaultZeroAhead = vfs.DefaultAhead
-	DefaultZeroRound = vfs.DefaultAheadRound
-)
 
 // ahead has w write zeros ahead as the options say, and returns it.
 func (l *Log) ahead(w *segment.Writer) *segment.Writer {
