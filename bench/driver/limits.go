@@ -143,6 +143,17 @@ func S3(ctx context.Context, client *minio.Client, path string, l S3Limits) ([]*
 		r.Workload, r.Spec = cmp.Or(workload, spec.Name), spec
 		rs = append(rs, r)
 	}
+	if rate := int(l.Workload.Rate); rate > 0 && workload != "" {
+		// A log at the workload's rate uploads each append as it comes
+		// while fewer than its uploads are in flight: that bare path,
+		// on the same store.
+		r, err := physical.ObjectPutAt(ctx, client, path, int(n), rate, tern.DefaultUploadsInFlight, l.Duration)
+		if err != nil {
+			return nil, err
+		}
+		r.Workload = workload
+		rs = append(rs, r)
+	}
 	return rs, nil
 }
 

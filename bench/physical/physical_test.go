@@ -283,7 +283,23 @@ func TestObjects(t *testing.T) {
 			t.Errorf("spec %+v, want %d producers", put.Spec, tc.concurrency)
 		}
 	}
-	// Both cleaned up after themselves.
+	// At a rate, in order: one PUT each 1/rate s, so about rate × the
+	// duration of them, each at least a PUT's time after it was due.
+	at, err := physical.ObjectPutAt(ctx, s.Client, s.Bucket+"/rated", 1024, 200, 4, brief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, at, "s3", "put 200/s x4, in order", 1024)
+	if want := int64(200 * brief / time.Second); at.Entries > want || at.Entries < want/2 {
+		t.Errorf("%d PUTs at 200/s for %v, want at most %d and at least half of that", at.Entries, brief, want)
+	}
+	if at.Spec.Rate != 200 || at.Spec.InFlight != 4 {
+		t.Errorf("spec %+v, want rate 200 and 4 in flight", at.Spec)
+	}
+	if _, err := physical.ObjectPutAt(ctx, s.Client, "no-such-bucket", 1024, 100, 4, brief); err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
+		t.Errorf("rated put to a missing bucket: err = %v", err)
+	}
+	// All cleaned up after themselves.
 	for obj := range s.Client.ListObjects(ctx, s.Bucket, minioListAll) {
 		t.Errorf("object left behind: %s (err %v)", obj.Key, obj.Err)
 	}

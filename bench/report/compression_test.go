@@ -113,6 +113,19 @@ func TestObjectLatencyRatios(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("the obj-1k section lacks %q:\n%s", want, b.String())
 	}
+	// With the store's PUTs at the workload's rate beside it, the line
+	// adds the ratios to that bare path.
+	results = append(results, &loadgen.Result{System: "s3", Variant: "put 1000/s x4, in order", Workload: "obj-1k",
+		Spec: loadgen.Spec{EntryBytes: 1 << 10, Producers: 1, Rate: 1000, InFlight: 4}, Latency: loadgen.Latency{P50: 1000, P99: 8000}})
+	ws = buildWorkloads(results, &Setup{})
+	b.Reset()
+	(&report{setup: &Setup{}}).writeWorkload(&b, ws[0])
+	want = "- Tern `" + obj + "`: p50 1.35ms, 1.50x the `put` row's 900µs; p99 12.0ms, 2.40x its 5.00ms; " +
+		"against the `put 1000/s x4, in order` row (the same PUTs due at the workload's rate, acknowledged in order): " +
+		"p50 1.35x its 1.00ms, p99 1.50x its 8.00ms\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("the obj-1k section lacks %q:\n%s", want, b.String())
+	}
 	// A throughput workload has no such lines.
 	if lines := objectLatency(&workload{s3Limit: ws[0].s3Limit, vsLimit: mbs}); lines != nil {
 		t.Errorf("lines for a throughput workload: %q", lines)

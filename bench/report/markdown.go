@@ -265,7 +265,9 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 // objectLatency gives, for each of Tern's rows in object storage of a
 // latency workload (obj-1k), its p50 and p99 as multiples of those of the
 // object store's row in the same results: PUTs of the fragment an append
-// goes in, one at a time.
+// goes in, one at a time; and, when the results have it, as multiples of
+// those of the same PUTs due at the workload's rate, completed in order
+// (physical.ObjectPutAt): the bare path of a log at that rate.
 func objectLatency(w *workload) []string {
 	l := w.s3Limit
 	if l == nil || w.vsLimit.name != p50.name {
@@ -282,9 +284,16 @@ func objectLatency(w *workload) []string {
 		if !inObjectStorage(r.Result) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("Tern `%s`: p50 %s, %s the `%s` row's %s; p99 %s, %s its %s", r.Variant,
+		line := fmt.Sprintf("Tern `%s`: p50 %s, %s the `%s` row's %s; p99 %s, %s its %s", r.Variant,
 			loadgen.Micros(r.Latency.P50), times(r.Latency.P50, l.Latency.P50), l.Variant, loadgen.Micros(l.Latency.P50),
-			loadgen.Micros(r.Latency.P99), times(r.Latency.P99, l.Latency.P99), loadgen.Micros(l.Latency.P99)))
+			loadgen.Micros(r.Latency.P99), times(r.Latency.P99, l.Latency.P99), loadgen.Micros(l.Latency.P99))
+		if o := w.s3Rated; o != nil {
+			line += fmt.Sprintf("; against the `%s` row (the same PUTs due at the workload's rate, acknowledged in order): "+
+				"p50 %s its %s, p99 %s its %s", o.Variant,
+				times(r.Latency.P50, o.Latency.P50), loadgen.Micros(o.Latency.P50),
+				times(r.Latency.P99, o.Latency.P99), loadgen.Micros(o.Latency.P99))
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -89,6 +89,7 @@ type workload struct {
 	rows     []*row       // in table order
 	limit    *row         // the limit row the ratios use, if any
 	s3Limit  *row         // the limit row of Tern's object-storage rows, if any
+	s3Rated  *row         // the object store's PUTs at a rated workload's rate, in order, if any
 	tern     *row         // Tern's durable row (else its object-storage row), if any
 	limitVar string       // the disk variant that is this workload's limit
 	vsLimit  measure      // what "vs limit" compares
@@ -257,6 +258,8 @@ func (w *workload) finish() {
 			w.limit = r
 		case r.System == "s3" && r.Variant == s3Var && objects:
 			w.s3Limit = r
+		case r.System == "s3" && strings.HasSuffix(r.Variant, ", in order") && objects:
+			w.s3Rated = r
 		}
 	}
 	slices.SortFunc(w.rows, func(a, b *row) int {

@@ -448,7 +448,11 @@ result with its name, as "tern bench disk" does:
   catchup-1g      GETs of 4MiB, 4 at once, as a catch-up reader does
   with a --rate   PUTs of one append's entries, the fragment an append to a
                   log below its uploads in flight goes in (obj-1k: 1KiB),
-                  one at a time
+                  one at a time; then the same PUTs due at the workload's
+                  rate, at most 4 at once (uploads in flight), each timed
+                  from when it was due until it and every PUT before it
+                  completed, as a log acknowledges: the bare path of a log
+                  at that rate
   others          PUTs of full fragments (4MiB), 4 at once (uploads in flight)
 
 --size and --concurrency override these.`,
