@@ -38,7 +38,7 @@ func DiskLimits(ctx context.Context, dir string, spec loadgen.Spec) ([]*loadgen.
 		runs = append(runs,
 			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Growing, d) },
 			func() (*loadgen.Result, error) { return physical.DiskSync(ctx, dir, size, physical.Preallocated, d) })
-		if spec.Kind == loadgen.KindAppend && spec.InFlight > 0 {
+		if spec.Kind == loadgen.KindAppend && (spec.InFlight > 0 || spec.Producers > 1) {
 			// Past MaxFileBytes the growing file is overwritten, which a
 			// fast disk reaches in a second; a log's segments and journals
 			// are new files, whose every fdatasync commits growth.

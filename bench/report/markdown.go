@@ -228,6 +228,9 @@ func (rep *report) writeWorkload(b *bytes.Buffer, w *workload) {
 	} else {
 		b.WriteString(" vs Tern: no durable Tern row in the results, so no ratio.\n\n")
 	}
+	if line := diskRatios(w); line != "" {
+		b.WriteString(line + "\n\n")
+	}
 	if lines := objectLatency(w); len(lines) > 0 {
 		b.WriteString("Against the object store's row, as multiples of its latency (lower is better):\n\n")
 		for _, l := range lines {
@@ -296,6 +299,30 @@ func objectLatency(w *workload) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// diskRatios gives, for a throughput workload of local logs, Tern's row as
+// a multiple of each of the disk's rows in the same results (the growing
+// file the table's ratios use, new files as a log's segments are, a
+// preallocated file, O_DIRECT, the bare group commit): "" if there are not
+// two.
+func diskRatios(w *workload) string {
+	if w.tern == nil || w.vsLimit.lowerBetter || inObjectStorage(w.tern.Result) || inQuorum(w.tern.Result) {
+		return ""
+	}
+	var parts []string
+	for _, r := range w.rows {
+		if r.System != "disk" {
+			continue
+		}
+		if v := w.vsLimit.ratio(w.tern.Result, r.Result); !math.IsNaN(v) {
+			parts = append(parts, fmt.Sprintf("%sx the `%s` row", ratio(v), r.Variant))
+		}
+	}
+	if len(parts) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("Tern `%s` against each of the disk's rows (%s): %s.", w.tern.Variant, w.vsLimit.name, strings.Join(parts, ", "))
 }
 
 // limitWhat says what a limit row did, for the line under a table.

@@ -88,6 +88,15 @@ func TestRatios(t *testing.T) {
 			t.Errorf("%s %s %s: errors, vs limit, vs Tern = %q, want %q %q %q", c.workload, c.system, c.variant, got, c.errors, c.vsLimit, c.vsTern)
 		}
 	}
+	// A throughput workload also gives Tern's ratio to each disk row.
+	want := "Tern `durable` against each of the disk's rows (MB/s): 0.75x the `write+fdatasync` row, " +
+		"0.94x the `write+fdatasync (new files)` row."
+	if conc := section(t, md, "conc-4k"); !strings.Contains(conc, want) {
+		t.Errorf("conc-4k lacks %q:\n%s", want, conc)
+	}
+	if sync := section(t, md, "sync-1k"); strings.Contains(sync, "against each of the disk's rows") {
+		t.Errorf("a latency workload has the disk rows' ratios:\n%s", sync)
+	}
 	if row := cells(t, section(t, md, "pubsub-1k"), "tern", "durable"); row[2] != "50.0" {
 		t.Errorf("pubsub-1k tern produce MB/s = %q, want 50.0 (bytes over produce_s)", row[2])
 	}

@@ -386,7 +386,9 @@ fresh file inside --data (default: the system's temporary directory):
   sync-1k, e2e-1k   write + fdatasync of one entry at a time, on a growing file
                     and on a preallocated one (and, for e2e, O_DIRECT)
   conc-*            write + fdatasync of all producers' entries at once (what a
-                    perfect group commit does), buffered and O_DIRECT; and the
+                    perfect group commit does), buffered (on a growing file,
+                    on new files as a log's segments are, and preallocated)
+                    and O_DIRECT; and the
                     producers appending to a bare group commit in this process,
                     directly and as clients of a loopback gRPC server (raw
                     bytes, one stream), so that Tern's gRPC/embedded ratio has

@@ -217,12 +217,13 @@ func TestBenchDisk(t *testing.T) {
 		}
 		variants = append(variants, r.Workload+" "+r.Variant)
 	}
-	// conc-4k: buffered and preallocated writes of 4 x 4 KiB, the 4
-	// producers' group commit alone and over gRPC, O_DIRECT writes of 4 x
-	// 4 KiB; then the read.
-	if len(rs) != 6 || rs[0].Bytes%(16<<10) != 0 || rs[5].Bytes != 4<<20 ||
-		rs[2].Variant != "group commit of 4 producers" || rs[3].Variant != "group commit of 4 producers over loopback gRPC" ||
-		rs[3].Spec.Producers != 4 || rs[3].Bytes%(4<<10) != 0 {
+	// conc-4k: buffered writes of 4 x 4 KiB to a growing file, a
+	// preallocated one and new files, the 4 producers' group commit alone
+	// and over gRPC, O_DIRECT writes of 4 x 4 KiB; then the read.
+	if len(rs) != 7 || rs[0].Bytes%(16<<10) != 0 || rs[6].Bytes != 4<<20 ||
+		rs[2].Variant != "write+fdatasync (new files)" || rs[2].Bytes%(16<<10) != 0 ||
+		rs[3].Variant != "group commit of 4 producers" || rs[4].Variant != "group commit of 4 producers over loopback gRPC" ||
+		rs[4].Spec.Producers != 4 || rs[4].Bytes%(4<<10) != 0 {
 		t.Fatalf("results: %q", variants)
 	}
 }
