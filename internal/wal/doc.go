@@ -89,9 +89,10 @@
 // # Merging small segments
 //
 // Other ways of ending a segment leave its file however small: a log
-// rolled by age (SegmentAge) and appended to rarely, the open segment
-// recovery finds after a crash once it is rolled, the files of earlier
-// versions (one per writer). So a goroutine of the log merges small sealed
+// rolled by age (SegmentAge) and appended to rarely, in one process or
+// across restarts and crashes, and the files of earlier versions (one per
+// writer). (A crash alone leaves none: recovery makes the open segment it
+// finds the active one again.) So a goroutine of the log merges small sealed
 // segments (merge.go), after Open's recovery and after every roll that
 // seals one, one merge at a time; Close stops it and waits for it. A
 // sealed segment is small when its file is under Options.MergeSmall bytes
