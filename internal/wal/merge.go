@@ -172,6 +172,14 @@ func (l *Log) mergeOnce(ctx context.Context) (bool, error) {
 	tmp := run[0].Path + mergeSuffix
 	merged, err := segment.WriteMerged(ctx, l.opts.FS, tmp, run)
 	if err != nil {
+		l.mu.Lock()
+		k := l.runAt(run)
+		l.mu.Unlock()
+		if k < 0 {
+			// Dropped meanwhile, its file perhaps written over by a
+			// new segment: the copy found batches it did not expect.
+			return false, errMergeMoot
+		}
 		return false, err
 	}
 	if err := l.switchMerged(run, merged, tmp); err != nil {
