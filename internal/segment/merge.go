@@ -7,7 +7,6 @@ import (
 	"io"
 	iofs "io/fs"
 
-	"github.com/ternwal/tern/internal/record"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -88,35 +87,46 @@ func (w *Writer) merge(ctx context.Context, fs vfs.FS, tmp string, segs []Info) 
 	return w.info, nil
 }
 
+// mergeFlushBytes is how many bytes of batches WriteMerged gathers before
+// it writes them.
+const mergeFlushBytes = 1 << 20
+
 // copyBatches appends the batches of the sealed segment s to w's file,
-// checking each, and records them in w's Info.
+// checking each, and records them in w's Info. It holds a chunk of the
+// segment and at most mergeFlushBytes (or one batch) of output at a time.
 func (w *Writer) copyBatches(fs vfs.FS, s Info) error {
 	f, err := fs.Open(s.Path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	p := make([]byte, s.End-HeaderBytes)
-	if _, err := f.ReadAt(p, HeaderBytes); err != nil && !(errors.Is(err, io.EOF) && len(p) == 0) {
-		return fmt.Errorf("read %s: %w", s.Path, err)
-	}
-	start := w.info.End
-	for at := 0; at < len(p); {
-		b, err := record.Decode(p[at:])
+	var out []byte
+	sc := NewScanner(f, HeaderBytes, s.End)
+	for {
+		b, pos, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
 		if err != nil {
-			return fmt.Errorf("%s at byte %d: %w", s.Path, HeaderBytes+int64(at), err)
+			return fmt.Errorf("%s at byte %d: %w", s.Path, pos, err)
 		}
 		if b.BaseOffset != w.info.Next {
-			return fmt.Errorf("%s at byte %d: batch has offset %d, expected %d", s.Path, HeaderBytes+int64(at), b.BaseOffset, w.info.Next)
+			return fmt.Errorf("%s at byte %d: batch has offset %d, expected %d", s.Path, pos, b.BaseOffset, w.info.Next)
 		}
-		at += int(b.Length)
-		w.appended(b.Header, 0, start+int64(at))
+		// The batch's bytes as they are in the file, still in the
+		// scanner's buffer.
+		out = append(out, sc.buf[pos-sc.base:][:b.Length]...)
+		w.appended(b.Header, 0, w.info.End+int64(b.Length))
+		if len(out) >= mergeFlushBytes {
+			if _, err := w.f.Write(out); err != nil {
+				return err
+			}
+			out = out[:0]
+		}
 	}
 	if w.info.Next != s.Next {
 		return fmt.Errorf("%s: its batches end at offset %d, its footer says %d", s.Path, w.info.Next, s.Next)
 	}
-	if _, err := w.f.Write(p); err != nil {
-		return err
-	}
-	return nil
+	_, err = w.f.Write(out)
+	return err
 }
