@@ -98,7 +98,11 @@
 // sealed segment is small when its file is under Options.MergeSmall bytes
 // (SegmentBytes/8 unless set; negative turns merging off). The oldest run
 // of two or more adjacent small sealed segments holding together at most
-// SegmentBytes/2 bytes is merged into one file, if its files other than
+// SegmentBytes/2 bytes, whose newest entries lie within an eighth of
+// Options.RetentionAge of the first's (if the log has a retention by age:
+// retention drops a whole segment once its newest entry is older than the
+// age, so a merged file keeps an entry at most that much longer than its
+// own segment would have), is merged into one file, if its files other than
 // the largest hold an eighth of the largest's bytes or more, or it has 8
 // files or more: so a merged file is not copied again for every small
 // segment sealed after it (they merge among themselves first, and merged

@@ -59,8 +59,13 @@ type Options struct {
 	// background (see the package comment). SegmentBytes/8 if zero; no
 	// merging if negative.
 	MergeSmall int64
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// RetentionAge is the log's retention by age, if it has one: segments
+	// are merged only while their newest entries lie within an eighth of
+	// it of each other, so that a merged file does not keep entries much
+	// longer than their own segments would have been kept.
+	RetentionAge time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
 }
 
 func (o *Options) setDefaults() {

@@ -40,12 +40,14 @@ func (l *Log) mergeLimits() (small, most int64) {
 // mergeRun returns the oldest run of sealed segments to merge, as the index
 // of its first in sealed and its length (0 if there is none): two or more
 // adjacent segments whose files are each under small bytes and together at
-// most most bytes, whose files other than the largest hold at least an
-// eighth of the largest's bytes, or which are mergeMinFiles or more. That
-// last rule keeps a merged file from being copied again for every small
-// segment sealed after it: merged files grow by a factor each time, and at
-// most mergeMinFiles-1 small files wait beside one.
-func mergeRun(sealed []segment.Info, small, most int64) (k, n int) {
+// most most bytes, whose newest entries' times (MaxTime) lie within span
+// nanoseconds of the first's (if span > 0), and whose files other than the
+// largest hold at least an eighth of the largest's bytes, or which are
+// mergeMinFiles or more. That last rule keeps a merged file from being
+// copied again for every small segment sealed after it: merged files grow
+// by a factor each time, and at most mergeMinFiles-1 small files wait
+// beside one.
+func mergeRun(sealed []segment.Info, small, most, span int64) (k, n int) {
 	if small <= 0 {
 		return 0, 0
 	}
@@ -54,7 +56,8 @@ func mergeRun(sealed []segment.Info, small, most int64) (k, n int) {
 		j := i
 		for ; j < len(sealed); j++ {
 			s := sealed[j]
-			if s.Size >= small || total+s.Size > most || (j > i && s.Base != sealed[j-1].Next) {
+			if s.Size >= small || total+s.Size > most || (j > i && s.Base != sealed[j-1].Next) ||
+				(span > 0 && s.MaxTime-sealed[i].MaxTime > span) {
 				break
 			}
 			total += s.Size
@@ -155,7 +158,10 @@ func (l *Log) mergeOnce(ctx context.Context) (bool, error) {
 		// The newest may be reopened by the next append.
 		sealed = sealed[:len(sealed)-1]
 	}
-	k, n := mergeRun(sealed, small, most)
+	// Retention by age drops a segment when its newest entry is older
+	// than the age: a merged file keeps its oldest entries at most an
+	// eighth of the age longer than their own segments would have.
+	k, n := mergeRun(sealed, small, most, int64(l.opts.RetentionAge/8))
 	run := append([]segment.Info(nil), sealed[k:k+n]...)
 	stop := l.closed || l.failed != nil || l.damage != nil
 	l.mu.Unlock()

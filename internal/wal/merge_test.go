@@ -118,27 +118,37 @@ func TestMergeRun(t *testing.T) {
 		}
 		return out
 	}
+	timed := func(segs []segment.Info, times ...int64) []segment.Info {
+		for i, t := range times {
+			segs[i].MaxTime = t
+		}
+		return segs
+	}
 	for _, tc := range []struct {
 		name  string
 		segs  []segment.Info
 		k, n  int
 		small int64
+		span  int64
 	}{
-		{"none", nil, 0, 0, 100},
-		{"one small", segs(10), 0, 0, 100},
-		{"two small", segs(10, 10), 0, 2, 100},
-		{"off", segs(10, 10), 0, 0, 0},
-		{"large between", segs(10, 100, 10), 0, 0, 100},
-		{"oldest run first", segs(100, 10, 10, 100, 10, 10), 1, 2, 100},
-		{"capped at most bytes", segs(90, 90, 90, 90), 0, 2, 100},
-		{"one merged file and one tiny: waits", segs(99, 2), 0, 0, 100},
-		{"one merged file and an eighth of it", segs(80, 10), 0, 2, 100},
-		{"small ones after a merged one merge apart", segs(99, 2, 2), 1, 2, 100},
-		{"eight files merge whatever their sizes", segs(90, 1, 1, 1, 1, 1, 1, 1), 0, 8, 100},
-		{"not adjacent", []segment.Info{seg(0, 1, 10), seg(2, 3, 10)}, 0, 0, 100},
+		{"none", nil, 0, 0, 100, 0},
+		{"one small", segs(10), 0, 0, 100, 0},
+		{"two small", segs(10, 10), 0, 2, 100, 0},
+		{"off", segs(10, 10), 0, 0, 0, 0},
+		{"large between", segs(10, 100, 10), 0, 0, 100, 0},
+		{"oldest run first", segs(100, 10, 10, 100, 10, 10), 1, 2, 100, 0},
+		{"capped at most bytes", segs(90, 90, 90, 90), 0, 2, 100, 0},
+		{"one merged file and one tiny: waits", segs(99, 2), 0, 0, 100, 0},
+		{"one merged file and an eighth of it", segs(80, 10), 0, 2, 100, 0},
+		{"small ones after a merged one merge apart", segs(99, 2, 2), 1, 2, 100, 0},
+		{"eight files merge whatever their sizes", segs(90, 1, 1, 1, 1, 1, 1, 1), 0, 8, 100, 0},
+		{"not adjacent", []segment.Info{seg(0, 1, 10), seg(2, 3, 10)}, 0, 0, 100, 0},
+		{"within the span", timed(segs(10, 10, 10), 0, 5, 9), 0, 3, 100, 10},
+		{"past the span", timed(segs(10, 10, 10, 10), 0, 5, 11, 12), 0, 2, 100, 10},
+		{"past the span, the next run", timed(segs(10, 10, 10, 10), 0, 20, 25, 40), 1, 2, 100, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, n := mergeRun(tc.segs, tc.small, 200)
+			k, n := mergeRun(tc.segs, tc.small, 200, tc.span)
 			if k != tc.k || n != tc.n {
 				t.Fatalf("mergeRun = %d, %d; want %d, %d", k, n, tc.k, tc.n)
 			}
