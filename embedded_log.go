@@ -156,6 +156,7 @@ func (l *embeddedLog) openEngine(ctx context.Context) (engine.Engine, error) {
 			SyncEvery:     opts.Fsync.Interval,
 			SegmentBytes:  opts.SegmentBytes,
 			SegmentAge:    opts.SegmentAge,
+			RetentionAge:  opts.RetentionAge,
 			Codec:         codecOf(opts.Compression),
 			Epoch:         m.Epoch,
 			Start:         m.Start,

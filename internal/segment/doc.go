@@ -6,7 +6,9 @@
 // only when Reopen makes the newest segment of a log open again for a new
 // writer (its footer cut off, the cut synced before any batch follows);
 // otherwise it is only deleted whole, or its file kept to be written over
-// by a new segment (CreateOver).
+// by a new segment (CreateOver), or replaced whole by a merged segment
+// holding its batches at the same positions followed by those of the
+// segments after it (WriteMerged).
 //
 // # Files written over
 //

@@ -49,10 +49,13 @@ func Check(fs vfs.FS, dir string) (CheckResult, error) {
 	if err != nil {
 		return CheckResult{}, fmt.Errorf("wal: list %s: %w", dir, err)
 	}
-	var paths []string
+	var paths, temps []string
 	for _, name := range names {
 		if _, ok := segment.ParseFileName(name); ok {
 			paths = append(paths, dir+"/"+name)
+		}
+		if isMergeTemp(name) {
+			temps = append(temps, dir+"/"+name)
 		}
 	}
 	sort.Strings(paths)
@@ -71,19 +74,33 @@ func Check(fs vfs.FS, dir string) (CheckResult, error) {
 		}
 		r.Findings = append(r.Findings, Finding{Path: ce.Path, Pos: ce.Pos, Damage: true, What: ce.Err.Error()})
 	}
+	for _, path := range temps {
+		r.Findings = append(r.Findings, Finding{Path: path,
+			What: "the file of a merge of small segments, in progress or cut short by a crash (harmless: the segments it copies are all there, and the next open removes it)"})
+	}
 	next, known := uint64(0), false
+	var prev segment.Info // the last sealed segment, if it was the one before
 	for i, path := range paths {
 		base, _ := segment.ParseFileName(path)
 		if i == 0 {
 			r.Start = base
 		}
+		if known && base < next && prev.Sealed {
+			if info, err := segment.Verify(fs, path); err == nil && coveredBy(info, prev) {
+				r.Segments--
+				r.Findings = append(r.Findings, Finding{Path: path,
+					What: fmt.Sprintf("a segment merged into %s, whose file a crash kept from being removed (harmless: the next open removes it)", prev.Path)})
+				continue
+			}
+		}
+		prev = segment.Info{}
 		if known && base != next {
 			r.Findings = append(r.Findings, Finding{Path: path, Damage: true,
 				What: fmt.Sprintf("segments are not contiguous: offsets %d to %d are missing", next, base)})
 		}
 		info, err := segment.Verify(fs, path)
 		if err == nil {
-			next, known = info.Next, true
+			next, known, prev = info.Next, true, info
 			continue
 		}
 		if _, ok := rpcerr.As[*rpcerr.CorruptError](err); !ok {

@@ -306,6 +306,7 @@ func (l *Log) roll(epoch uint64, incoming int) error {
 		l.sealed = append(l.sealed, sealed)
 		l.active = segment.Info{}
 		l.mu.Unlock()
+		l.kickMerge()
 	}
 	if last, ok := l.reopenable(incoming); ok && l.w == nil {
 		w, err := segment.Reopen(l.opts.FS, last)

@@ -23,23 +23,32 @@ var dedupReach int64 = engine.DedupReachBytes
 // after the segments were looked at holds no append of a producer.
 func (l *Log) loadDedup() error {
 	return l.dedupLoad.Ensure(engine.DedupDeep, func(int) error {
-		l.mu.Lock()
-		all := l.segments()
-		l.mu.Unlock()
-		found, err := l.readApplied(all)
-		if err != nil {
-			return err
+		for {
+			l.mu.Lock()
+			all, gen := l.segments(), l.merges
+			l.mu.Unlock()
+			found, gone, err := l.readApplied(all)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			if gone && l.merges != gen {
+				// A file was merged into another meanwhile, not
+				// truncated away: read the segments as they are now.
+				l.mu.Unlock()
+				continue
+			}
+			l.queue.Dedup.RestoreAll(found)
+			l.mu.Unlock()
+			return nil
 		}
-		l.mu.Lock()
-		l.queue.Dedup.RestoreAll(found)
-		l.mu.Unlock()
-		return nil
 	})
 }
 
 // readApplied returns the appends of producers in the newest batches of
-// segs, as acknowledged, oldest first.
-func (l *Log) readApplied(segs []segment.Info) ([]engine.Applied, error) {
+// segs, as acknowledged, oldest first, and whether the file of one of segs
+// was gone (it is left out).
+func (l *Log) readApplied(segs []segment.Info) (found []engine.Applied, gone bool, _ error) {
 	type part struct {
 		seg segment.Info
 		pos int64
@@ -62,15 +71,15 @@ func (l *Log) readApplied(segs []segment.Info) ([]engine.Applied, error) {
 			reach -= s.End - pos
 		}
 	}
-	var found []engine.Applied
 	for i := len(parts) - 1; i >= 0; i-- {
 		p := parts[i]
 		f, err := l.opts.FS.Open(p.seg.Path)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // deleted by a truncation since: below the start
+			gone = true
+			continue // deleted by a truncation since (below the start), or merged
 		}
 		if err != nil {
-			return nil, fmt.Errorf("wal: read %s for deduplication: %w", p.seg.Path, err)
+			return nil, false, fmt.Errorf("wal: read %s for deduplication: %w", p.seg.Path, err)
 		}
 		sc := segment.NewScanner(f, p.pos, p.seg.End)
 		for {
@@ -81,13 +90,13 @@ func (l *Log) readApplied(segs []segment.Info) ([]engine.Applied, error) {
 			if err != nil {
 				f.Close()
 				if errors.Is(err, record.ErrCorrupt) || errors.Is(err, io.ErrUnexpectedEOF) {
-					return nil, &rpcerr.CorruptError{Path: p.seg.Path, Pos: pos, Err: fmt.Errorf("reading back the appends to deduplicate: %w", err)}
+					return nil, false, &rpcerr.CorruptError{Path: p.seg.Path, Pos: pos, Err: fmt.Errorf("reading back the appends to deduplicate: %w", err)}
 				}
-				return nil, fmt.Errorf("wal: read %s for deduplication: %w", p.seg.Path, err)
+				return nil, false, fmt.Errorf("wal: read %s for deduplication: %w", p.seg.Path, err)
 			}
 			found = engine.AppliedIn(b, found)
 		}
 		f.Close()
 	}
-	return found, nil
+	return found, gone, nil
 }

@@ -129,6 +129,18 @@ func (d *Disk) admit(n int64) error {
 	return err
 }
 
+// room reports whether n more bytes would leave the reserve free, without
+// recording the disk as full if not (for a merge, which can wait).
+func (d *Disk) room(n int64) bool {
+	if d == nil || d.reserve == 0 {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.statLocked(d.free-n < d.reserve)
+	return !ok || s.Free-n >= d.reserve
+}
+
 // wrote records that n bytes were written: the disk has room.
 func (d *Disk) wrote(n int64) {
 	if d == nil {

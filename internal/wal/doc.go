@@ -84,9 +84,55 @@
 // writers, one after another on an open log or each in a process of its
 // own, fill one file; a crash at any point leaves the segment sealed as it
 // was, or open and ending at its last whole batch, never below the closed
-// record. Sealed segments are not merged: with continuation the only small
-// sealed segments left are those of a log that was closed small and then
-// rolled by age, which the age setting asks for.
+// record.
+//
+// # Merging small segments
+//
+// Other ways of ending a segment leave its file however small: a log
+// rolled by age (SegmentAge) and appended to rarely, in one process or
+// across restarts and crashes, and the files of earlier versions (one per
+// writer). (A crash alone leaves none: recovery makes the open segment it
+// finds the active one again.) So a goroutine of the log merges small sealed
+// segments (merge.go), after Open's recovery and after every roll that
+// seals one, one merge at a time; Close stops it and waits for it. A
+// sealed segment is small when its file is under Options.MergeSmall bytes
+// (SegmentBytes/8 unless set; negative turns merging off). The oldest run
+// of two or more adjacent small sealed segments holding together at most
+// SegmentBytes/2 bytes, whose newest entries lie within an eighth of
+// Options.RetentionAge of the first's (if the log has a retention by age:
+// retention drops a whole segment once its newest entry is older than the
+// age, so a merged file keeps an entry at most that much longer than its
+// own segment would have), is merged into one file, if its files other than
+// the largest hold an eighth of the largest's bytes or more, or it has 8
+// files or more: so a merged file is not copied again for every small
+// segment sealed after it (they merge among themselves first, and merged
+// files grow by a factor each time), and at most 7 small files wait beside
+// one. The active segment is never merged, nor the newest sealed one while
+// there is no active segment (the next append may reopen it).
+//
+// The batches are copied as they are (offsets, epochs, compression: no
+// entry is decoded again; each batch's CRC is checked on the way) into
+// "<first segment's name>.merging" in the log's directory, after a header
+// like the first segment's, with a footer whose index and max time cover
+// them all (segment.WriteMerged), and the file synced. This happens without
+// holding the log's commit lock: sealed segments do not change. Then, under
+// it, the merge gives up if retention or a truncation dropped one of the
+// segments meanwhile; else the file is renamed over the first segment's
+// file (the name stays: same base offset), the directory synced, and the
+// log's list of sealed segments updated; then the other segments' files
+// are removed and the directory synced. Their files are removed, not kept
+// in the free directory: a tiny file would take the place of a full one
+// there. The first segment's batches lie at the same positions in the
+// merged file as in its own, so a reader (or the dedup load, or the
+// logical bytes' cache) holding the old Info reads the new file right; a
+// reader that finds a file gone, or its segment's file replaced (the log
+// counts its merges), looks the segment up again. A crash leaves the
+// temporary file, which Open removes (Check notes it as harmless), or the
+// merged file and some of the others, each wholly covered by the segment
+// before it, which Open removes too (Check notes them as harmless); never
+// a gap or an entry twice. A merge that fails is logged at Warn and leaves
+// the files as they were; it never fails the log. A merge is logged at
+// Info with the files and bytes merged.
 //
 // # Segment files written over
 //

@@ -33,7 +33,7 @@ const (
 // Options configure a Log. Zero values take the defaults noted.
 type Options struct {
 	FS            vfs.FS
-	Dir           string // the log's directory, holding only its segments, the closed record, the repairs file and the free directory
+	Dir           string // the log's directory, holding only its segments, the closed record, the repairs file, the free directory and a merge's temporary file
 	Sync          SyncMode
 	SyncEvery     time.Duration // with SyncInterval; default 10ms
 	SegmentBytes  int64         // roll when a segment would grow past this; default 256 MiB
@@ -54,8 +54,18 @@ type Options struct {
 	// and vfs.DefaultAheadRound if zero, not at all if ZeroAhead is
 	// negative.
 	ZeroAhead, ZeroRound int64
-	Now                  func() time.Time
-	Logger               *slog.Logger
+	// MergeSmall is the size under which a sealed segment's file is small:
+	// adjacent small sealed segments are merged into one file, in the
+	// background (see the package comment). SegmentBytes/8 if zero; no
+	// merging if negative.
+	MergeSmall int64
+	// RetentionAge is the log's retention by age, if it has one: segments
+	// are merged only while their newest entries lie within an eighth of
+	// it of each other, so that a merged file does not keep entries much
+	// longer than their own segments would have been kept.
+	RetentionAge time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -132,6 +142,14 @@ type Log struct {
 	failed  error
 	damage  *Damage // the open segment's damage, while the log is degraded
 
+	// The merger (merge.go).
+	merges    uint64 // merges switched in, under mu: readers look a segment up again after one
+	mergeMu   sync.Mutex
+	mergeKick chan struct{}
+	mergeCtx  context.Context
+	mergeStop context.CancelFunc
+	mergeDone chan struct{}
+
 	wake     chan struct{}
 	finished chan struct{} // closed when the committer exits
 	stopSync chan struct{}
@@ -168,6 +186,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		l.stopSync, l.syncDone = make(chan struct{}), make(chan struct{})
 		go l.syncEvery()
 	}
+	l.startMerges()
 	return l, nil
 }
 
@@ -185,6 +204,14 @@ func (l *Log) recover() error {
 		if _, ok := segment.ParseFileName(name); ok {
 			paths = append(paths, dir+"/"+name)
 		}
+		if isMergeTemp(name) {
+			// Not synced: a crash brings it back, and the next Open
+			// removes it again.
+			l.opts.Logger.Info("removing the file of a merge a crash cut short", "path", dir+"/"+name)
+			if err := fs.Remove(dir + "/" + name); err != nil {
+				return fmt.Errorf("wal: remove %s: %w", dir+"/"+name, err)
+			}
+		}
 	}
 	closedAt, err := l.readClosed()
 	if err != nil {
@@ -201,7 +228,9 @@ func (l *Log) recover() error {
 			if err != nil {
 				return err
 			}
-			l.sealed = append(l.sealed, info)
+			if err := l.addSealed(info); err != nil {
+				return err
+			}
 			continue
 		}
 		info, w, err := segment.Recover(fs, path, closedAt)
@@ -231,7 +260,9 @@ func (l *Log) recover() error {
 			break
 		}
 		if w == nil {
-			l.sealed = append(l.sealed, info)
+			if err := l.addSealed(info); err != nil {
+				return err
+			}
 		} else {
 			l.w, l.active = l.ahead(w), info
 		}
@@ -259,6 +290,19 @@ func (l *Log) recover() error {
 	}
 	l.end = l.tail
 	l.queue.SetEnd(l.tail)
+	return nil
+}
+
+// addSealed adds a sealed segment found by recovery, or removes its file
+// if the segment before it covers it: a merge copied it there, and a crash
+// came before the file was removed.
+func (l *Log) addSealed(info segment.Info) error {
+	if n := len(l.sealed); n > 0 && coveredBy(info, l.sealed[n-1]) {
+		l.opts.Logger.Info("removing a segment file a merge left behind: its entries are in the segment before it",
+			"path", info.Path, "merged_into", l.sealed[n-1].Path)
+		return segment.Remove(l.opts.FS, info.Path)
+	}
+	l.sealed = append(l.sealed, info)
 	return nil
 }
 
@@ -325,6 +369,7 @@ func (l *Log) Close() error {
 	if already {
 		return nil
 	}
+	l.stopMerges()
 	engine.Wake(l.wake)
 	<-l.finished
 	if l.flights != nil {

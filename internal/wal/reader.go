@@ -20,6 +20,7 @@ import (
 type Reader struct {
 	l   *Log
 	seg segment.Info // the segment the scanner reads
+	gen uint64       // the log's merges when seg was looked up
 	f   vfs.File
 	sc  *segment.Scanner
 }
@@ -40,23 +41,30 @@ func (l *Log) view() engine.View {
 // Fill decodes the batch holding c's next offset into c. It returns with
 // nothing taken when a tick at the next offset has arrived.
 func (r *Reader) Fill(ctx context.Context, c *engine.Cursor, wait bool) error {
-	for retried := false; ; {
+	var gone string // the file found gone, and when
+	var goneGen uint64
+	for {
 		l := r.l
 		var seg segment.Info
+		var gen uint64
 		ready, err := c.Await(ctx, wait, func() engine.View {
 			v := l.view()
 			var found bool
 			seg, found = l.locate(c.Pos())
+			gen = l.merges
 			v.NotYet = !found
 			return v
 		})
 		if !ready {
 			return err
 		}
-		if err := r.scan(seg, c.Pos()); err != nil {
-			if errors.Is(err, fs.ErrNotExist) && !retried {
-				retried = true
-				continue // deleted by truncation or retention: the start has moved
+		if err := r.scan(seg, gen, c.Pos()); err != nil {
+			if errors.Is(err, fs.ErrNotExist) && (gone != seg.Path || goneGen != gen) {
+				// Deleted by truncation or retention (the start has
+				// moved), or merged into the segment before it: look
+				// it up again.
+				gone, goneGen = seg.Path, gen
+				continue
 			}
 			return err
 		}
@@ -77,10 +85,12 @@ func (r *Reader) Fill(ctx context.Context, c *engine.Cursor, wait bool) error {
 	}
 }
 
-// scan points the scanner at seg, reusing the open file if seg is the one
-// already being read (it may have been sealed since).
-func (r *Reader) scan(seg segment.Info, pos uint64) error {
-	if r.f != nil && r.seg.Path == seg.Path {
+// scan points the scanner at seg, looked up when the log had made gen
+// merges, reusing the open file if seg is the one already being read (it
+// may have been sealed since). After a merge, the file under a segment's
+// name may be another (the merged one, holding more): it is opened again.
+func (r *Reader) scan(seg segment.Info, gen, pos uint64) error {
+	if r.f != nil && r.seg.Path == seg.Path && r.gen == gen {
 		r.seg = seg
 		r.sc.SetLimit(seg.End)
 		return nil
@@ -90,7 +100,7 @@ func (r *Reader) scan(seg segment.Info, pos uint64) error {
 	if err != nil {
 		return err
 	}
-	r.f, r.seg = f, seg
+	r.f, r.seg, r.gen = f, seg, gen
 	r.sc = segment.NewScanner(f, seg.Find(pos), seg.End)
 	return nil
 }
