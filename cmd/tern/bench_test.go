@@ -272,14 +272,20 @@ func TestBenchS3(t *testing.T) {
 	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "obj-1k", "--duration", "200ms", "--json", out)
 	must(t, t.TempDir(), "", "bench", "s3", target, "--workload", "catchup-1g", "--size", "64KiB", "--total-bytes", "1048576", "--json", out)
 	rs = readResults(t, out)[2:]
-	if len(rs) != 2 {
-		t.Fatalf("%d results, want a PUT and a GET: %+v", len(rs), rs)
+	if len(rs) != 3 {
+		t.Fatalf("%d results, want two PUT rows and a GET: %+v", len(rs), rs)
 	}
 	if r := rs[0]; r.Workload != "obj-1k" || r.Variant != "put" || r.Spec.EntryBytes != 1<<10 || r.Spec.Producers != 1 || r.Entries == 0 {
 		t.Errorf("obj-1k limit %+v", r)
 	}
+	// obj-1k's PUTs also at its rate, as many at once as a log uploads,
+	// completed in order.
+	if r := rs[1]; r.Workload != "obj-1k" || r.Variant != "put 1000/s x4, in order" || r.Spec.EntryBytes != 1<<10 ||
+		r.Spec.Rate != 1000 || r.Spec.InFlight != 4 || r.Entries == 0 || r.Entries > 200 {
+		t.Errorf("obj-1k limit at its rate %+v", r)
+	}
 	// A catch-up's limit reads distinct objects once, cold: 1 MiB of 64 KiB.
-	if r := rs[1]; r.Workload != "catchup-1g" || r.Variant != "get, cold" || r.Spec.EntryBytes != 64<<10 || r.Spec.Producers != 4 || r.Entries != 16 || r.Bytes != 1<<20 {
+	if r := rs[2]; r.Workload != "catchup-1g" || r.Variant != "get, cold" || r.Spec.EntryBytes != 64<<10 || r.Spec.Producers != 4 || r.Entries != 16 || r.Bytes != 1<<20 {
 		t.Errorf("catchup-1g limit %+v", r)
 	}
 	fails(t, 2, t.TempDir(), "", []string{"bench", "s3", target, "--workload", "nope"}, "--workload", "obj-put")
