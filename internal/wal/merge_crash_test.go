@@ -103,34 +103,10 @@ func (w *mergeWork) check(t *testing.T, fs vfs.FS) {
 			mergeCrashSeen.covered++
 		}
 	}
-	l, err := Open(t.Context(), w.options(fs, 100, newClock(), true))
-	if err != nil {
-		t.Fatalf("Open after crash: %v", err)
-	}
+	l := openMerged(t, w.options(fs, 100, newClock(), true))
 	defer l.Close()
-	if _, err := l.mergeAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	st := l.Stats()
-	if st.End > st.Start {
-		rd, err := l.NewReader(st.Start, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		for i, e := range readN(t, rd, int(st.End-st.Start), true) {
-			p := string(e.Payload)
-			if want := st.Start + uint64(i); e.Offset != want {
-				t.Fatalf("entry %d read at offset %d, want %d", i, e.Offset, want)
-			}
-			if !w.attempted[p] {
-				t.Fatalf("offset %d holds %.20q, which was never appended", e.Offset, p)
-			}
-			if q, ok := w.acked[e.Offset]; ok && q != p {
-				t.Fatalf("offset %d holds %.20q, want %.20q, acknowledged there", e.Offset, p, q)
-			}
-		}
-	}
+	readsBack(t, l, st, w.attempted, w.acked, nil)
 	for off, p := range w.acked {
 		if off < st.Start || off >= st.End {
 			t.Fatalf("the log holds offsets %d to %d and lost %.20q, acknowledged at offset %d", st.Start, st.End, p, off)

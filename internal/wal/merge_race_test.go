@@ -97,13 +97,8 @@ func TestMergeRetentionAndTruncate(t *testing.T) {
 	old := c.now()
 	l.Close()
 	o.MergeSmall = 0
-	if l, err = Open(t.Context(), o); err != nil {
-		t.Fatal(err)
-	}
+	l = openMerged(t, o)
 	defer l.Close()
-	if _, err := l.mergeAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	c.add(time.Hour)
 	for i := range 10 {
 		p := fmt.Sprintf("new%d", i)

@@ -179,13 +179,7 @@ func TestMergeTinySegments(t *testing.T) {
 				t.Fatalf("without merging, %d segment files, want 100", len(segs))
 			}
 			o.MergeSmall = 0
-			l, err = Open(t.Context(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.mergeAll(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			l = openMerged(t, o)
 			segs, other := segmentFiles(t, mem)
 			if len(segs) > 3 {
 				t.Fatalf("after merging, %d segment files, want 3 at most", len(segs))
@@ -214,14 +208,8 @@ func TestMergeTinySegments(t *testing.T) {
 			if err != nil || r.Damaged() || len(r.Findings) > 0 || r.End != 120 {
 				t.Fatalf("Check = %+v, %v; want no findings, the log ending at 120", r, err)
 			}
-			l, err = Open(t.Context(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l = openMerged(t, o)
 			defer l.Close()
-			if _, err := l.mergeAll(t.Context()); err != nil {
-				t.Fatal(err)
-			}
 			readFrom(t, l, 0, want)
 			if segs, _ := segmentFiles(t, mem); len(segs) > 4 {
 				t.Fatalf("after 120 tiny segments, %d segment files", len(segs))
@@ -255,13 +243,7 @@ func crashLives(t *testing.T, small int64) (int, []string) {
 		return o
 	}
 	for i := range 40 {
-		l, err := Open(t.Context(), opts(uint64(i+1)))
-		if err != nil {
-			t.Fatalf("Open after crash %d: %v", i, err)
-		}
-		if _, err := l.mergeAll(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		l := openMerged(t, opts(uint64(i+1)))
 		c.add(2 * time.Minute)
 		for j := range 3 {
 			p := fmt.Sprintf("crash%d.%d-%s", i, j, strings.Repeat("c", 30))
@@ -272,15 +254,24 @@ func crashLives(t *testing.T, small int64) (int, []string) {
 		l.Close()
 		mem = mem.Crash(rand.New(rand.NewPCG(uint64(i), 1)))
 	}
-	l, err := Open(t.Context(), opts(100))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openMerged(t, opts(100))
 	defer l.Close()
-	if _, err := l.mergeAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	readFrom(t, l, 0, want)
 	segs, _ := segmentFiles(t, mem)
 	return len(segs), want
+}
+
+// openMerged opens a log with o and merges its small sealed segments, as
+// its merger does in the background; the caller closes it.
+func openMerged(t *testing.T, o Options) *Log {
+	t.Helper()
+	l, err := Open(t.Context(), o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if _, err := l.mergeAll(t.Context()); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	return l
 }

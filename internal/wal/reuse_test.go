@@ -103,28 +103,7 @@ func (w *reuseWork) check(t *testing.T, fs vfs.FS) {
 	if st.Start > w.asked {
 		t.Fatalf("the log starts at %d, above the truncation point %d", st.Start, w.asked)
 	}
-	if st.End > st.Start {
-		r, err := l.NewReader(st.Start, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		for i, e := range readN(t, r, int(st.End-st.Start), true) {
-			p := string(e.Payload)
-			if want := st.Start + uint64(i); e.Offset != want {
-				t.Fatalf("entry %d read at offset %d, want %d", i, e.Offset, want)
-			}
-			if !w.attempted[p] {
-				t.Fatalf("offset %d holds %.20q, which was never appended", e.Offset, p)
-			}
-			if q, ok := w.acked[e.Offset]; ok && q != p {
-				t.Fatalf("offset %d holds %.20q, want %.20q, acknowledged there", e.Offset, p, q)
-			}
-			if off, ok := w.at[p]; ok && off != e.Offset {
-				t.Fatalf("offset %d holds %.20q, acknowledged at offset %d", e.Offset, p, off)
-			}
-		}
-	}
+	readsBack(t, l, st, w.attempted, w.acked, w.at)
 	for off, p := range w.acked {
 		if off >= w.truncated && off >= st.End {
 			t.Fatalf("the log ends at %d and lost %.20q, acknowledged at offset %d", st.End, p, off)
@@ -226,6 +205,37 @@ func TestReuseWritesOver(t *testing.T) {
 		}
 		if _, err := mem.List("/data/log/" + FreeDirName); keep < 0 && err == nil {
 			t.Fatal("with ReuseSegments -1 the log made a free directory")
+		}
+	}
+}
+
+// readsBack reads l's entries from st.Start to st.End and checks that their
+// offsets are dense, that each was attempted (attempted), that each offset
+// acknowledged (acked) holds its entry, and, if at is not nil, that each
+// entry acknowledged is at the offset it was acknowledged at.
+func readsBack(t *testing.T, l *Log, st engine.Stats, attempted map[string]bool, acked map[uint64]string, at map[string]uint64) {
+	t.Helper()
+	if st.End <= st.Start {
+		return
+	}
+	r, err := l.NewReader(st.Start, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, e := range readN(t, r, int(st.End-st.Start), true) {
+		p := string(e.Payload)
+		if want := st.Start + uint64(i); e.Offset != want {
+			t.Fatalf("entry %d read at offset %d, want %d", i, e.Offset, want)
+		}
+		if !attempted[p] {
+			t.Fatalf("offset %d holds %.20q, which was never appended", e.Offset, p)
+		}
+		if q, ok := acked[e.Offset]; ok && q != p {
+			t.Fatalf("offset %d holds %.20q, want %.20q, acknowledged there", e.Offset, p, q)
+		}
+		if off, ok := at[p]; ok && off != e.Offset {
+			t.Fatalf("offset %d holds %.20q, acknowledged at offset %d", e.Offset, p, off)
 		}
 	}
 }
