@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,10 +15,11 @@ import (
 // Disk is the filesystem under the logs of one data directory, as their
 // appends see it: it keeps a reserve of free space that appends may not use
 // (for the metadata store and the subscriptions' cursors on the same disk,
-// which cannot survive a full disk as the logs do), and remembers whether
-// the disk is full, for health reports. Every Log of the directory shares
-// one Disk. It is safe for concurrent use. A nil *Disk keeps no reserve and
-// remembers nothing.
+// which cannot survive a full disk as the logs do), remembers whether the
+// disk is full, for health reports, and gives the logs' merges of small
+// segments their turns (maxMerges at once). Every Log of the directory
+// shares one Disk. It is safe for concurrent use. A nil *Disk keeps no
+// reserve, remembers nothing and bounds no merges.
 type Disk struct {
 	fs      vfs.FS
 	dir     string
@@ -26,6 +28,7 @@ type Disk struct {
 	logger  *slog.Logger
 	space   func() (vfs.Space, bool, error) // statfs; tests swap it
 	onSync  func(time.Duration)             // ObserveSync's; nil: none
+	merging chan struct{}                   // a value per merge of small segments under way (maxMerges)
 
 	mu      sync.Mutex
 	full    string    // why appends are refused or failing; empty while there is room
@@ -56,7 +59,7 @@ const DefaultReserve = 256 << 20
 // filesystem), a negative reserve keeps none. A filesystem that cannot
 // report its free space (MemFS) keeps no reserve.
 func NewDisk(fs vfs.FS, dir string, reserve int64, logger *slog.Logger) *Disk {
-	d := &Disk{fs: fs, dir: dir, reserve: reserve, now: time.Now, logger: logger}
+	d := &Disk{fs: fs, dir: dir, reserve: reserve, now: time.Now, logger: logger, merging: make(chan struct{}, maxMerges)}
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,6 +130,37 @@ func (d *Disk) admit(n int64) error {
 		rpcerr.ErrNoSpace, d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve), units.FormatBytes(n))
 	d.setFullLocked(fmt.Sprintf("%s has %s free, below the reserve of %s", d.dir, units.FormatBytes(max(s.Free, 0)), units.FormatBytes(d.reserve)), s.Free)
 	return err
+}
+
+// maxMerges is how many merges of small sealed segments (merge.go) the
+// logs of one data directory run at once: each copies files on the disk
+// the appends sync to, and a server that opens many logs with small
+// segments at once would otherwise copy them all at the same time.
+const maxMerges = 1
+
+// startMerge waits for a merge's turn among the directory's logs, until
+// ctx is done: false then. A nil Disk gives every merge a turn at once.
+// A true return is paired with endMerge.
+func (d *Disk) startMerge(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if d == nil {
+		return true
+	}
+	select {
+	case d.merging <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// endMerge ends a merge's turn that startMerge gave.
+func (d *Disk) endMerge() {
+	if d != nil {
+		<-d.merging
+	}
 }
 
 // room reports whether n more bytes would leave the reserve free, without

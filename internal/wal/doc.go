@@ -94,7 +94,8 @@
 // writer). (A crash alone leaves none: recovery makes the open segment it
 // finds the active one again.) So a goroutine of the log merges small sealed
 // segments (merge.go), after Open's recovery and after every roll that
-// seals one, one merge at a time; Close stops it and waits for it. A
+// seals one, one merge at a time, and one at a time among the logs that
+// share a Disk (a data directory); Close stops it and waits for it. A
 // sealed segment is small when its file is under Options.MergeSmall bytes
 // (SegmentBytes/8 unless set; negative turns merging off). The oldest run
 // of two or more adjacent small sealed segments holding together at most

@@ -151,6 +151,11 @@ func (l *Log) mergeAll(ctx context.Context) (int, error) {
 // it), or the merged file and some of the others, wholly covered by it
 // (Open removes them too).
 func (l *Log) mergeOnce(ctx context.Context) (bool, error) {
+	// One merge at a time among the data directory's logs.
+	if !l.opts.Disk.startMerge(ctx) {
+		return false, ctx.Err()
+	}
+	defer l.opts.Disk.endMerge()
 	small, most := l.mergeLimits()
 	l.mu.Lock()
 	sealed := l.sealed

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ternwal/tern/internal/engine"
+	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -213,4 +215,67 @@ func TestMergeWithTruncation(t *testing.T) {
 	}
 	defer l.Close()
 	readFrom(t, l, start, want[start:])
+}
+
+// The logs of a data directory merge one at a time: while the Disk's turn
+// is held, another merge waits for it, and gives up when its context ends
+// (its log closes); logs that share a Disk all merge, and leave the turn
+// free.
+func TestMergeTakesTurns(t *testing.T) {
+	mem := vfs.NewMem()
+	d := NewDisk(mem, "/data", -1, nil)
+	if !d.startMerge(t.Context()) {
+		t.Fatal("startMerge refused a free turn")
+	}
+	// Waits (a second here) rather than take the held turn.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	if d.startMerge(ctx) {
+		t.Fatal("a second merge got a turn while the first held it")
+	}
+	cancel()
+	d.endMerge()
+
+	c := newClock()
+	logs := make([]*Log, 3)
+	want := make([][]string, len(logs))
+	for i := range logs {
+		o := mergeOptions(mem, 1, c)
+		o.Dir, o.MergeSmall = fmt.Sprintf("/data/log%d", i), -1
+		l, err := Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = tinySegments(t, l, c, 1, 20, fmt.Sprintf("log%d-", i))
+		l.Close()
+		o.MergeSmall, o.Disk = 0, d
+		if logs[i], err = Open(t.Context(), o); err != nil { // its merger starts
+			t.Fatal(err)
+		}
+		defer logs[i].Close()
+	}
+	var wg sync.WaitGroup
+	for _, l := range logs {
+		wg.Go(func() {
+			if _, err := l.mergeAll(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, l := range logs {
+		readFrom(t, l, 0, want[i])
+		names, err := mem.List(l.opts.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if segs := slices.DeleteFunc(names, func(n string) bool { _, ok := segment.ParseFileName(n); return !ok }); len(segs) > 3 {
+			t.Errorf("%s: %d segment files after merging, want 3 at most", l.opts.Dir, len(segs))
+		}
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if !d.startMerge(ctx) {
+		t.Fatal("no merge turn free once the merges are done")
+	}
+	d.endMerge()
 }
