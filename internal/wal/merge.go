@@ -151,26 +151,17 @@ func (l *Log) mergeAll(ctx context.Context) (int, error) {
 // it), or the merged file and some of the others, wholly covered by it
 // (Open removes them too).
 func (l *Log) mergeOnce(ctx context.Context) (bool, error) {
-	// One merge at a time among the data directory's logs.
+	if len(l.nextRun()) == 0 {
+		return false, nil // no turn taken: a log with nothing to merge never waits
+	}
+	// One merge at a time among the data directory's logs; the run is
+	// taken again once it is this one's turn.
 	if !l.opts.Disk.startMerge(ctx) {
 		return false, ctx.Err()
 	}
 	defer l.opts.Disk.endMerge()
-	small, most := l.mergeLimits()
-	l.mu.Lock()
-	sealed := l.sealed
-	if l.active.Path == "" && len(sealed) > 0 {
-		// The newest may be reopened by the next append.
-		sealed = sealed[:len(sealed)-1]
-	}
-	// Retention by age drops a segment when its newest entry is older
-	// than the age: a merged file keeps its oldest entries at most an
-	// eighth of the age longer than their own segments would have.
-	k, n := mergeRun(sealed, small, most, int64(l.opts.RetentionAge/8))
-	run := append([]segment.Info(nil), sealed[k:k+n]...)
-	stop := l.closed || l.failed != nil || l.damage != nil
-	l.mu.Unlock()
-	if n == 0 || stop {
+	run := l.nextRun()
+	if len(run) == 0 {
 		return false, nil
 	}
 	var bytes int64
@@ -211,6 +202,28 @@ func (l *Log) mergeOnce(ctx context.Context) (bool, error) {
 		"from", merged.Base, "to", merged.Next)
 	// The merge stands: files left behind are removed by the next Open.
 	return true, rmErr
+}
+
+// nextRun returns a copy of the oldest run of sealed segments to merge
+// (mergeRun), or none if there is none or the log is closed, failed or
+// degraded.
+func (l *Log) nextRun() []segment.Info {
+	small, most := l.mergeLimits()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil || l.damage != nil {
+		return nil
+	}
+	sealed := l.sealed
+	if l.active.Path == "" && len(sealed) > 0 {
+		// The newest may be reopened by the next append.
+		sealed = sealed[:len(sealed)-1]
+	}
+	// Retention by age drops a segment when its newest entry is older
+	// than the age: a merged file keeps its oldest entries at most an
+	// eighth of the age longer than their own segments would have.
+	k, n := mergeRun(sealed, small, most, int64(l.opts.RetentionAge/8))
+	return append([]segment.Info(nil), sealed[k:k+n]...)
 }
 
 // switchMerged puts the merged file, written at tmp, in the place of the
