@@ -76,7 +76,10 @@ func TestMergeReadersFollow(t *testing.T) {
 	if _, err := l.mergeAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l.merges == 0 {
+	l.mu.Lock()
+	merges := l.merges // the background merger may be switching one in
+	l.mu.Unlock()
+	if merges == 0 {
 		t.Fatal("no merge happened")
 	}
 	if segs, _ := segmentFiles(t, mem); len(segs) > 12 {
