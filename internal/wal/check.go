@@ -85,20 +85,18 @@ func Check(fs vfs.FS, dir string) (CheckResult, error) {
 		if i == 0 {
 			r.Start = base
 		}
-		if known && base < next && prev.Sealed {
-			if info, err := segment.Verify(fs, path); err == nil && coveredBy(info, prev) {
-				r.Segments--
-				r.Findings = append(r.Findings, Finding{Path: path,
-					What: fmt.Sprintf("a segment merged into %s, whose file a crash kept from being removed (harmless: the next open removes it)", prev.Path)})
-				continue
-			}
+		info, err := segment.Verify(fs, path)
+		if err == nil && known && prev.Sealed && coveredBy(info, prev) {
+			r.Segments--
+			r.Findings = append(r.Findings, Finding{Path: path,
+				What: fmt.Sprintf("a segment merged into %s, whose file a crash kept from being removed (harmless: the next open removes it)", prev.Path)})
+			continue
 		}
 		prev = segment.Info{}
 		if known && base != next {
 			r.Findings = append(r.Findings, Finding{Path: path, Damage: true,
 				What: fmt.Sprintf("segments are not contiguous: offsets %d to %d are missing", next, base)})
 		}
-		info, err := segment.Verify(fs, path)
 		if err == nil {
 			next, known, prev = info.Next, true, info
 			continue
