@@ -62,8 +62,9 @@
 //
 // "settings" says how each system's variants were configured (system, then
 // variant, then text). "durable_at_ack" names the variants besides
-// "durable" that also acknowledge only fsynced entries: they are grouped
-// with the durable rows instead of under "not durable at acknowledgement".
+// "durable" and "durable, ..." that also acknowledge only fsynced entries:
+// they are grouped with the durable rows instead of under "not durable at
+// acknowledgement".
 package main
 
 import (

@@ -132,8 +132,10 @@ func orderKey(name string) (int, string) {
 	return len(workloadOrder) + 1, name
 }
 
-// classify puts a result in its group. durableAtAck lists, per system, the
-// variants besides "durable" that acknowledge only fsynced entries.
+// classify puts a result in its group. A variant "durable" or "durable, ..."
+// (durable with a setting or a load of its own: "durable, zstd") acknowledges
+// only fsynced entries; durableAtAck lists, per system, the other variants
+// that do.
 func classify(r *loadgen.Result, durableAtAck map[string][]string) group {
 	switch {
 	case r.System == "disk" || r.System == "s3":
@@ -146,7 +148,8 @@ func classify(r *loadgen.Result, durableAtAck map[string][]string) group {
 		return groupDurable // acknowledged once the ack quorum has it on disk
 	case strings.Contains(r.Variant, "(unsafe)"):
 		return groupOther
-	case r.Variant == "durable" || slices.Contains(durableAtAck[r.System], r.Variant):
+	case r.Variant == "durable" || strings.HasPrefix(r.Variant, "durable, ") ||
+		slices.Contains(durableAtAck[r.System], r.Variant):
 		return groupDurable
 	}
 	return groupOther

@@ -418,3 +418,29 @@ func TestQuorumRows(t *testing.T) {
 		}
 	}
 }
+
+// TestClassify: a variant of a durable setting ("durable, zstd") stands
+// with the durable rows; one marked unsafe, or a peer's default, does not.
+func TestClassify(t *testing.T) {
+	atAck := map[string][]string{"woodpecker": {"tuned-1ms"}}
+	for _, c := range []struct {
+		system, variant string
+		want            group
+	}{
+		{"disk", "write+fdatasync", groupLimit},
+		{"tern", "durable", groupTern},
+		{"tern", "durable, zstd", groupDurable},
+		{"tern", "durable, segments of 64MiB, truncated to keep 128MiB, no segment reuse", groupDurable},
+		{"walrus", "durable, 64 logs", groupDurable},
+		{"woodpecker", "tuned-1ms", groupDurable},
+		{"woodpecker", "default", groupOther},
+		{"tern", "fsync=never (unsafe)", groupOther},
+		{"tern", "durable, fsync=never (unsafe)", groupOther},
+		{"kafka", "durableish", groupOther},
+	} {
+		r := &loadgen.Result{System: c.system, Variant: c.variant, Workload: "conc-4k"}
+		if got := classify(r, atAck); got != c.want {
+			t.Errorf("%s %q: group %d, want %d", c.system, c.variant, got, c.want)
+		}
+	}
+}
