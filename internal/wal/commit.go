@@ -28,9 +28,14 @@ func (l *Log) Append(epoch uint64, entries []record.Entry, o engine.AppendOption
 	}
 	p, started, err := l.queue.Add(epoch, entries, o, time.Time{})
 	wake := started && l.queue.Len() == 1
-	if l.want != 0 && l.queue.Added() >= l.want {
-		// The committer is gathering a round and has what it waits for.
-		l.want, wake = 0, true
+	if l.want != 0 {
+		// The committer is gathering a round (gather).
+		if l.backAt.IsZero() {
+			l.backAt = time.Now()
+		}
+		if l.queue.Added() >= l.want {
+			l.want, wake = 0, true // it has what it waits for
+		}
 	}
 	l.mu.Unlock()
 	if wake {

@@ -112,6 +112,7 @@ type Log struct {
 	lastSync time.Duration // how long the last flight's fdatasync took
 	acked    int           // appends the last flight acknowledged, until a gather waits for them
 	ackTime  time.Time     // when it acknowledged them
+	noShows  int           // gathers in a row that waited in vain (gather)
 	spare    []*round      // settled rounds, to be used again
 	free     []freeFile    // deleted segments' files to write over (free.go)
 	freeMade bool          // the free directory exists, durably
@@ -134,8 +135,9 @@ type Log struct {
 	advanced  chan struct{}  // closed when end moves, ticks arrive, or the log closes
 	owned     func() bool    // the current writer's claim check; nil: always owned
 	closed    bool
-	ackedAt   uint64 // queue.Added() when the last rounds were acknowledged
-	want      uint64 // wake the committer when queue.Added() reaches this; 0: no one waits
+	ackedAt   uint64    // queue.Added() when the last rounds were acknowledged
+	want      uint64    // wake the committer when queue.Added() reaches this; 0: no one waits
+	backAt    time.Time // when the first append came while the committer waited (gather); zero if none
 
 	logical logicalCache // for LogicalBytes
 	readers engine.Readers

@@ -18,6 +18,11 @@ import (
 // flight, for the producers it acknowledged to append again.
 const gatherMax = time.Millisecond
 
+// maxNoShows is how many gathers in a row must wait in vain for the
+// producers they acknowledged before the committer stops waiting for them
+// (gather).
+const maxNoShows = 2
+
 // round is the groups of one commit that took their place: batches written
 // (or refused before anything was written) and ticks.
 type round struct {
@@ -244,26 +249,34 @@ func (l *Log) recycle(rounds []*round) {
 // have been queued since that acknowledgement as it carried, or for half
 // the last fdatasync's time after it (at most gatherMax), and writes what
 // was queued.
+//
+// Producers that append on a schedule (an open loop) do not come back, and
+// a wait for them holds the round for nothing, up to a millisecond when the
+// process is idle (the runtime's timers are that late then). So it does not
+// wait when the flight acknowledged a single append, nor, once maxNoShows
+// gathers in a row have waited in vain, until an append comes back in time.
 func (l *Log) gather() {
-	if l.acked == 0 {
+	acked := l.acked
+	l.acked = 0
+	if acked < 2 {
 		return
 	}
-	target := l.ackedAt + uint64(l.acked)
-	l.acked = 0
-	l.mu.Lock()
-	ready := l.queue.Added() >= target
-	l.mu.Unlock()
-	wait := time.Until(l.ackTime.Add(min(l.lastSync/2, gatherMax)))
+	from := l.ackedAt
+	target := from + uint64(acked)
+	deadline := l.ackTime.Add(min(l.lastSync/2, gatherMax))
 	var timeout <-chan time.Time
-	if wait > 0 && !ready {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
-	}
 	for {
 		l.mu.Lock()
-		if timeout == nil || l.queue.Added() >= target || l.closed {
-			l.want = 0
+		added, late := l.queue.Added(), !time.Now().Before(deadline)
+		// An append came back in time if it is seen before the
+		// deadline or, seen after it (the timer can be late), it came
+		// before it (Append notes when the first came while the
+		// committer waited).
+		inTime := added > from && (!late || (!l.backAt.IsZero() && l.backAt.Before(deadline)))
+		if l.gathered(added, from, target, late, inTime) || l.closed {
+			// What came waits in the queue, as one batch, until now:
+			// taking it as it comes would wake the committer for each.
+			l.want, l.backAt = 0, time.Time{}
 			groups := l.queue.Take(l.queue.Len())
 			l.mu.Unlock()
 			if len(groups) > 0 {
@@ -273,10 +286,37 @@ func (l *Log) gather() {
 		}
 		l.want = target
 		l.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-l.wake:
 		case <-timeout:
-			timeout = nil
 		}
 	}
+}
+
+// gathered reports whether a gather waiting for the appends from+1 to
+// target, of which added-from have come, is over; late says its deadline
+// has passed, inTime that some append came back before it. It keeps count
+// of the gathers in a row that waited in vain (l.noShows): an append back
+// in time resets it, a deadline passed with none counts one.
+func (l *Log) gathered(added, from, target uint64, late, inTime bool) bool {
+	if inTime {
+		l.noShows = 0
+	}
+	switch {
+	case added >= target:
+		return true
+	case added == from && l.noShows >= maxNoShows:
+		return true // an open loop, as far as the last gathers saw
+	case late:
+		if !inTime {
+			l.noShows++
+		}
+		return true
+	}
+	return false
 }
