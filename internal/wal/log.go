@@ -113,6 +113,7 @@ type Log struct {
 	acked    int           // appends the last flight acknowledged, until a gather waits for them
 	ackTime  time.Time     // when it acknowledged them
 	noShows  int           // gathers in a row that waited in vain (gather)
+	alarm    *alarm        // ends a gather's wait on time (preciseGather); nil until one needs it
 	spare    []*round      // settled rounds, to be used again
 	free     []freeFile    // deleted segments' files to write over (free.go)
 	freeMade bool          // the free directory exists, durably
@@ -374,6 +375,9 @@ func (l *Log) Close() error {
 	l.stopMerges()
 	engine.Wake(l.wake)
 	<-l.finished
+	if l.alarm != nil {
+		l.alarm.close()
+	}
 	if l.flights != nil {
 		close(l.flights)
 		<-l.syncerDone
