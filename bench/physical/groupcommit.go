@@ -347,12 +347,16 @@ func startGRPC(c *committer) (*grpcClient, error) {
 	}
 	gc := &grpcClient{wake: make(chan struct{}, 1)}
 	// The HTTP/2 windows are those Tern's server and client advertise.
-	gc.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
+	// Messages as large as Tern's own server and client take: a sender
+	// packs every entry queued since its last send into one, and 64
+	// producers of 64 KiB fill 4 MiB, gRPC's default limit.
+	gc.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(grpcopts.MaxMessageBytes),
 		grpc.InitialWindowSize(grpcopts.WindowBytes), grpc.InitialConnWindowSize(grpcopts.WindowBytes))
 	gc.server.RegisterService(&appendService, c)
 	gc.wg.Go(func() { _ = gc.server.Serve(lis) }) // ends at Stop
 	gc.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes), grpc.MaxCallSendMsgSize(grpcopts.MaxMessageBytes)),
 		grpc.WithInitialWindowSize(grpcopts.WindowBytes), grpc.WithInitialConnWindowSize(grpcopts.WindowBytes))
 	if err != nil {
 		gc.server.Stop()

@@ -232,6 +232,13 @@ func TestGroupCommit(t *testing.T) {
 	if _, err := physical.GroupCommit(t.Context(), t.TempDir(), 0, 8, true, brief); err == nil {
 		t.Error("entries of 0 bytes: no error")
 	}
+	// Over gRPC a message carries every entry queued since the last: more
+	// than gRPC's default 4 MiB for conc-64k's 64 producers of 64 KiB, and
+	// always for an entry of 5 MiB. Tern's server takes messages of up to
+	// 64 MiB, and so does this one.
+	if _, err := physical.GroupCommit(t.Context(), t.TempDir(), 5<<20, 1, true, brief); err != nil {
+		t.Errorf("entries of 5 MiB over gRPC: %v", err)
+	}
 }
 
 func TestCancel(t *testing.T) {
