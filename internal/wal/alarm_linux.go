@@ -12,7 +12,7 @@ import (
 // alarm wakes a committer at a time it sets. Its timer is a timerfd read
 // through the runtime's poller, which wakes within microseconds even when
 // nothing else runs: the runtime's own timers can then be a millisecond
-// late, and a goroutine sleeping in a system call would hold one of the
+// late, and a goroutine sleeping in a system call can keep one of the
 // process's Ps meanwhile.
 type alarm struct {
 	f    *os.File
@@ -32,7 +32,7 @@ func newAlarm(wake chan struct{}) (*alarm, error) {
 		var expirations [8]byte
 		for {
 			if _, err := a.f.Read(expirations[:]); err != nil {
-				return // closed
+				return // closed (or broken: the gather's runtime timer still ends its waits)
 			}
 			engine.Wake(wake)
 		}
