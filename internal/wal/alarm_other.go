@@ -11,9 +11,9 @@ import (
 // ends its wait.
 type alarm struct{}
 
-func newAlarm(chan struct{}) (*alarm, error) {
-	return nil, errors.New("wal: no alarm on this system")
-}
+var errNoAlarm = errors.New("wal: no alarm on this system")
+
+func newAlarm(chan struct{}) (*alarm, error) { return nil, errNoAlarm }
 
 func (*alarm) set(time.Duration) {}
 func (*alarm) stop()             {}

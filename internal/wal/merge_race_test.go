@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ternwal/tern/internal/engine"
-	"github.com/ternwal/tern/internal/segment"
 	"github.com/ternwal/tern/internal/vfs"
 )
 
@@ -267,11 +265,7 @@ func TestMergeTakesTurns(t *testing.T) {
 	wg.Wait()
 	for i, l := range logs {
 		readFrom(t, l, 0, want[i])
-		names, err := mem.List(l.opts.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if segs := slices.DeleteFunc(names, func(n string) bool { _, ok := segment.ParseFileName(n); return !ok }); len(segs) > 3 {
+		if segs, _ := segmentFilesIn(t, mem, l.opts.Dir); len(segs) > 3 {
 			t.Errorf("%s: %d segment files after merging, want 3 at most", l.opts.Dir, len(segs))
 		}
 	}

@@ -43,11 +43,18 @@ func mergeOptions(fs vfs.FS, epoch uint64, c *clock) Options {
 	return Options{FS: fs, Dir: mergeDir, Epoch: epoch, SegmentBytes: 64 << 10, SegmentAge: time.Minute, Now: c.now}
 }
 
-// segmentFiles returns the Infos of the segment files in dir, read sealed
-// (open ones with their header only), and the names of the other files.
+// segmentFiles returns the Infos of the segment files in mergeDir, read
+// sealed (open ones with their header only), and the names of the other
+// files.
 func segmentFiles(t *testing.T, fs vfs.FS) (segs []segment.Info, other []string) {
 	t.Helper()
-	names, err := fs.List(mergeDir)
+	return segmentFilesIn(t, fs, mergeDir)
+}
+
+// segmentFilesIn is segmentFiles of dir.
+func segmentFilesIn(t *testing.T, fs vfs.FS, dir string) (segs []segment.Info, other []string) {
+	t.Helper()
+	names, err := fs.List(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +63,10 @@ func segmentFiles(t *testing.T, fs vfs.FS) (segs []segment.Info, other []string)
 			other = append(other, n)
 			continue
 		}
-		info, err := segment.ReadSealed(fs, mergeDir+"/"+n)
+		info, err := segment.ReadSealed(fs, dir+"/"+n)
 		if err != nil {
 			base, _ := segment.ParseFileName(n)
-			info = segment.Info{Path: mergeDir + "/" + n, Base: base}
+			info = segment.Info{Path: dir + "/" + n, Base: base}
 		}
 		segs = append(segs, info)
 	}
