@@ -19,11 +19,7 @@ func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*
 	if s.node != nil && opts.Mode == tern.ModeLocal {
 		return nil, wire(fmt.Errorf("%w: a local log lives on one node's disk, and the logs of a cluster move between its nodes: create it in mode quorum or object", tern.ErrInvalid))
 	}
-	l, err := s.c.CreateLog(ctx, req.GetName(), opts)
-	if err != nil {
-		return nil, wire(err)
-	}
-	info, err := l.Info(ctx)
+	info, err := s.create(ctx, req.GetName(), opts)
 	if err != nil {
 		return nil, wire(err)
 	}
@@ -31,6 +27,20 @@ func (s *Server) CreateLog(ctx context.Context, req *ternpb.CreateLogRequest) (*
 		s.c.CloseLog(req.GetName()) // another node serves it
 	}
 	return logInfoProto(info), nil
+}
+
+// create creates a log and describes it from the handle CreateLog opened.
+// A take, by a call or by the balance loop's adopt, closes the handle of the
+// log it takes (it may be stale) once the log is in the metadata: takeMu
+// keeps every take out until the new log is described.
+func (s *Server) create(ctx context.Context, name string, opts tern.LogOptions) (tern.LogInfo, error) {
+	s.takeMu.Lock()
+	defer s.takeMu.Unlock()
+	l, err := s.c.CreateLog(ctx, name, opts)
+	if err != nil {
+		return tern.LogInfo{}, err
+	}
+	return l.Info(ctx)
 }
 
 // DescribeLog describes a log as it is now.

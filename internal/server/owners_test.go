@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,5 +279,32 @@ func TestListLogsOpensOnlyServed(t *testing.T) {
 		if !served && !os.IsNotExist(err) {
 			t.Errorf("log %s, not served by n1, has a directory on n1 (%v): n1 opened it", info.Name, err)
 		}
+	}
+}
+
+// TestCreateLogWhileAdopting checks that a node creating object logs while
+// its balance loop adopts them answers every CreateLog: the adoption of a
+// log just created must not close the handle the call describes it from.
+func TestCreateLogWhileAdopting(t *testing.T) {
+	tc := startCluster(t)
+	n0 := tc.join(t, "n0")
+	const workers, each = 4, 25
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				name := fmt.Sprintf("o%d-%d", w, i)
+				opts := tern.LogOptions{Mode: tern.ModeObject}
+				if _, err := n0.srv.CreateLog(t.Context(), &ternpb.CreateLogRequest{Name: name, Options: opts.Proto()}); err != nil {
+					errs <- fmt.Errorf("create %s: %w", name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -100,7 +100,7 @@ type Server struct {
 	maxStreams        int            // Options.MaxStreams
 	noDedup           bool           // Options.NoDedup
 	openStreams       int            // streams open now, under mu
-	takeMu            sync.Mutex     // one log taken at a time
+	takeMu            sync.Mutex     // one log taken at a time, and none while one is created (create)
 	streams           sync.WaitGroup // the open streams; Add only under mu, before closed
 	closing           sync.WaitGroup // writers being closed in the background
 	warming           sync.WaitGroup // logs taken over being opened (warm); Add only under mu, before closed
